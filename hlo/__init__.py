@@ -1,0 +1,29 @@
+"""HLO: the IR, its text format, shape inference, verifier, builder and evaluator.
+
+Imports nothing else of the project (see DESIGN.md). The public surface:
+
+    parse_module(text) -> HloModule        ParseError
+    print_module(module) -> str            (also module.to_text())
+    infer_shape(opcode, operand_shapes, attrs) -> Shape
+    verify(module)                         VerifyError
+    HloBuilder                             build modules in Python
+    evaluate(module, args) -> list[np.ndarray]
+"""
+from .dtypes import DTYPES, DType, dtype, from_numpy, numpy_dtype
+from .shape import Shape
+from .opcodes import OPCODES, OpInfo
+from .ir import (HloComputation, HloInstruction, HloModule, PadDim, RawAttr, SliceDim,
+                 Window, WindowDim)
+from .shape_inference import infer_shape
+from .parser import ParseError, parse_module
+from .printer import print_module
+from .verifier import VerifyError, verify
+from .builder import HloBuilder
+from .evaluator import EvaluationError, evaluate
+
+__all__ = [
+    "DTYPES", "DType", "dtype", "from_numpy", "numpy_dtype", "Shape", "OPCODES", "OpInfo",
+    "HloComputation", "HloInstruction", "HloModule", "PadDim", "RawAttr", "SliceDim",
+    "Window", "WindowDim", "infer_shape", "ParseError", "parse_module", "print_module",
+    "VerifyError", "verify", "HloBuilder", "EvaluationError", "evaluate",
+]

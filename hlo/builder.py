@@ -1,0 +1,5 @@
+"""HloBuilder (placeholder: being written)."""
+
+
+class HloBuilder:
+    pass

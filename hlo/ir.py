@@ -1,0 +1,378 @@
+"""The HLO IR: instructions, computations and modules.
+
+An `HloInstruction` has an opcode, a result `Shape`, operands and users, and a
+dict of attributes in structured form (see ATTRIBUTES below). A computation is
+an ordered list of instructions with numbered parameters and a root; a module
+is a list of computations, one of them the entry, plus the module-level config
+(`entry_computation_layout`, `is_scheduled`, ...) kept as text.
+
+Users are maintained by the mutating methods (`replace_operand`,
+`replace_all_uses_with`, `HloComputation.remove_instruction`), so passes never
+touch `users` directly.
+
+ATTRIBUTES — the Python form of each attribute (the parser produces it, the
+printer prints it back, everything else reads it):
+
+    dimensions, dynamic_slice_sizes, slice_sizes,
+    lhs/rhs_contracting_dims, lhs/rhs_batch_dims,
+    offset_dims, collapsed_slice_dims, start_index_map,
+    operand_batching_dims, start_indices_batching_dims,
+    update_window_dims, inserted_window_dims, scatter_dims_to_operand_dims,
+    input_batching_dims, scatter_indices_batching_dims     tuple[int, ...]
+    index, iota_dimension, index_vector_dim,
+    feature_group_count, batch_group_count                 int
+    is_stable, indices_are_sorted, unique_indices          bool
+    direction ("EQ", "NE", "LT", "LE", "GT", "GE"),
+    type ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"),
+    kind ("kLoop", "kInput", "kOutput", "kCustom"),
+    dim_labels ("b01f_01io->b01f"), custom_call_target     str
+    slice                                                  tuple[SliceDim, ...]
+    padding                                                tuple[PadDim, ...]
+    window                                                 Window
+    to_apply, calls, condition, body, select, scatter,
+    true_computation, false_computation                    HloComputation
+    branch_computations                                    tuple[HloComputation, ...]
+    metadata, backend_config, frontend_attributes, sharding,
+    and any attribute the parser does not know            RawAttr (text kept verbatim)
+
+A constant keeps its value in `instr.literal` (a numpy array, or None for an
+elided `{...}` literal); a parameter its number in `instr.parameter_number`.
+Attributes keep the order they were given in, and print in that order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+
+from .opcodes import CALLED_COMPUTATION_ATTRS, CALLED_COMPUTATION_LIST_ATTRS, OPCODES
+from .shape import Shape
+
+
+# --- structured attribute values ----------------------------------------------
+
+@dataclass(frozen=True)
+class SliceDim:
+    start: int
+    limit: int
+    stride: int = 1
+
+
+@dataclass(frozen=True)
+class PadDim:
+    low: int
+    high: int
+    interior: int = 0
+
+
+@dataclass(frozen=True)
+class WindowDim:
+    size: int
+    stride: int = 1
+    pad_low: int = 0
+    pad_high: int = 0
+    window_dilation: int = 1
+    base_dilation: int = 1
+    reversal: bool = False
+
+
+@dataclass(frozen=True)
+class Window:
+    dims: tuple[WindowDim, ...]
+
+
+@dataclass(frozen=True)
+class RawAttr:
+    """An attribute kept as the exact text of its value (metadata, unknown keys)."""
+    text: str
+
+
+# --- instructions --------------------------------------------------------------
+
+class HloInstruction:
+    """One HLO instruction. Create with `HloComputation.add_instruction` or the builder."""
+
+    def __init__(self, opcode: str, shape: Shape, operands: Iterable["HloInstruction"] = (),
+                 attrs: dict[str, Any] | None = None, name: str = "",
+                 literal: np.ndarray | None = None, parameter_number: int | None = None):
+        if opcode not in OPCODES:
+            raise ValueError(f"unknown opcode {opcode!r}")
+        self.opcode = opcode
+        self.shape = shape
+        self.name = name
+        self.operands: list[HloInstruction] = []
+        self.users: list[HloInstruction] = []
+        self.attrs: dict[str, Any] = dict(attrs or {})
+        self.literal = literal
+        self.parameter_number = parameter_number
+        self.control_predecessors: list[HloInstruction] = []
+        self.parent: HloComputation | None = None
+        for op in operands:
+            self._append_operand(op)
+
+    # --- operands and users ---------------------------------------------------
+    def _append_operand(self, op: "HloInstruction") -> None:
+        self.operands.append(op)
+        if self not in op.users:
+            op.users.append(self)
+
+    def operand(self, i: int) -> "HloInstruction":
+        return self.operands[i]
+
+    def replace_operand(self, i: int, new: "HloInstruction") -> None:
+        old = self.operands[i]
+        self.operands[i] = new
+        if old not in self.operands and self in old.users:
+            old.users.remove(self)
+        if self not in new.users:
+            new.users.append(self)
+
+    def replace_operand_with(self, old: "HloInstruction", new: "HloInstruction") -> None:
+        for i, op in enumerate(self.operands):
+            if op is old:
+                self.replace_operand(i, new)
+
+    def set_operands(self, operands: Iterable["HloInstruction"]) -> None:
+        for op in self.operands:
+            if self in op.users:
+                op.users.remove(self)
+        self.operands = []
+        for op in operands:
+            self._append_operand(op)
+
+    def replace_all_uses_with(self, new: "HloInstruction") -> None:
+        """Every user of self reads `new` instead; a root self makes `new` the root."""
+        for user in list(self.users):
+            if user is not new:
+                user.replace_operand_with(self, new)
+        comp = self.parent
+        if comp is not None and comp.root is self:
+            comp.root = new
+
+    def drop_operands(self) -> None:
+        self.set_operands(())
+
+    # --- queries ----------------------------------------------------------------
+    @property
+    def info(self):
+        return OPCODES[self.opcode]
+
+    @property
+    def is_root(self) -> bool:
+        return self.parent is not None and self.parent.root is self
+
+    def called_computations(self) -> list["HloComputation"]:
+        comps = []
+        for key, value in self.attrs.items():
+            if key in CALLED_COMPUTATION_ATTRS:
+                comps.append(value)
+            elif key in CALLED_COMPUTATION_LIST_ATTRS:
+                comps.extend(value)
+        return comps
+
+    @property
+    def to_apply(self) -> "HloComputation | None":
+        return self.attrs.get("to_apply")
+
+    @property
+    def fused_computation(self) -> "HloComputation":
+        return self.attrs["calls"]
+
+    def dims(self, key: str = "dimensions") -> tuple[int, ...]:
+        return tuple(self.attrs.get(key, ()))
+
+    def has_side_effect(self) -> bool:
+        return OPCODES[self.opcode].side_effect
+
+    def __repr__(self) -> str:
+        return f"<{self.name} = {self.shape} {self.opcode}>"
+
+
+# --- computations -----------------------------------------------------------------
+
+class HloComputation:
+    """An ordered list of instructions with parameters and a root."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.instructions: list[HloInstruction] = []
+        self.root: HloInstruction | None = None
+        self.parent: HloModule | None = None
+        self.is_fusion_computation = False   # set when a fusion instruction calls it
+
+    # --- building -------------------------------------------------------------
+    def add_instruction(self, instr: HloInstruction) -> HloInstruction:
+        if instr.parent is not None and instr.parent is not self:
+            raise ValueError(f"{instr.name} already belongs to {instr.parent.name}")
+        instr.parent = self
+        if not instr.name:
+            instr.name = self._fresh_name(instr.opcode)
+        elif self.parent is not None:
+            instr.name = self.parent.uniquify(instr.name)
+        self.instructions.append(instr)
+        return instr
+
+    def _fresh_name(self, base: str) -> str:
+        if self.parent is not None:
+            return self.parent.uniquify(base)
+        taken = {i.name for i in self.instructions}
+        n, name = 0, base
+        while name in taken:
+            n += 1
+            name = f"{base}.{n}"
+        return name
+
+    def remove_instruction(self, instr: HloInstruction) -> None:
+        """Removes an instruction that has no users (and is not the root)."""
+        if instr.users:
+            raise ValueError(f"cannot remove {instr.name}: it still has users "
+                             f"{[u.name for u in instr.users]}")
+        if instr is self.root:
+            raise ValueError(f"cannot remove the root {instr.name}")
+        instr.drop_operands()
+        for other in self.instructions:
+            if instr in other.control_predecessors:
+                other.control_predecessors.remove(instr)
+        self.instructions.remove(instr)
+        instr.parent = None
+
+    # --- queries ----------------------------------------------------------------
+    @property
+    def parameters(self) -> list[HloInstruction]:
+        params = [i for i in self.instructions if i.opcode == "parameter"]
+        return sorted(params, key=lambda p: p.parameter_number)
+
+    def parameter(self, number: int) -> HloInstruction:
+        for i in self.instructions:
+            if i.opcode == "parameter" and i.parameter_number == number:
+                return i
+        raise IndexError(f"{self.name} has no parameter {number}")
+
+    @property
+    def num_parameters(self) -> int:
+        return sum(1 for i in self.instructions if i.opcode == "parameter")
+
+    def instruction(self, name: str) -> HloInstruction:
+        for i in self.instructions:
+            if i.name == name:
+                return i
+        raise KeyError(f"no instruction {name!r} in {self.name}")
+
+    def post_order(self) -> list[HloInstruction]:
+        """Instructions with every operand (and control predecessor) before its users."""
+        order: list[HloInstruction] = []
+        seen: set[int] = set()
+        for start in self.instructions:
+            if id(start) in seen:
+                continue
+            stack: list[tuple[HloInstruction, Iterator]] = [(start, iter(start.operands + start.control_predecessors))]
+            seen.add(id(start))
+            while stack:
+                node, it = stack[-1]
+                nxt = next(it, None)
+                if nxt is None:
+                    stack.pop()
+                    order.append(node)
+                elif id(nxt) not in seen:
+                    seen.add(id(nxt))
+                    stack.append((nxt, iter(nxt.operands + nxt.control_predecessors)))
+        return order
+
+    def __iter__(self):
+        return iter(self.instructions)
+
+    def __repr__(self) -> str:
+        return f"<HloComputation {self.name}: {len(self.instructions)} instructions>"
+
+
+# --- modules ------------------------------------------------------------------
+
+class HloModule:
+    """Computations (callees before callers when printed) and one entry."""
+
+    def __init__(self, name: str, config: dict[str, str] | None = None):
+        self.name = name
+        self.computations: list[HloComputation] = []
+        self.entry: HloComputation | None = None
+        # Module header attributes other than the name, kept as text in order:
+        # {"is_scheduled": "true", "entry_computation_layout": "{(f32[4]{0})->f32[4]{0}}"}
+        self.config: dict[str, str] = dict(config or {})
+        self._names: set[str] = set()
+        self._counters: dict[str, int] = {}
+
+    def add_computation(self, comp: HloComputation, entry: bool = False) -> HloComputation:
+        comp.parent = self
+        taken = {c.name for c in self.computations}
+        base, n = comp.name, 0
+        while comp.name in taken:      # computations have a namespace of their own
+            n += 1
+            comp.name = f"{base}.{n}"
+        for instr in comp.instructions:
+            self._names.add(instr.name)
+        self.computations.append(comp)
+        if entry:
+            self.entry = comp
+        return comp
+
+    def remove_computation(self, comp: HloComputation) -> None:
+        if comp is self.entry:
+            raise ValueError("cannot remove the entry computation")
+        self.computations.remove(comp)
+        comp.parent = None
+
+    def computation(self, name: str) -> HloComputation:
+        for c in self.computations:
+            if c.name == name:
+                return c
+        raise KeyError(f"no computation {name!r} in module {self.name}")
+
+    def uniquify(self, name: str) -> str:
+        """`name` if unused in this module, else `name.N` with the next free N; reserves it."""
+        if name not in self._names:
+            self._names.add(name)
+            return name
+        base = name
+        n = self._counters.get(base, 0)
+        while True:
+            n += 1
+            candidate = f"{base}.{n}"
+            if candidate not in self._names:
+                self._counters[base] = n
+                self._names.add(candidate)
+                return candidate
+
+    def reserve_name(self, name: str) -> None:
+        self._names.add(name)
+
+    def computations_post_order(self) -> list[HloComputation]:
+        """Callees before callers, ending with the entry; unreachable ones excluded."""
+        order: list[HloComputation] = []
+        seen: set[int] = set()
+
+        def visit(comp: HloComputation):
+            if id(comp) in seen:
+                return
+            seen.add(id(comp))
+            for instr in comp.instructions:
+                for callee in instr.called_computations():
+                    visit(callee)
+            order.append(comp)
+
+        if self.entry is not None:
+            visit(self.entry)
+        return order
+
+    def instructions(self) -> Iterator[HloInstruction]:
+        for comp in self.computations:
+            yield from comp.instructions
+
+    def to_text(self) -> str:
+        from .printer import print_module   # printer imports ir; import late
+        return print_module(self)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def __repr__(self) -> str:
+        return f"<HloModule {self.name}: {len(self.computations)} computations>"

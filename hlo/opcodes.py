@@ -1,0 +1,171 @@
+"""The opcode table: every fact about an HLO opcode lives here.
+
+One row per opcode gives its text spelling, arity, kind and the flags passes
+care about. Two more facts are attached by the modules that own them, so that
+those modules stay readable on their own:
+
+- `shape_rule(operand_shapes, attrs) -> Shape` — registered by `shape_inference.py`
+  with `@shape_rule("add", ...)`;
+- `ref(instr, operand_values, ctx) -> np.ndarray | tuple` — NumPy semantics for
+  the evaluator and constant folding, registered by `evaluator.py` with
+  `@reference("add", ...)`.
+
+The parser, printer, verifier, evaluator, passes and backends all look opcodes
+up here; none keeps its own list. `tests/hlo/test_opcodes.py` checks that every
+row has a shape rule and a reference implementation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+# Kinds. Elementwise kinds map operand element i to result element i.
+ELEMENTWISE_KINDS = frozenset({"unary", "binary", "compare", "ternary", "convert"})
+
+
+@dataclass
+class OpInfo:
+    name: str                     # text spelling: "add", "exponential"
+    arity: int | None             # None = variadic
+    kind: str                     # see ELEMENTWISE_KINDS; also "movement", "reduce",
+                                  # "dot", "control", "leaf", "other"
+    commutative: bool = False
+    expensive: bool = False       # fusion must not duplicate it freely
+    side_effect: bool = False     # never removed, folded or merged
+    float_only: bool = False      # operands must be floating point (or complex)
+    shape_rule: Callable | None = field(default=None, repr=False)
+    ref: Callable | None = field(default=None, repr=False)
+
+    @property
+    def is_elementwise(self) -> bool:
+        return self.kind in ELEMENTWISE_KINDS
+
+
+def _rows():
+    U, B = "unary", "binary"
+    yield from [
+        # --- elementwise unary -------------------------------------------------
+        OpInfo("abs", 1, U),
+        OpInfo("negate", 1, U),
+        OpInfo("sign", 1, U),
+        OpInfo("not", 1, U),
+        OpInfo("popcnt", 1, U),
+        OpInfo("count-leading-zeros", 1, U),
+        OpInfo("floor", 1, U, float_only=True),
+        OpInfo("ceil", 1, U, float_only=True),
+        OpInfo("round-nearest-afz", 1, U, float_only=True),
+        OpInfo("round-nearest-even", 1, U, float_only=True),
+        OpInfo("is-finite", 1, U, float_only=True),
+        OpInfo("exponential", 1, U, expensive=True, float_only=True),
+        OpInfo("exponential-minus-one", 1, U, expensive=True, float_only=True),
+        OpInfo("log", 1, U, expensive=True, float_only=True),
+        OpInfo("log-plus-one", 1, U, expensive=True, float_only=True),
+        OpInfo("sqrt", 1, U, float_only=True),
+        OpInfo("rsqrt", 1, U, float_only=True),
+        OpInfo("cbrt", 1, U, expensive=True, float_only=True),
+        OpInfo("sine", 1, U, expensive=True, float_only=True),
+        OpInfo("cosine", 1, U, expensive=True, float_only=True),
+        OpInfo("tan", 1, U, expensive=True, float_only=True),
+        OpInfo("tanh", 1, U, expensive=True, float_only=True),
+        OpInfo("logistic", 1, U, expensive=True, float_only=True),
+        OpInfo("erf", 1, U, expensive=True, float_only=True),
+        OpInfo("real", 1, U),
+        OpInfo("imag", 1, U),
+        OpInfo("copy", 1, U),
+        # --- elementwise binary ------------------------------------------------
+        OpInfo("add", 2, B, commutative=True),
+        OpInfo("subtract", 2, B),
+        OpInfo("multiply", 2, B, commutative=True),
+        OpInfo("divide", 2, B),
+        OpInfo("remainder", 2, B),
+        OpInfo("maximum", 2, B, commutative=True),
+        OpInfo("minimum", 2, B, commutative=True),
+        OpInfo("power", 2, B, expensive=True),
+        OpInfo("atan2", 2, B, expensive=True, float_only=True),
+        OpInfo("and", 2, B, commutative=True),
+        OpInfo("or", 2, B, commutative=True),
+        OpInfo("xor", 2, B, commutative=True),
+        OpInfo("shift-left", 2, B),
+        OpInfo("shift-right-arithmetic", 2, B),
+        OpInfo("shift-right-logical", 2, B),
+        OpInfo("complex", 2, B),
+        OpInfo("compare", 2, "compare"),
+        OpInfo("select", 3, "ternary"),
+        OpInfo("clamp", 3, "ternary"),
+        OpInfo("convert", 1, "convert"),
+        OpInfo("bitcast-convert", 1, "convert"),
+        # --- data movement -----------------------------------------------------
+        OpInfo("broadcast", 1, "movement"),
+        OpInfo("reshape", 1, "movement"),
+        OpInfo("bitcast", 1, "movement"),
+        OpInfo("transpose", 1, "movement"),
+        OpInfo("slice", 1, "movement"),
+        OpInfo("dynamic-slice", None, "movement"),
+        OpInfo("dynamic-update-slice", None, "movement"),
+        OpInfo("concatenate", None, "movement"),
+        OpInfo("pad", 2, "movement"),
+        OpInfo("reverse", 1, "movement"),
+        OpInfo("iota", 0, "movement"),
+        OpInfo("gather", 2, "movement"),
+        OpInfo("scatter", None, "movement"),
+        # --- reductions and friends -------------------------------------------
+        OpInfo("reduce", None, "reduce"),
+        OpInfo("reduce-window", None, "reduce"),
+        OpInfo("select-and-scatter", 3, "reduce"),
+        OpInfo("sort", None, "reduce", expensive=True),
+        OpInfo("dot", 2, "dot", expensive=True),
+        OpInfo("convolution", 2, "dot", expensive=True),
+        # --- leaves, tuples, control flow -------------------------------------
+        OpInfo("parameter", 0, "leaf"),
+        OpInfo("constant", 0, "leaf"),
+        OpInfo("tuple", None, "control"),
+        OpInfo("get-tuple-element", 1, "control"),
+        OpInfo("call", None, "control"),
+        OpInfo("fusion", None, "control"),
+        OpInfo("while", 1, "control"),
+        OpInfo("conditional", None, "control"),
+        OpInfo("opt-barrier", 1, "control"),
+        OpInfo("custom-call", None, "other", side_effect=True),
+        OpInfo("after-all", None, "other", side_effect=True),
+        OpInfo("rng", None, "other", side_effect=True),
+        OpInfo("rng-bit-generator", 1, "other", side_effect=True),
+        OpInfo("rng-get-and-update-state", 0, "other", side_effect=True),
+        OpInfo("partition-id", 0, "other"),
+        OpInfo("replica-id", 0, "other"),
+    ]
+
+
+OPCODES: dict[str, OpInfo] = {op.name: op for op in _rows()}
+
+# Attributes whose value names one called computation, and the one that names a list.
+CALLED_COMPUTATION_ATTRS = ("to_apply", "calls", "condition", "body", "select", "scatter",
+                            "true_computation", "false_computation")
+CALLED_COMPUTATION_LIST_ATTRS = ("branch_computations",)
+
+
+def opinfo(name: str) -> OpInfo:
+    """The row for `name`; KeyError lists nothing (callers word their own error)."""
+    return OPCODES[name]
+
+
+def is_elementwise(opcode: str) -> bool:
+    info = OPCODES.get(opcode)
+    return info is not None and info.is_elementwise
+
+
+def shape_rule(*names: str):
+    """Decorator: register the shape rule of the named opcodes."""
+    def register(fn):
+        for n in names:
+            OPCODES[n].shape_rule = fn
+        return fn
+    return register
+
+
+def reference(*names: str):
+    """Decorator: register the NumPy semantics of the named opcodes."""
+    def register(fn):
+        for n in names:
+            OPCODES[n].ref = fn
+        return fn
+    return register
