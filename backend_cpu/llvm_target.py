@@ -1,0 +1,108 @@
+"""The host LLVM target: initialization, target machine, O3 optimization, JIT.
+
+Every part of the CPU backend that turns LLVM IR text into machine code goes
+through this module, so that the target machine (host CPU name and features),
+the optimization pipeline (new pass manager, O3, loop and SLP vectorization)
+and the JIT engine are configured in one place.
+
+    initialize()                 idempotent LLVM setup for the native target
+    host_target_machine()        cached TargetMachine for this CPU, O3, JIT code model
+    parse_and_verify(ir_text)    llvm.ModuleRef, verified
+    optimize(module_ref)         runs the O3 module pipeline in place
+    assembly(module_ref)         the machine assembly as text (for checks and --emit=asm)
+    jit_compile(ir_text)         (engine, lookup) with lookup(name) -> function address
+"""
+from __future__ import annotations
+
+import functools
+from typing import Callable, NamedTuple
+
+import llvmlite.binding as llvm
+
+_initialized = False
+
+
+def initialize() -> None:
+    """Initializes LLVM's native target and asm printer once per process.
+
+    llvmlite 0.45+ initializes the core itself; `llvm.initialize()` raises there,
+    so only the native target parts are set up here.
+    """
+    global _initialized
+    if _initialized:
+        return
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    _initialized = True
+
+
+@functools.lru_cache(maxsize=None)
+def host_target_machine() -> llvm.TargetMachine:
+    """The TargetMachine of the host CPU (its name and all its features), at O3."""
+    initialize()
+    target = llvm.Target.from_default_triple()
+    return target.create_target_machine(
+        cpu=llvm.get_host_cpu_name(),
+        features=llvm.get_host_cpu_features().flatten(),
+        opt=3, reloc="default", codemodel="jitdefault")
+
+
+def parse_and_verify(ir_text: str) -> llvm.ModuleRef:
+    """Parses textual LLVM IR into a module for the host target and verifies it."""
+    initialize()
+    module = llvm.parse_assembly(ir_text)
+    module.verify()
+    tm = host_target_machine()
+    module.triple = tm.triple
+    module.data_layout = str(tm.target_data)
+    return module
+
+
+def _pipeline_options() -> llvm.PipelineTuningOptions:
+    pto = llvm.PipelineTuningOptions(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pto.loop_unrolling = True
+    pto.loop_interleaving = True
+    return pto
+
+
+def optimize(module: llvm.ModuleRef) -> llvm.ModuleRef:
+    """Runs LLVM's O3 module pipeline (new pass manager) on `module` in place."""
+    tm = host_target_machine()
+    pass_builder = llvm.create_pass_builder(tm, _pipeline_options())
+    pass_builder.getModulePassManager().run(module, pass_builder)
+    return module
+
+
+def assembly(module: llvm.ModuleRef) -> str:
+    """The host machine assembly for an (already optimized) module."""
+    return host_target_machine().emit_assembly(module)
+
+
+class JitModule(NamedTuple):
+    """A JIT-compiled module. Unpacks as `(engine, lookup)`.
+
+    `lookup(name)` returns the address of a defined function; holding this object
+    (or the `lookup` closure) keeps the MCJIT engine, and so the code, alive.
+    """
+    engine: llvm.ExecutionEngine
+    lookup: Callable[[str], int]
+
+
+def jit_compile(ir_text: str, *, optimize_ir: bool = True) -> JitModule:
+    """Parses, verifies, optimizes (unless told not to) and JIT-compiles IR text."""
+    module = parse_and_verify(ir_text)
+    if optimize_ir:
+        optimize(module)
+    engine = llvm.create_mcjit_compiler(module, host_target_machine())
+    engine.finalize_object()
+    engine.run_static_constructors()
+
+    def lookup(name: str) -> int:
+        address = engine.get_function_address(name)
+        if not address:
+            raise KeyError(f"jit_compile: no function named {name!r} in the module")
+        return address
+
+    return JitModule(engine, lookup)
