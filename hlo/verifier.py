@@ -1,9 +1,209 @@
-"""The HLO verifier (placeholder: being written)."""
+"""The HLO verifier: structural and shape invariants of a module.
+
+`verify(module)` returns None or raises `VerifyError` naming the computation,
+the instruction (`%add.1 = f32[4] add(%x, %y)`) and what is wrong. Passes run
+it between pipeline stages with `context="after pass dce"`, which prefixes the
+message so the culprit is named.
+
+Checks, in the order they run (structure first, so that shape inference never
+sees a broken graph):
+
+- module: an entry that belongs to it, unique computation and instruction
+  names, called computations that belong to the module, no recursion;
+- computation: a root inside it, parameters numbered 0..n-1, operands, users
+  and control predecessors inside the same computation and consistent with
+  each other, no cycles;
+- instruction: operand count vs. the opcode's arity, a constant's literal of
+  the declared dims, and the declared shape equal (ignoring layouts) to the one
+  shape inference gives. The shape rules also check called-computation
+  signatures (reducers, comparators, loop condition/body, branches, fusion and
+  call parameters), fusion kinds, tuple indices and float-only operands.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .ir import HloComputation, HloInstruction, HloModule
+from .opcodes import OPCODES
+from .shape_inference import infer_shape
+from .shape_rules_common import ShapeError
 
 
-class VerifyError(Exception):
-    pass
+class VerifyError(ValueError):
+    """The module breaks an invariant; the message names where and what."""
 
 
-def verify(module):
-    raise NotImplementedError("the verifier is not written yet")
+def describe(instr: HloInstruction) -> str:
+    """`%add.1 = f32[4] add(%x, %y)`: enough to find the instruction in a dump."""
+    operands = ", ".join(f"%{o.name}" for o in instr.operands)
+    return f"%{instr.name} = {instr.shape} {instr.opcode}({operands})"
+
+
+def verify(module: HloModule, context: str | None = None) -> None:
+    """Raises VerifyError unless `module` satisfies every invariant above."""
+    try:
+        _verify_module(module)
+    except VerifyError as e:
+        if context:
+            raise VerifyError(f"{context}: {e}") from None
+        raise
+
+
+def _fail(where: str, message: str):
+    raise VerifyError(f"{where}: {message}")
+
+
+# --- module ---------------------------------------------------------------------
+
+def _verify_module(module: HloModule) -> None:
+    where = f"module {module.name}"
+    if module.entry is None:
+        _fail(where, "has no entry computation")
+    if not any(c is module.entry for c in module.computations):
+        _fail(where, f"entry computation {module.entry.name} is not in the module")
+    _check_unique_names(module)
+    _check_call_graph(module)
+    for comp in module.computations:
+        _verify_structure(comp)
+    for comp in module.computations:
+        for instr in comp.instructions:
+            _verify_instruction(comp, instr)
+
+
+def _check_unique_names(module: HloModule) -> None:
+    where = f"module {module.name}"
+    seen_comps: set[str] = set()
+    seen_instrs: dict[str, str] = {}
+    for comp in module.computations:
+        if comp.name in seen_comps:
+            _fail(where, f"two computations are named {comp.name}")
+        seen_comps.add(comp.name)
+        for instr in comp.instructions:
+            if instr.name in seen_instrs:
+                _fail(where, f"instruction name {instr.name} is used in computation "
+                             f"{seen_instrs[instr.name]} and in {comp.name}")
+            seen_instrs[instr.name] = comp.name
+
+
+def _check_call_graph(module: HloModule) -> None:
+    """Called computations belong to the module; no computation calls itself, even indirectly."""
+    members = {id(c) for c in module.computations}
+    for comp in module.computations:
+        for instr in comp.instructions:
+            for callee in instr.called_computations():
+                if not isinstance(callee, HloComputation):
+                    _fail(f"computation {comp.name}, instruction {describe(instr)}",
+                          f"calls {callee!r}, which is not a computation")
+                if id(callee) not in members:
+                    _fail(f"computation {comp.name}, instruction {describe(instr)}",
+                          f"calls computation {callee.name}, which is not in the module")
+    state: dict[int, str] = {}          # absent: unvisited, "active": on the stack, "done"
+
+    def visit(comp: HloComputation, path: list[str]) -> None:
+        state[id(comp)] = "active"
+        for instr in comp.instructions:
+            for callee in instr.called_computations():
+                if state.get(id(callee)) == "active":
+                    cycle = " -> ".join(path + [comp.name, callee.name])
+                    _fail(f"module {module.name}", f"recursive calls: {cycle}")
+                if id(callee) not in state:
+                    visit(callee, path + [comp.name])
+        state[id(comp)] = "done"
+
+    for comp in module.computations:
+        if id(comp) not in state:
+            visit(comp, [])
+
+
+# --- computation structure --------------------------------------------------------
+
+def _verify_structure(comp: HloComputation) -> None:
+    where = f"computation {comp.name}"
+    members = {id(i) for i in comp.instructions}
+    if comp.root is None:
+        _fail(where, "has no root")
+    if id(comp.root) not in members:
+        _fail(where, f"root {describe(comp.root)} is not one of its instructions")
+    numbers = []
+    for instr in comp.instructions:
+        at = f"{where}, instruction {describe(instr)}"
+        if instr.parent is not comp:
+            owner = instr.parent.name if instr.parent is not None else "no computation"
+            _fail(at, f"its parent is {owner}")
+        if instr.opcode == "parameter":
+            if instr.parameter_number is None:
+                _fail(at, "parameter has no number")
+            numbers.append(instr.parameter_number)
+        _check_edges(comp, instr, members, at)
+    if sorted(numbers) != list(range(len(numbers))):
+        _fail(where, f"parameters must be numbered 0..{len(numbers) - 1} without gaps "
+                     f"or duplicates, got {sorted(numbers)}")
+    _check_acyclic(comp)
+
+
+def _check_edges(comp, instr, members, at) -> None:
+    """Operands, users and control predecessors stay inside `comp` and agree."""
+    for op in instr.operands:
+        if id(op) not in members:
+            owner = op.parent.name if op.parent is not None else "no computation"
+            _fail(at, f"operand %{op.name} belongs to {owner}, not {comp.name}")
+        if not any(u is instr for u in op.users):
+            _fail(at, f"is missing from the users of its operand %{op.name}")
+    for user in instr.users:
+        if id(user) not in members:
+            _fail(at, f"user %{user.name} is not in {comp.name}")
+        if not any(o is instr for o in user.operands):
+            _fail(at, f"lists %{user.name} as a user, but is not its operand")
+    for pred in instr.control_predecessors:
+        if id(pred) not in members:
+            _fail(at, f"control predecessor %{pred.name} is not in {comp.name}")
+
+
+def _check_acyclic(comp: HloComputation) -> None:
+    """Depth-first search over operands and control edges; a back edge is a cycle."""
+    state: dict[int, str] = {}
+    for start in comp.instructions:
+        if id(start) in state:
+            continue
+        state[id(start)] = "active"
+        stack = [(start, iter(start.operands + start.control_predecessors))]
+        while stack:
+            node, edges = stack[-1]
+            nxt = next(edges, None)
+            if nxt is None:
+                state[id(node)] = "done"
+                stack.pop()
+            elif state.get(id(nxt)) == "active":
+                cycle = " -> ".join(f"%{n.name}" for n, _ in stack) + f" -> %{nxt.name}"
+                _fail(f"computation {comp.name}", f"has a cycle: {cycle}")
+            elif id(nxt) not in state:
+                state[id(nxt)] = "active"
+                stack.append((nxt, iter(nxt.operands + nxt.control_predecessors)))
+
+
+# --- instructions ---------------------------------------------------------------------
+
+def _verify_instruction(comp: HloComputation, instr: HloInstruction) -> None:
+    at = f"computation {comp.name}, instruction {describe(instr)}"
+    arity = OPCODES[instr.opcode].arity
+    if arity is not None and len(instr.operands) != arity:
+        _fail(at, f"{instr.opcode} takes {arity} operand{'s' * (arity != 1)}, "
+                  f"has {len(instr.operands)}")
+    if instr.opcode == "constant":
+        _check_literal(instr, at)
+    try:
+        inferred = infer_shape(instr.opcode, [o.shape for o in instr.operands], instr.attrs,
+                               result_hint=instr.shape)
+    except ShapeError as e:
+        _fail(at, str(e))
+    if inferred != instr.shape:      # Shape equality ignores layouts
+        _fail(at, f"shape {instr.shape} does not match the inferred {inferred}")
+
+
+def _check_literal(instr: HloInstruction, at: str) -> None:
+    """An array constant's literal has the declared dims (None: an elided `{...}`)."""
+    if instr.literal is None or not instr.shape.is_array:
+        return
+    got = tuple(np.shape(instr.literal))
+    if got != instr.shape.dims:
+        _fail(at, f"literal has dims {list(got)}, the shape says {list(instr.shape.dims)}")

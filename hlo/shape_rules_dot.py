@@ -1,0 +1,102 @@
+"""Shape rules of dot (dot_general) and convolution.
+
+Both may accumulate into a wider type than their operands (s8 x s8 -> s32 in
+quantized matmuls): the result element type comes from the hint when one is
+given, else it is the operands' common type.
+"""
+from __future__ import annotations
+
+import re
+
+from .shape import Shape
+from .shape_rules_common import array, check_dims_attr, fail, rule, window_output_size
+
+
+def _result_type(lhs: Shape, rhs: Shape, hint: Shape | None) -> str:
+    if hint is not None:
+        if not hint.is_array or hint.dtype.kind not in ("signed", "unsigned", "float", "complex"):
+            fail(f"result {hint} must be a numeric array")
+        return hint.element_type
+    if lhs.element_type != rhs.element_type:
+        fail(f"operand types {lhs.element_type} and {rhs.element_type} differ "
+             f"(give the result type as a hint for mixed precision)")
+    return lhs.element_type
+
+
+@rule("dot")
+def dot_shape(opcode, shapes, attrs, hint):
+    """dot_general: result = batch dims, then lhs free dims, then rhs free dims."""
+    lhs, rhs = array(shapes[0], "lhs"), array(shapes[1], "rhs")
+    lc = check_dims_attr(attrs.get("lhs_contracting_dims", ()), lhs.rank, "lhs_contracting_dims")
+    rc = check_dims_attr(attrs.get("rhs_contracting_dims", ()), rhs.rank, "rhs_contracting_dims")
+    lb = check_dims_attr(attrs.get("lhs_batch_dims", ()), lhs.rank, "lhs_batch_dims")
+    rb = check_dims_attr(attrs.get("rhs_batch_dims", ()), rhs.rank, "rhs_batch_dims")
+    if len(lc) != len(rc):
+        fail(f"lhs_contracting_dims {list(lc)} and rhs_contracting_dims {list(rc)} differ in length")
+    if len(lb) != len(rb):
+        fail(f"lhs_batch_dims {list(lb)} and rhs_batch_dims {list(rb)} differ in length")
+    if set(lc) & set(lb) or set(rc) & set(rb):
+        fail("a dim cannot be both batch and contracting")
+    for a, b in zip(lc, rc):
+        if lhs.dims[a] != rhs.dims[b]:
+            fail(f"contracting dims lhs {a} (size {lhs.dims[a]}) and rhs {b} "
+                 f"(size {rhs.dims[b]}) differ: {lhs} x {rhs}")
+    for a, b in zip(lb, rb):
+        if lhs.dims[a] != rhs.dims[b]:
+            fail(f"batch dims lhs {a} (size {lhs.dims[a]}) and rhs {b} "
+                 f"(size {rhs.dims[b]}) differ: {lhs} x {rhs}")
+    lhs_free = [n for d, n in enumerate(lhs.dims) if d not in lc and d not in lb]
+    rhs_free = [n for d, n in enumerate(rhs.dims) if d not in rc and d not in rb]
+    dims = [lhs.dims[d] for d in lb] + lhs_free + rhs_free
+    return Shape(_result_type(lhs, rhs, hint), tuple(dims))
+
+
+_LABEL = re.compile(r"^([^_]+)_([^-]+)->(.+)$")
+
+
+def parse_dim_labels(labels: str, num_spatial: int) -> tuple[dict, dict, dict]:
+    """"b01f_01io->b01f" -> ({'b':0,'0':1,'1':2,'f':3}, {'0':0,'1':1,'i':2,'o':3}, {...})."""
+    m = _LABEL.match(labels or "")
+    if not m:
+        fail(f"dim_labels {labels!r} is not of the form lhs_rhs->out (e.g. b01f_01io->b01f)")
+    spatial = {str(k) for k in range(num_spatial)}
+    result = []
+    for text, special, what in ((m[1], "bf", "lhs"), (m[2], "io", "rhs"), (m[3], "bf", "out")):
+        if sorted(text) != sorted(set(special) | spatial):
+            fail(f"dim_labels {labels!r}: {what} labels {text!r} must be {special} and "
+                 f"{num_spatial} spatial dims 0..{num_spatial - 1}")
+        result.append({c: i for i, c in enumerate(text)})
+    return result[0], result[1], result[2]
+
+
+@rule("convolution")
+def convolution_shape(opcode, shapes, attrs, hint):
+    """Output: batch / batch_group_count, kernel output features, one spatial size per window dim."""
+    lhs, rhs = array(shapes[0], "lhs"), array(shapes[1], "rhs")
+    window = attrs.get("window")
+    if window is None:
+        fail("missing window")
+    n = len(window.dims)
+    if lhs.rank != n + 2 or rhs.rank != n + 2:
+        fail(f"lhs {lhs} and rhs {rhs} must have rank {n + 2} for a {n}-d window")
+    L, R, O = parse_dim_labels(attrs.get("dim_labels"), n)
+    fgc = int(attrs.get("feature_group_count", 1))
+    bgc = int(attrs.get("batch_group_count", 1))
+    if fgc < 1 or bgc < 1:
+        fail("feature_group_count and batch_group_count must be >= 1")
+    batch, in_feat = lhs.dims[L["b"]], lhs.dims[L["f"]]
+    k_in, k_out = rhs.dims[R["i"]], rhs.dims[R["o"]]
+    if in_feat != k_in * fgc:
+        fail(f"input features {in_feat} != kernel input features {k_in} x feature_group_count {fgc}")
+    if k_out % fgc:
+        fail(f"kernel output features {k_out} not divisible by feature_group_count {fgc}")
+    if batch % bgc or k_out % bgc:
+        fail(f"batch {batch} and kernel output features {k_out} must be multiples of "
+             f"batch_group_count {bgc}")
+    dims = [0] * (n + 2)
+    dims[O["b"]], dims[O["f"]] = batch // bgc, k_out
+    for k, wd in enumerate(window.dims):
+        if rhs.dims[R[str(k)]] != wd.size:
+            fail(f"window size {wd.size} of spatial dim {k} != kernel size {rhs.dims[R[str(k)]]}")
+        dims[O[str(k)]] = window_output_size(lhs.dims[L[str(k)]], wd)
+    return Shape(_result_type(lhs, rhs, hint), tuple(dims))
