@@ -1,0 +1,337 @@
+"""Dot as a packed, cache-blocked, register-blocked GEMM emitted in LLVM IR.
+
+`emit_gemm` adds to an llvmlite module one function
+
+    void name(ptr lhs, ptr rhs, ptr out, i64 m_begin, i64 m_end)
+
+that computes rows [m_begin, m_end) of out[m, n] = lhs[m, k] @ rhs[k, n] (the caller
+splits rows across threads; `gemm_partitions` says into how many parts). Operands
+are addressed through element strides, so a transposed operand costs nothing extra:
+the transpose is folded into packing. Shapes are static; the code is specialized
+on them.
+
+The loop nest is the one of BLIS / Goto's algorithm, each level sized for one
+cache level (see the budgets below):
+
+    for jc in [0, n) step NC:                 B panel  KC x NC  -> L3
+      for pc in [0, k) step KC:
+        pack B[pc:pc+KC, jc:jc+NC] into NR-wide micro-panels
+        for ic in [m_begin, m_end) step MC:   A block  MC x KC  -> L2
+          pack A[ic:ic+MC, pc:pc+KC] into MR-tall micro-panels
+          for jr in [0, NC) step NR:          B micro-panel KC x NR -> L1
+            for ir in [0, MC) step MR:
+              micro-kernel: C[MR x NR] (+)= A micro-panel @ B micro-panel
+
+Packing converts operands to the accumulation type (s8 -> i32, f16 -> f32, ...) and
+zero-pads partial panels, so the micro-kernel (gemm_microkernel.py) only ever sees
+full, contiguous, aligned panels. Matrix-vector products (m == 1 or n == 1) skip all
+this and stream the matrix once (gemm_gemv.py).
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from hlo.dtypes import DTYPES
+from .gemm_gemv import emit_gemv
+from .gemm_ir import (I64, PTR, VOID, Arith, GemmSpec, accumulation_arith, const, convert,
+                      element_ptr, entry_alloca, for_range, imin, libc_function, storage_type)
+from .gemm_microkernel import MicroTile, choose_tile, emit_microkernel
+from . import llvm_target
+
+# Cache budgets of Zen 5 (48 KiB L1D, 1 MiB L2 per core, a shared L3), in bytes:
+# - the B micro-panel (KC x NR) is reused by every A micro-panel of the block, so it
+#   must stay in L1 next to the A micro-panel streaming through: 32 KiB of 48;
+# - the packed A block (MC x KC) is re-read once per B micro-panel: about a third of L2,
+#   leaving room for the B micro-panels and C tiles passing through;
+# - the packed B panel (KC x NC) is re-read once per A block: L3.
+L1_PANEL_BYTES = 32 * 1024
+L2_BLOCK_BYTES = 384 * 1024
+L3_PANEL_BYTES = 2 * 1024 * 1024
+# Packing buffers up to this size live on the stack; larger ones come from
+# aligned_alloc (worker threads may have small stacks).
+STACK_SCRATCH_BYTES = 64 * 1024
+# Splitting a launch across threads costs a few tens of microseconds; a partition
+# should have at least this much work (about 10 us of one core's FMA throughput).
+MIN_FLOPS_PER_PARTITION = 1 << 21
+# Matrix-vector work is bound by reading the matrix: one element per multiply-add.
+MIN_GEMV_ELEMENTS_PER_PARTITION = 1 << 18
+# Packed panels are aligned to a cache line (and to one zmm vector).
+ALIGN = 64
+
+_SUPPORTED_DTYPES = ("pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64",
+                     "f16", "f32", "f64")
+_SUPPORTED_OUT = ("s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "f16", "f32", "f64")
+
+
+@functools.lru_cache(maxsize=None)
+def host_vector_bits() -> int:
+    """The widest vector register of the host: 512 with AVX-512F, 256 with AVX, else 128."""
+    llvm_target.initialize()
+    try:
+        features = llvm.get_host_cpu_features()
+    except RuntimeError:   # LLVM cannot read the features on every host
+        return 128
+    if features.get("avx512f"):
+        return 512
+    if features.get("avx"):
+        return 256
+    return 128
+
+
+@dataclass(frozen=True)
+class GemmPlan:
+    """The blocking of one GEMM (all in elements; mc and nc are multiples of the tile)."""
+    tile: MicroTile
+    kc: int
+    mc: int
+    nc: int
+
+
+def plan_gemm(spec: GemmSpec, vector_bits: int) -> GemmPlan:
+    """Sizes KC, MC, NC from the cache budgets for this element size and tile."""
+    arith = spec.arith
+    tile = choose_tile(vector_bits, arith)
+    esize = arith.nbytes
+    kc = max(1, L1_PANEL_BYTES // (tile.nr * esize))
+    if storage_type(spec.out_dtype) != arith.type:
+        # C holds a narrower type (f16): partial sums must not round through it.
+        kc = spec.k
+    kc = math.ceil(spec.k / math.ceil(spec.k / kc))   # equal blocks, no tiny last one
+    mc = max(tile.mr, L2_BLOCK_BYTES // (kc * esize) // tile.mr * tile.mr)
+    mc = min(mc, _round_up(spec.m, tile.mr))
+    nc = max(tile.nr, L3_PANEL_BYTES // (kc * esize) // tile.nr * tile.nr)
+    nc = min(nc, _round_up(spec.n, tile.nr))
+    return GemmPlan(tile, kc, mc, nc)
+
+
+def gemm_partitions(m: int, n: int, k: int, threads: int) -> int:
+    """How many row partitions [m_begin, m_end) are worth launching for this GEMM."""
+    if threads <= 1 or m <= 1:
+        return 1
+    if n == 1:
+        parts = m * k // MIN_GEMV_ELEMENTS_PER_PARTITION
+    else:
+        # Each partition should own at least one full micro-tile of rows.
+        parts = min(2 * m * n * max(k, 1) // MIN_FLOPS_PER_PARTITION, math.ceil(m / 14))
+    return max(1, min(threads, parts))
+
+
+def emit_gemm(module: ir.Module, name: str, *, lhs_dtype: str, rhs_dtype: str,
+              out_dtype: str, m: int, n: int, k: int,
+              lhs_strides: tuple[int, int], rhs_strides: tuple[int, int],
+              vector_bits: int | None = None) -> ir.Function:
+    """Adds `void name(ptr lhs, ptr rhs, ptr out, i64 m_begin, i64 m_end)` to `module`.
+
+    It computes out[i, j] = sum_k lhs[i, k] * rhs[k, j] for m_begin <= i < m_end, in the
+    accumulation type of `out_dtype` (f16 accumulates in f32; integers wrap). `vector_bits`
+    overrides the host's vector width (tests use it to exercise the AVX2 tiling).
+    """
+    spec = GemmSpec(lhs_dtype, rhs_dtype, out_dtype, m, n, k,
+                    tuple(lhs_strides), tuple(rhs_strides))
+    _check_spec(spec)
+    fn = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR, PTR, I64, I64]), name)
+    for arg, arg_name in zip(fn.args, ("lhs", "rhs", "out", "m_begin", "m_end")):
+        arg.name = arg_name
+    bits = vector_bits or host_vector_bits()
+    if m == 0 or n == 0:
+        ir.IRBuilder(fn.append_basic_block("entry")).ret_void()
+    elif k == 0:
+        _emit_zero_fill(fn, spec)
+    elif m == 1 or n == 1:
+        emit_gemv(fn, spec, bits)
+    else:
+        _emit_packed_gemm(fn, spec, plan_gemm(spec, bits))
+    return fn
+
+
+def _check_spec(spec: GemmSpec) -> None:
+    for role, name in (("lhs", spec.lhs_dtype), ("rhs", spec.rhs_dtype)):
+        if name not in _SUPPORTED_DTYPES:
+            raise ValueError(f"gemm: unsupported {role} element type {name!r}")
+    if spec.out_dtype not in _SUPPORTED_OUT:
+        raise ValueError(f"gemm: unsupported output element type {spec.out_dtype!r}")
+    if DTYPES[spec.out_dtype].is_integer and not all(
+            DTYPES[d].kind in ("signed", "unsigned", "pred") for d in (spec.lhs_dtype, spec.rhs_dtype)):
+        raise ValueError(f"gemm: float operands with integer output {spec.out_dtype} "
+                         "(convert explicitly)")
+    for dim, value in (("m", spec.m), ("n", spec.n), ("k", spec.k)):
+        if not isinstance(value, int) or value < 0:
+            raise ValueError(f"gemm: {dim} must be a non-negative int, got {value!r}")
+    for role, strides in (("lhs", spec.lhs_strides), ("rhs", spec.rhs_strides)):
+        if len(strides) != 2 or not all(isinstance(s, int) for s in strides):
+            raise ValueError(f"gemm: {role}_strides must be two ints, got {strides!r}")
+
+
+def _round_up(x: int, multiple: int) -> int:
+    return -(-x // multiple) * multiple
+
+
+def _emit_zero_fill(fn: ir.Function, spec: GemmSpec) -> None:
+    """k == 0: every output element is the empty sum, zero."""
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    _, _, out, m_begin, m_end = fn.args
+    out_ty = storage_type(spec.out_dtype)
+    with for_range(b, b.mul(m_begin, const(spec.n)), b.mul(m_end, const(spec.n)), name="z") as i:
+        b.store(ir.Constant(out_ty, None), element_ptr(b, out, out_ty, i))
+    b.ret_void()
+
+
+def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan) -> None:
+    """The five-loop nest of the module docstring."""
+    module, arith, tile = fn.module, spec.arith, plan.tile
+    micro = emit_microkernel(module, f"{fn.name}.micro", arith, tile, spec.out_dtype,
+                             may_accumulate=spec.k > plan.kc)
+    pack_a = _emit_pack_a(module, f"{fn.name}.pack_a", spec, arith, tile)
+    pack_b = _emit_pack_b(module, f"{fn.name}.pack_b", spec, arith, tile)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    lhs, rhs, out, m_begin, m_end = fn.args
+    a_buf, b_buf, release = _scratch(b, arith, plan.mc * plan.kc, plan.nc * plan.kc)
+    n, k, mr, nr = spec.n, spec.k, tile.mr, tile.nr
+    out_ty = storage_type(spec.out_dtype)
+    with for_range(b, 0, n, plan.nc, name="jc") as jc:
+        ncb = imin(b, plan.nc, b.sub(const(n), jc))
+        with for_range(b, 0, k, plan.kc, name="pc") as pc:
+            kcb = imin(b, plan.kc, b.sub(const(k), pc))
+            b.call(pack_b, [b_buf, rhs, pc, kcb, jc, ncb])
+            accumulate = b.icmp_signed("!=", pc, const(0))
+            with for_range(b, m_begin, m_end, plan.mc, name="ic") as ic:
+                mcb = imin(b, plan.mc, b.sub(m_end, ic))
+                b.call(pack_a, [a_buf, lhs, ic, mcb, pc, kcb])
+                with for_range(b, 0, ncb, nr, name="jr") as jr:
+                    cols = imin(b, nr, b.sub(ncb, jr))
+                    b_panel = element_ptr(b, b_buf, arith.type, b.mul(jr, kcb))
+                    c_col = b.add(jc, jr)
+                    with for_range(b, 0, mcb, mr, name="ir") as i_r:
+                        rows = imin(b, mr, b.sub(mcb, i_r))
+                        a_panel = element_ptr(b, a_buf, arith.type, b.mul(i_r, kcb))
+                        c_row = b.mul(b.add(ic, i_r), const(n))
+                        c_tile = element_ptr(b, out, out_ty, b.add(c_row, c_col))
+                        b.call(micro, [a_panel, b_panel, c_tile, const(n), kcb, rows, cols,
+                                       accumulate])
+    release()
+    b.ret_void()
+
+
+def _scratch(b: ir.IRBuilder, arith: Arith, a_elems: int, b_elems: int):
+    """Two 64-byte aligned packing buffers; returns (a_buf, b_buf, release)."""
+    a_bytes = _round_up(a_elems * arith.nbytes, ALIGN)
+    b_bytes = _round_up(b_elems * arith.nbytes, ALIGN)
+    if a_bytes + b_bytes <= STACK_SCRATCH_BYTES:
+        a_buf = entry_alloca(b, ir.IntType(8), a_bytes, name="a_pack", align=ALIGN)
+        b_buf = entry_alloca(b, ir.IntType(8), b_bytes, name="b_pack", align=ALIGN)
+        return a_buf, b_buf, lambda: None
+    alloc = libc_function(b.module, "aligned_alloc", PTR, [I64, I64])
+    free = libc_function(b.module, "free", VOID, [PTR])
+    a_buf = b.call(alloc, [const(ALIGN), const(a_bytes)], name="a_pack")
+    b_buf = b.call(alloc, [const(ALIGN), const(b_bytes)], name="b_pack")
+
+    def release():
+        b.call(free, [a_buf])
+        b.call(free, [b_buf])
+    return a_buf, b_buf, release
+
+
+def _new_function(module: ir.Module, name: str, nargs_i64: int) -> tuple[ir.Function, ir.IRBuilder]:
+    """An internal `void name(ptr dst, ptr src, i64 x nargs_i64)` and a builder in it."""
+    fn = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR] + [I64] * nargs_i64), name)
+    fn.linkage = "internal"
+    fn.args[0].add_attribute("noalias")
+    fn.args[1].add_attribute("noalias")
+    return fn, ir.IRBuilder(fn.append_basic_block("entry"))
+
+
+def _emit_pack_a(module: ir.Module, name: str, spec: GemmSpec, arith: Arith,
+                 tile: MicroTile) -> ir.Function:
+    """`pack_a(dst, lhs, ic, mcb, pc, kcb)`: lhs[ic:ic+mcb, pc:pc+kcb] into MR-tall
+    micro-panels, dst[p*MR*kcb + kk*MR + r] = lhs[ic + p*MR + r, pc + kk], rows past
+    mcb zero."""
+    fn, b = _new_function(module, name, 4)
+    dst, lhs, ic, mcb, pc, kcb = fn.args
+    s_row, s_col = spec.lhs_strides
+    with for_range(b, 0, mcb, tile.mr, name="p") as p0:
+        panel = element_ptr(b, dst, arith.type, b.mul(p0, kcb))
+        height = b.sub(mcb, p0)
+        first_row = b.add(ic, p0)
+        # Full panels get constant bounds, so the clamps and selects below fold away.
+        with b.if_else(b.icmp_signed(">=", height, const(tile.mr))) as (full, edge):
+            for bound in (full, edge):
+                with bound:
+                    rows = const(tile.mr) if bound is full else height
+                    _copy_a_panel(b, spec, arith, tile, panel, lhs, first_row, rows,
+                                  pc, kcb, s_row, s_col)
+    b.ret_void()
+    return fn
+
+
+def _copy_a_panel(b, spec, arith, tile, panel, lhs, first_row, rows, pc, kcb, s_row, s_col):
+    src_ty = storage_type(spec.lhs_dtype)
+    last = b.sub(rows, const(1))
+    with for_range(b, 0, kcb, name="kk") as kk:
+        col_off = b.mul(b.add(pc, kk), const(s_col))
+        for r in range(tile.mr):
+            # Clamp the row so the load stays inside lhs, then zero the padding rows.
+            row = b.add(first_row, imin(b, r, last))
+            value = b.load(element_ptr(b, lhs, src_ty, b.add(b.mul(row, const(s_row)), col_off)),
+                           typ=src_ty)
+            value = convert(b, value, spec.lhs_dtype, arith.type, arith.is_float)
+            value = b.select(b.icmp_signed("<", const(r), rows), value, arith.zero(arith.type))
+            b.store(value, element_ptr(b, panel, arith.type, b.add(b.mul(kk, const(tile.mr)), const(r))))
+
+
+def _emit_pack_b(module: ir.Module, name: str, spec: GemmSpec, arith: Arith,
+                 tile: MicroTile) -> ir.Function:
+    """`pack_b(dst, rhs, pc, kcb, jc, ncb)`: rhs[pc:pc+kcb, jc:jc+ncb] into NR-wide
+    micro-panels, dst[q*NR*kcb + kk*NR + c] = rhs[pc + kk, jc + q*NR + c], columns past
+    ncb zero."""
+    fn, b = _new_function(module, name, 4)
+    dst, rhs, pc, kcb, jc, ncb = fn.args
+    with for_range(b, 0, ncb, tile.nr, name="q") as q0:
+        panel = element_ptr(b, dst, arith.type, b.mul(q0, kcb))
+        width = b.sub(ncb, q0)
+        first_col = b.add(jc, q0)
+        with b.if_else(b.icmp_signed(">=", width, const(tile.nr))) as (full, edge):
+            with full:
+                _copy_b_panel(b, spec, arith, tile, panel, rhs, first_col, None, pc, kcb)
+            with edge:
+                _copy_b_panel(b, spec, arith, tile, panel, rhs, first_col, width, pc, kcb)
+    b.ret_void()
+    return fn
+
+
+def _copy_b_panel(b, spec, arith, tile, panel, rhs, first_col, width, pc, kcb):
+    """Copies one micro-panel; `width` None means a full NR columns."""
+    s_row, s_col = spec.rhs_strides
+    src_ty = storage_type(spec.rhs_dtype)
+    vector_rows = width is None and s_col == 1
+    with for_range(b, 0, kcb, name="kk") as kk:
+        src_row = b.add(b.mul(b.add(pc, kk), const(s_row)), b.mul(first_col, const(s_col)))
+        dst_row = b.mul(kk, const(tile.nr))
+        if vector_rows:
+            # Row-major B: each panel row is NR contiguous elements, copied as vectors.
+            for v in range(tile.nrv):
+                src = element_ptr(b, rhs, src_ty, b.add(src_row, const(v * tile.lanes)))
+                value = b.load(src, typ=ir.VectorType(src_ty, tile.lanes), align=1)
+                value = convert(b, value, spec.rhs_dtype, arith.type, arith.is_float)
+                dst = element_ptr(b, panel, arith.type, b.add(dst_row, const(v * tile.lanes)))
+                b.store(value, dst, align=min(ALIGN, tile.lanes * arith.nbytes))
+        else:
+            for c in range(tile.nr):
+                _copy_b_element(b, spec, arith, panel, rhs, src_row, dst_row, c, width)
+
+
+def _copy_b_element(b, spec, arith, panel, rhs, src_row, dst_row, c, width):
+    """panel[dst_row + c] = rhs[src_row + c*s_col], or zero if c >= width (not None)."""
+    s_col = spec.rhs_strides[1]
+    src_ty = storage_type(spec.rhs_dtype)
+    # Clamp the column so the load stays inside rhs, then zero the padding columns.
+    col = const(c) if width is None else imin(b, c, b.sub(width, const(1)))
+    src = element_ptr(b, rhs, src_ty, b.add(src_row, b.mul(col, const(s_col))))
+    value = convert(b, b.load(src, typ=src_ty), spec.rhs_dtype, arith.type, arith.is_float)
+    if width is not None:
+        value = b.select(b.icmp_signed("<", const(c), width), value, arith.zero(arith.type))
+    b.store(value, element_ptr(b, panel, arith.type, b.add(dst_row, const(c))))

@@ -1,0 +1,185 @@
+"""The GEMM micro-kernel: an MR x NR block of C held in vector registers.
+
+The packed GEMM (gemm.py) hands the micro-kernel one *micro-panel* of A (MR rows,
+`kc` columns, stored column by column: a[kk*MR + r]) and one of B (`kc` rows, NR
+columns, stored row by row: b[kk*NR + c]), both zero-padded to full size. For each
+kk the kernel loads NR/lanes vectors of B's row kk, broadcasts each of A's MR values
+and does MR * NR/lanes independent FMAs into the accumulators:
+
+        B row kk:      [ b0 ........ b15 | b16 ....... b31 ]     (2 zmm loads)
+    A col kk:  a0  ->  [ acc[0][0]        | acc[0][1]       ]    acc += splat(a) * b
+               ...
+               a13 ->  [ acc[13][0]       | acc[13][1]      ]
+
+Only the C block is written back (added to C when an earlier k-block already
+stored there). Tiles cut by the matrix edge go through a small stack tile so the
+hot path stays branch-free.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from .gemm_ir import (I1, I64, PTR, VOID, Arith, const, element_ptr, entry_alloca,
+                      for_range, narrow, splat, storage_type)
+
+# The k loop body is repeated this many times per iteration: amortizes the loop
+# counter and lets the scheduler overlap loads of step kk+1 with FMAs of step kk.
+K_UNROLL = 4
+
+
+@dataclass(frozen=True)
+class MicroTile:
+    """Register blocking: `mr` rows of C, each `nrv` vectors of `lanes` elements."""
+    mr: int
+    nrv: int
+    lanes: int
+
+    @property
+    def nr(self) -> int:
+        return self.nrv * self.lanes
+
+
+def choose_tile(vector_bits: int, arith: Arith) -> MicroTile:
+    """The register block for the host's vector width.
+
+    With AVX-512 there are 32 vector registers: 14 rows x 2 vectors = 28 accumulators,
+    2 for the B row and 1 for the broadcast A value. Each k step then issues 28 FMAs
+    for 16 loads (2 vector, 14 broadcasts that fold into the FMAs), enough independent
+    FMAs (>= latency 4 x 2 pipes) to keep both FMA units of a Zen 5 core busy.
+    Without AVX-512 there are 16 registers: the classic 6 x 2 block (12 accumulators).
+    """
+    lanes = max(1, vector_bits // arith.bits)
+    if vector_bits >= 512:
+        return MicroTile(mr=14, nrv=2, lanes=lanes)
+    return MicroTile(mr=6, nrv=2, lanes=lanes)
+
+
+def emit_microkernel(module: ir.Module, name: str, arith: Arith, tile: MicroTile,
+                     out_dtype: str, may_accumulate: bool) -> ir.Function:
+    """Adds `void name(ptr a, ptr b, ptr c, i64 ldc, i64 kc, i64 rows, i64 cols, i1 acc)`.
+
+    C[r, c] (+)= sum_kk a[kk*MR + r] * b[kk*NR + c] for r < rows, c < cols, with C of
+    `out_dtype` and row stride `ldc` elements. `acc` adds to C instead of overwriting;
+    it is only honoured when `may_accumulate` (then out_dtype is the accumulation type).
+    """
+    fnty = ir.FunctionType(VOID, [PTR, PTR, PTR, I64, I64, I64, I64, I1])
+    fn = ir.Function(module, fnty, name)
+    fn.linkage = "internal"
+    # Kept out of line: the register allocator then sees only this loop's 31 live
+    # vectors, and one call per MR x NR x kc block costs nothing measurable.
+    fn.attributes.add("noinline")
+    for arg in fn.args:
+        if isinstance(arg.type, ir.PointerType):
+            arg.add_attribute("noalias")
+    a, bp, c, ldc, kc, rows, cols, acc_flag = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    vty = arith.vector(tile.lanes)
+    accs = [[entry_alloca(b, vty, name=f"acc{r}_{v}") for v in range(tile.nrv)]
+            for r in range(tile.mr)]
+    for row in accs:
+        for slot in row:
+            b.store(arith.zero(vty), slot)
+    _emit_k_loop(b, arith, tile, a, bp, kc, accs)
+    values = [[b.load(slot, typ=vty) for slot in row] for row in accs]
+    _emit_store(b, arith, tile, values, c, ldc, rows, cols, acc_flag, out_dtype, may_accumulate)
+    b.ret_void()
+    return fn
+
+
+def _emit_k_step(b, arith, tile, a, bp, kk, accs):
+    """One rank-1 update: acc[r][v] += a[kk*MR + r] * b[kk*NR + v*lanes : +lanes]."""
+    vty = arith.vector(tile.lanes)
+    # B micro-panels start 64-byte aligned and NR*bytes is a multiple of 64.
+    vec_align = min(64, tile.lanes * arith.nbytes)
+    b_row = b.mul(kk, const(tile.nr))
+    b_vecs = [b.load(element_ptr(b, bp, arith.type, b.add(b_row, const(v * tile.lanes))),
+                     typ=vty, align=vec_align) for v in range(tile.nrv)]
+    a_col = b.mul(kk, const(tile.mr))
+    for r in range(tile.mr):
+        a_val = b.load(element_ptr(b, a, arith.type, b.add(a_col, const(r))), typ=arith.type)
+        a_vec = splat(b, a_val, tile.lanes)
+        for v in range(tile.nrv):
+            slot = accs[r][v]
+            b.store(arith.madd(b, a_vec, b_vecs[v], b.load(slot, typ=vty)), slot)
+
+
+def _emit_k_loop(b, arith, tile, a, bp, kc, accs):
+    """for kk < kc: rank-1 update; unrolled K_UNROLL times plus a remainder loop."""
+    main = b.and_(kc, const(-K_UNROLL))
+    with for_range(b, 0, main, K_UNROLL, name="k") as k0:
+        for u in range(K_UNROLL):
+            _emit_k_step(b, arith, tile, a, bp, b.add(k0, const(u)), accs)
+    with for_range(b, main, kc, name="krem") as kk:
+        _emit_k_step(b, arith, tile, a, bp, kk, accs)
+
+
+def _emit_store(b, arith, tile, values, c, ldc, rows, cols, acc_flag, out_dtype, may_accumulate):
+    """Writes the accumulators to C: vector stores for a full tile, else via a stack tile."""
+    full = b.and_(b.icmp_signed("==", rows, const(tile.mr)),
+                  b.icmp_signed("==", cols, const(tile.nr)))
+    with b.if_else(full) as (then, otherwise):
+        with then:
+            _store_full(b, arith, tile, values, c, ldc, acc_flag, out_dtype, may_accumulate)
+        with otherwise:
+            _store_edge(b, arith, tile, values, c, ldc, rows, cols, acc_flag, out_dtype,
+                        may_accumulate)
+
+
+def _maybe_accumulate(b, acc_flag, may_accumulate, overwrite, accumulate):
+    """Emits `accumulate()` under `if acc_flag`, else `overwrite()` (no branch if C is
+    never accumulated into)."""
+    if not may_accumulate:
+        overwrite()
+        return
+    with b.if_else(acc_flag) as (then, otherwise):
+        with then:
+            accumulate()
+        with otherwise:
+            overwrite()
+
+
+def _store_full(b, arith, tile, values, c, ldc, acc_flag, out_dtype, may_accumulate):
+    out_ty = storage_type(out_dtype)
+    out_vty = ir.VectorType(out_ty, tile.lanes)
+    ptrs = []
+    for r in range(tile.mr):
+        row = b.mul(const(r), ldc)
+        ptrs.append([element_ptr(b, c, out_ty, b.add(row, const(v * tile.lanes)))
+                     for v in range(tile.nrv)])
+
+    def overwrite():
+        for r in range(tile.mr):
+            for v in range(tile.nrv):
+                b.store(narrow(b, values[r][v], arith, out_dtype), ptrs[r][v], align=1)
+
+    def accumulate():
+        for r in range(tile.mr):
+            for v in range(tile.nrv):
+                old = b.load(ptrs[r][v], typ=out_vty, align=1)
+                b.store(arith.add(b, old, values[r][v]), ptrs[r][v], align=1)
+
+    _maybe_accumulate(b, acc_flag, may_accumulate, overwrite, accumulate)
+
+
+def _store_edge(b, arith, tile, values, c, ldc, rows, cols, acc_flag, out_dtype, may_accumulate):
+    out_ty = storage_type(out_dtype)
+    scratch = entry_alloca(b, arith.type, tile.mr * tile.nr, name="edge_tile", align=64)
+    for r in range(tile.mr):
+        for v in range(tile.nrv):
+            b.store(values[r][v], element_ptr(b, scratch, arith.type, r * tile.nr + v * tile.lanes),
+                    align=1)
+    with for_range(b, 0, rows, name="er") as r:
+        with for_range(b, 0, cols, name="ec") as col:
+            src = element_ptr(b, scratch, arith.type, b.add(b.mul(r, const(tile.nr)), col))
+            dst = element_ptr(b, c, out_ty, b.add(b.mul(r, ldc), col))
+            value = b.load(src, typ=arith.type)
+
+            def overwrite():
+                b.store(narrow(b, value, arith, out_dtype), dst)
+
+            def accumulate():
+                b.store(arith.add(b, b.load(dst, typ=out_ty), value), dst)
+
+            _maybe_accumulate(b, acc_flag, may_accumulate, overwrite, accumulate)
