@@ -1,0 +1,259 @@
+"""Instruction attributes: from their text (`dimensions={1,0}`) to the Python form
+hlo/ir.py documents, and back.
+
+The grammar keeps every attribute value as source text. `decode_attribute`
+turns the value of a known attribute into its structured form and raises
+`AttributeValueError` when that text is malformed; any attribute it does not
+know stays a `RawAttr` and prints back verbatim. `encode_attribute` is the
+inverse and always produces the canonical spelling, so that
+`decode(encode(v)) == v` — the property the printer's round trip rests on.
+
+Called computations decode to their names here; the parser swaps the names
+for `HloComputation` objects once the whole module has been read.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Callable
+
+from .ir import PadDim, RawAttr, SliceDim, Window, WindowDim
+from .opcodes import CALLED_COMPUTATION_ATTRS, CALLED_COMPUTATION_LIST_ATTRS
+
+
+class AttributeValueError(ValueError):
+    """The text of a known attribute does not have the form that attribute needs."""
+
+
+INT_LIST_ATTRS = frozenset({
+    "dimensions", "dynamic_slice_sizes", "slice_sizes",
+    "lhs_contracting_dims", "rhs_contracting_dims", "lhs_batch_dims", "rhs_batch_dims",
+    "offset_dims", "collapsed_slice_dims", "start_index_map",
+    "operand_batching_dims", "start_indices_batching_dims",
+    "update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
+    "input_batching_dims", "scatter_indices_batching_dims",
+})
+INT_ATTRS = frozenset({"index", "iota_dimension", "index_vector_dim",
+                       "feature_group_count", "batch_group_count"})
+BOOL_ATTRS = frozenset({"is_stable", "indices_are_sorted", "unique_indices"})
+ENUM_ATTRS = {
+    "direction": ("EQ", "NE", "LT", "LE", "GT", "GE"),
+    "type": ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"),
+    "kind": ("kLoop", "kInput", "kOutput", "kCustom"),
+}
+
+_INT = r"-?[0-9]+"
+_INT_LIST_RE = re.compile(rf"\{{\s*(?:{_INT}\s*(?:,\s*{_INT}\s*)*)?\}}")
+_DIM_LABELS_RE = re.compile(r"[0-9a-z]+_[0-9a-z]+->[0-9a-z]+")
+_NAME_RE = re.compile(r"%?[A-Za-z_][A-Za-z0-9_.\-]*")
+_SLICE_DIM_RE = re.compile(rf"\[\s*({_INT})\s*:\s*({_INT})\s*(?::\s*({_INT})\s*)?\]")
+_SLICE_RE = re.compile(rf"\{{\s*(?:{_SLICE_DIM_RE.pattern}\s*(?:,\s*{_SLICE_DIM_RE.pattern}\s*)*)?\}}")
+_PAD_DIM_RE = re.compile(rf"({_INT})_({_INT})(?:_({_INT}))?")
+
+
+# --- decoding ---------------------------------------------------------------------
+
+def decode_attribute(key: str, text: str) -> Any:
+    """The structured value of attribute `key` written as `text`; RawAttr if unknown."""
+    if key in INT_LIST_ATTRS:
+        return _decode_int_list(key, text)
+    if key in INT_ATTRS:
+        if not re.fullmatch(_INT, text):
+            raise AttributeValueError(f"{key} must be an integer, got {text!r}")
+        return int(text)
+    if key in BOOL_ATTRS:
+        if text not in ("true", "false"):
+            raise AttributeValueError(f"{key} must be true or false, got {text!r}")
+        return text == "true"
+    if key in ENUM_ATTRS:
+        if text not in ENUM_ATTRS[key]:
+            raise AttributeValueError(f"{key} must be one of {', '.join(ENUM_ATTRS[key])}, "
+                                      f"got {text!r}")
+        return text
+    if key in CALLED_COMPUTATION_ATTRS:
+        return _decode_name(key, text)
+    if key in CALLED_COMPUTATION_LIST_ATTRS:
+        return _decode_name_list(key, text)
+    decoder = _SPECIAL_DECODERS.get(key)
+    if decoder is not None:
+        return decoder(text)
+    return RawAttr(text)
+
+
+def _decode_int_list(key: str, text: str) -> tuple[int, ...]:
+    if not _INT_LIST_RE.fullmatch(text):
+        raise AttributeValueError(f"{key} must be a list of integers like {{1,0}}, got {text!r}")
+    return tuple(int(v) for v in re.findall(_INT, text))
+
+
+def _decode_name(key: str, text: str) -> str:
+    if not _NAME_RE.fullmatch(text):
+        raise AttributeValueError(f"{key} must name a computation, got {text!r}")
+    return text.lstrip("%")
+
+
+def _decode_name_list(key: str, text: str) -> tuple[str, ...]:
+    inner = _braces_content(key, text)
+    names = [n.strip() for n in inner.split(",")] if inner.strip() else []
+    for name in names:
+        if not _NAME_RE.fullmatch(name):
+            raise AttributeValueError(f"{key} must be a list of computation names, got {text!r}")
+    return tuple(n.lstrip("%") for n in names)
+
+
+def _braces_content(key: str, text: str) -> str:
+    if not (text.startswith("{") and text.endswith("}")):
+        raise AttributeValueError(f"{key} must be written in braces, got {text!r}")
+    return text[1:-1]
+
+
+def _decode_slice(text: str) -> tuple[SliceDim, ...]:
+    if not _SLICE_RE.fullmatch(text):
+        raise AttributeValueError(f"slice must look like {{[0:4], [1:9:2]}}, got {text!r}")
+    return tuple(SliceDim(int(start), int(limit), int(stride) if stride else 1)
+                 for start, limit, stride in _SLICE_DIM_RE.findall(text))
+
+
+def _decode_padding(text: str) -> tuple[PadDim, ...]:
+    dims = []
+    for part in text.split("x"):
+        m = _PAD_DIM_RE.fullmatch(part)
+        if m is None:
+            raise AttributeValueError(f"padding must look like 0_1x2_3 or 0_1_1x2_3_0, got {text!r}")
+        low, high, interior = m.groups()
+        dims.append(PadDim(int(low), int(high), int(interior) if interior else 0))
+    return tuple(dims)
+
+
+def _decode_window(text: str) -> Window:
+    """`{size=3x3 stride=2x2 pad=0_1x0_1 lhs_dilate=1x1 rhs_dilate=2x2 rhs_reversal=0x1}`."""
+    fields: dict[str, list[str]] = {}
+    for item in _braces_content("window", text).split():
+        key, eq, value = item.partition("=")
+        if not eq or key not in _WINDOW_FIELDS or key in fields:
+            raise AttributeValueError(f"window has a bad field {item!r}; expected "
+                                      f"{', '.join(_WINDOW_FIELDS)} (each once)")
+        fields[key] = value.split("x")
+    if not fields:
+        return Window(())
+    if "size" not in fields:
+        raise AttributeValueError(f"window needs size=, got {text!r}")
+    rank = len(fields["size"])
+    try:
+        size = [int(v) for v in fields["size"]]
+        stride = [int(v) for v in fields.get("stride", ["1"] * rank)]
+        pads = [_decode_window_pad(v) for v in fields.get("pad", ["0_0"] * rank)]
+        lhs = [int(v) for v in fields.get("lhs_dilate", ["1"] * rank)]
+        rhs = [int(v) for v in fields.get("rhs_dilate", ["1"] * rank)]
+        rev = [_decode_01(v) for v in fields.get("rhs_reversal", ["0"] * rank)]
+    except ValueError:
+        raise AttributeValueError(f"window fields must be numbers joined by 'x', got {text!r}") from None
+    if any(len(f) != rank for f in (stride, pads, lhs, rhs, rev)):
+        raise AttributeValueError(f"window fields disagree on the number of dimensions: {text!r}")
+    return Window(tuple(
+        WindowDim(size=size[i], stride=stride[i], pad_low=pads[i][0], pad_high=pads[i][1],
+                  window_dilation=rhs[i], base_dilation=lhs[i], reversal=rev[i])
+        for i in range(rank)))
+
+
+_WINDOW_FIELDS = ("size", "stride", "pad", "lhs_dilate", "rhs_dilate", "rhs_reversal")
+
+
+def _decode_window_pad(text: str) -> tuple[int, int]:
+    m = re.fullmatch(rf"({_INT})_({_INT})", text)
+    if m is None:
+        raise ValueError(text)
+    return int(m.group(1)), int(m.group(2))
+
+
+def _decode_01(text: str) -> bool:
+    if text not in ("0", "1"):
+        raise ValueError(text)
+    return text == "1"
+
+
+def _decode_dim_labels(text: str) -> str:
+    if not _DIM_LABELS_RE.fullmatch(text):
+        raise AttributeValueError(f"dim_labels must look like b01f_01io->b01f, got {text!r}")
+    return text
+
+
+def _decode_string(text: str) -> str:
+    if not (len(text) >= 2 and text[0] == text[-1] == '"'):
+        raise AttributeValueError(f"expected a quoted string, got {text!r}")
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise AttributeValueError(f"bad string literal {text!r}") from None
+
+
+_SPECIAL_DECODERS: dict[str, Callable[[str], Any]] = {
+    "slice": _decode_slice,
+    "padding": _decode_padding,
+    "window": _decode_window,
+    "dim_labels": _decode_dim_labels,
+    "custom_call_target": _decode_string,
+}
+
+
+# --- encoding ---------------------------------------------------------------------
+
+def encode_attribute(key: str, value: Any) -> str:
+    """The canonical text of an attribute value (the inverse of decode_attribute)."""
+    if isinstance(value, RawAttr):
+        return value.text
+    if key in CALLED_COMPUTATION_ATTRS:
+        return "%" + value.name
+    if key in CALLED_COMPUTATION_LIST_ATTRS:
+        return "{" + ", ".join("%" + c.name for c in value) + "}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if key in INT_LIST_ATTRS:
+        return "{" + ",".join(str(int(v)) for v in value) + "}"
+    if key == "slice":
+        return "{" + ", ".join(_encode_slice_dim(d) for d in value) + "}"
+    if key == "padding":
+        return _encode_padding(value)
+    if key == "window":
+        return _encode_window(value)
+    if key == "custom_call_target":
+        return json.dumps(value)
+    if isinstance(value, str):
+        return value
+    raise TypeError(f"cannot print attribute {key}={value!r}")
+
+
+def _encode_slice_dim(d: SliceDim) -> str:
+    return f"[{d.start}:{d.limit}]" if d.stride == 1 else f"[{d.start}:{d.limit}:{d.stride}]"
+
+
+def _encode_padding(dims) -> str:
+    # Like XLA: the interior part is written for every dimension once any has one.
+    if any(d.interior for d in dims):
+        return "x".join(f"{d.low}_{d.high}_{d.interior}" for d in dims)
+    return "x".join(f"{d.low}_{d.high}" for d in dims)
+
+
+def _encode_window(window: Window) -> str:
+    dims = window.dims
+    if not dims:
+        return "{}"
+
+    def join(values):
+        return "x".join(str(v) for v in values)
+
+    # Fields left at their default for every dimension are omitted, as XLA does.
+    parts = [f"size={join(d.size for d in dims)}"]
+    if any(d.stride != 1 for d in dims):
+        parts.append(f"stride={join(d.stride for d in dims)}")
+    if any(d.pad_low or d.pad_high for d in dims):
+        parts.append("pad=" + "x".join(f"{d.pad_low}_{d.pad_high}" for d in dims))
+    if any(d.base_dilation != 1 for d in dims):
+        parts.append(f"lhs_dilate={join(d.base_dilation for d in dims)}")
+    if any(d.window_dilation != 1 for d in dims):
+        parts.append(f"rhs_dilate={join(d.window_dilation for d in dims)}")
+    if any(d.reversal for d in dims):
+        parts.append(f"rhs_reversal={join(int(d.reversal) for d in dims)}")
+    return "{" + " ".join(parts) + "}"
