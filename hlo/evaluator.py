@@ -1,9 +1,151 @@
-"""The numpy reference evaluator (placeholder: being written)."""
+"""The numpy reference evaluator: runs an HLO module on numpy arrays.
+
+It is the reference every other layer is tested against (passes, the LLVM
+backend, constant folding, the frontend), so it follows XLA's semantics
+exactly, including the corner cases XLA defines (integer division by zero,
+over-wide shifts, float->int saturation, clamped indices, NaN-propagating
+max/min, flush-to-zero of denormals as on XLA's CPU backend).
+
+How it runs: `evaluate_computation` walks a computation's instructions in post
+order (iteratively, operands before users) and calls, for each one, the
+semantics registered in the opcode table: `OPCODES[opcode].ref(instr,
+operand_values, ctx)`. The semantics live in the family modules imported
+below; `ctx` (an `EvalContext`) lets them evaluate called computations
+(`ctx.call(comp, args)`) and carries the denormal mode.
+
+Values are numpy arrays (0-d for scalars) or tuples of values.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .eval_common import EvaluationError
+from .opcodes import OPCODES, reference
+# The family modules register their semantics in OPCODES when imported.
+from . import eval_compare_convert, eval_control, eval_dot_conv, eval_elementwise  # noqa: F401
+from . import eval_gather_scatter, eval_movement, eval_reduce, eval_sort, eval_window  # noqa: F401
+
+__all__ = ["EvaluationError", "EvalContext", "evaluate", "evaluate_computation",
+           "evaluate_instruction"]
 
 
-class EvaluationError(Exception):
-    pass
+class EvalContext:
+    """What the op semantics may ask of the evaluator while running one instruction."""
+
+    def __init__(self, flush_denormals: bool = True):
+        self.flush_denormals = flush_denormals
+        # Post orders of the computations run so far: reducers are called many
+        # times, and the module does not change while it is being evaluated.
+        self._orders: dict[int, list] = {}
+
+    def post_order(self, comp) -> list:
+        order = self._orders.get(id(comp))
+        if order is None:
+            order = self._orders[id(comp)] = comp.post_order()
+        return order
+
+    def call(self, comp, args):
+        """Evaluates the called computation `comp` on `args` (a list of values)."""
+        return evaluate_computation(comp, args, ctx=self)
 
 
-def evaluate(module, args):
-    raise NotImplementedError("the evaluator is not written yet")
+def evaluate(module, args, *, flush_denormals: bool = True) -> list[np.ndarray]:
+    """Runs the entry computation of `module` on `args` (numpy arrays in ENTRY
+    parameter order); returns the result with tuples flattened in order."""
+    entry = module.entry
+    if entry is None:
+        raise EvaluationError(f"module {module.name} has no entry computation")
+    args = _check_args(entry, list(args))
+    result = evaluate_computation(entry, args, ctx=EvalContext(flush_denormals))
+    return _flatten(result)
+
+
+def evaluate_computation(comp, args, *, ctx: EvalContext | None = None,
+                         flush_denormals: bool = True):
+    """The value of `comp`'s root with its parameters bound to `args`."""
+    ctx = ctx or EvalContext(flush_denormals)
+    order = ctx.post_order(comp)
+    num_params = sum(1 for instr in order if instr.opcode == "parameter")
+    if len(args) != num_params:
+        raise EvaluationError(f"computation {comp.name} takes {num_params} arguments, "
+                              f"got {len(args)}")
+    values: dict[int, object] = {}
+    for instr in order:
+        if instr.opcode == "parameter":
+            values[id(instr)] = args[instr.parameter_number]
+            continue
+        operand_values = [values[id(op)] for op in instr.operands]
+        values[id(instr)] = _run(instr, operand_values, ctx)
+    return values[id(comp.root)]
+
+
+def evaluate_instruction(instr, operand_values, *, flush_denormals: bool = True):
+    """The value of one instruction given its operands' values (constant folding)."""
+    if instr.opcode == "parameter":
+        raise EvaluationError(f"{instr.name}: a parameter has no value of its own")
+    return _run(instr, list(operand_values), EvalContext(flush_denormals))
+
+
+def _run(instr, operand_values, ctx):
+    info = OPCODES[instr.opcode]
+    if info.ref is None:
+        raise EvaluationError(f"{instr.name}: {instr.opcode} has no reference semantics")
+    value = info.ref(instr, operand_values, ctx)
+    if isinstance(value, tuple):
+        return value
+    if not isinstance(value, np.ndarray):      # numpy returns scalars for 0-d math
+        value = np.asarray(value)
+    return value
+
+
+# --- arguments and results ---------------------------------------------------------
+
+def _check_args(entry, args):
+    params = entry.parameters
+    if len(args) != len(params):
+        raise EvaluationError(f"{entry.name} takes {len(params)} arguments, got {len(args)}")
+    checked = []
+    for param, arg in zip(params, args):
+        checked.append(_check_arg(param, param.shape, arg))
+    return checked
+
+
+def _check_arg(param, shape, arg):
+    where = f"argument {param.parameter_number} ({param.name})"
+    if shape.is_tuple:
+        if not isinstance(arg, (tuple, list)) or len(arg) != len(shape.tuple_shapes):
+            raise EvaluationError(f"{where}: expected a tuple of {len(shape.tuple_shapes)} "
+                                  f"values for {shape}")
+        return tuple(_check_arg(param, s, a) for s, a in zip(shape.tuple_shapes, arg))
+    arg = np.asarray(arg)
+    expected = shape.dtype.numpy
+    if tuple(arg.shape) != shape.dims:
+        raise EvaluationError(f"{where}: expected shape {shape.dims} for {shape}, "
+                              f"got {tuple(arg.shape)}")
+    if arg.dtype != expected:
+        raise EvaluationError(f"{where}: expected dtype {expected} for {shape}, got {arg.dtype}")
+    if shape.element_type == "bf16":
+        from .eval_common import round_to_bf16
+        arg = round_to_bf16(arg)
+    return arg
+
+
+def _flatten(value) -> list[np.ndarray]:
+    if isinstance(value, tuple):
+        return [leaf for v in value for leaf in _flatten(v)]
+    return [np.asarray(value)]
+
+
+# --- leaves: parameter and constant ---------------------------------------------------
+
+@reference("parameter")
+def _parameter(instr, operands, ctx):
+    raise EvaluationError(f"{instr.name}: parameters are bound by evaluate_computation")
+
+
+@reference("constant")
+def _constant(instr, operands, ctx):
+    if instr.literal is None:
+        raise EvaluationError(f"{instr.name}: the constant's value was elided ({{...}}) "
+                              f"and cannot be evaluated")
+    return np.asarray(instr.literal)

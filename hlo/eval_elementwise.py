@@ -1,0 +1,284 @@
+"""Reference semantics of the elementwise arithmetic ops (unary and binary).
+
+The floating-point model is XLA's CPU backend:
+- f16 (and bf16) math is computed in f32 and rounded back after every op;
+- transcendental functions are computed in f64 and rounded to the result type
+  (XLA's approximations are within a few ulps of the true value, so the most
+  accurate reference is the closest one);
+- f32/f64 arithmetic reads denormal inputs as zero and flushes denormal
+  results (`log(1e-40)` is -inf), except sign-bit-only ops (abs, negate).
+
+Integer ops follow XLA's defined results where C leaves them undefined:
+x / 0 = -1 (all bits set), x % 0 = x, INT_MIN / -1 = INT_MIN, INT_MIN % -1 = 0,
+shifts by >= the bit width give 0 (or the sign for arithmetic right shifts).
+Comparisons, select, clamp and conversions live in `eval_compare_convert.py`.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .eval_common import EvaluationError, compute_dtype, flush, flush_all, to_result
+from .opcodes import reference
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """erf in f64 (numpy has none): math.erf applied element by element."""
+    return np.frompyfunc(math.erf, 1, 1)(x).astype(np.float64)
+
+
+def _logistic(x: np.ndarray) -> np.ndarray:
+    # 1 / (1 + e^-x), written with exp of a non-positive argument so it never overflows.
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+# Transcendental functions, evaluated in f64.
+_FLOAT_MATH = {
+    "exponential": np.exp,
+    "exponential-minus-one": np.expm1,
+    "log": np.log,
+    "log-plus-one": np.log1p,
+    "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x),
+    "cbrt": np.cbrt,
+    "sine": np.sin,
+    "cosine": np.cos,
+    "tan": np.tan,
+    "tanh": np.tanh,
+    "logistic": _logistic,
+    "erf": _erf,
+}
+
+
+def _is_float(value: np.ndarray) -> bool:
+    return value.dtype.kind == "f"
+
+
+@reference(*_FLOAT_MATH)
+def float_math(instr, operands, ctx):
+    (x,) = operands
+    if x.dtype.kind == "c":
+        return to_result(_FLOAT_MATH[instr.opcode](x), instr)
+    if not _is_float(x):
+        raise EvaluationError(f"{instr.name}: {instr.opcode} needs a float operand, got {x.dtype}")
+    x = flush(x, ctx)
+    with np.errstate(all="ignore"):
+        y = _FLOAT_MATH[instr.opcode](x.astype(np.float64))
+        y = y.astype(compute_dtype(x))
+    return flush(to_result(y, instr), ctx)
+
+
+# --- unary ops that are not transcendental ------------------------------------------
+
+@reference("abs", "negate")
+def abs_negate(instr, operands, ctx):
+    # abs and negate only touch the sign bit: denormals pass through, ints wrap.
+    fn = np.abs if instr.opcode == "abs" else np.negative
+    with np.errstate(all="ignore"):
+        return to_result(fn(operands[0]), instr)
+
+
+@reference("copy")
+def copy(instr, operands, ctx):
+    return np.array(operands[0], copy=True)
+
+
+@reference("sign")
+def sign(instr, operands, ctx):
+    x = operands[0]
+    if _is_float(x):
+        x = flush(x, ctx)
+        one = x.dtype.type(1)
+        # +-0 and NaN are their own sign.
+        return to_result(np.where(x > 0, one, np.where(x < 0, -one, x)), instr)
+    return to_result(np.sign(x), instr)
+
+
+@reference("floor", "ceil", "round-nearest-even", "round-nearest-afz")
+def rounding(instr, operands, ctx):
+    x = flush(operands[0], ctx)
+    if instr.opcode == "floor":
+        y = np.floor(x)
+    elif instr.opcode == "ceil":
+        y = np.ceil(x)
+    elif instr.opcode == "round-nearest-even":
+        y = np.rint(x)
+    else:
+        # Half away from zero; x - trunc(x) is exact, so the tie test is exact.
+        t = np.trunc(x)
+        with np.errstate(invalid="ignore"):
+            y = np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t)
+    return to_result(y, instr)
+
+
+@reference("is-finite")
+def is_finite(instr, operands, ctx):
+    return np.isfinite(operands[0])
+
+
+@reference("not")
+def logical_not(instr, operands, ctx):
+    x = operands[0]
+    return np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)
+
+
+def _unsigned_view(x: np.ndarray) -> np.ndarray:
+    return x.view(np.dtype(f"u{x.dtype.itemsize}"))
+
+
+@reference("popcnt")
+def popcnt(instr, operands, ctx):
+    return to_result(np.bitwise_count(_unsigned_view(operands[0])), instr)
+
+
+@reference("count-leading-zeros")
+def count_leading_zeros(instr, operands, ctx):
+    x = _unsigned_view(operands[0])
+    width = x.dtype.itemsize * 8
+    count = np.zeros(x.shape, dtype=np.int64)
+    # Binary search for the highest set bit: shift the top half down while it is empty.
+    step = width // 2
+    y = x.copy()
+    while step:
+        empty = (y >> x.dtype.type(width - step)) == 0
+        count += np.where(empty, step, 0)
+        y = np.where(empty, y << x.dtype.type(step), y)
+        step //= 2
+    count = np.where(x == 0, width, count)
+    return to_result(count, instr)
+
+
+@reference("real", "imag")
+def real_imag(instr, operands, ctx):
+    fn = np.real if instr.opcode == "real" else np.imag
+    return to_result(fn(operands[0]), instr)
+
+
+@reference("complex")
+def make_complex(instr, operands, ctx):
+    re, im = operands
+    return to_result(re + 1j * im.astype(np.result_type(im.dtype, np.complex64)), instr)
+
+
+# --- binary arithmetic ----------------------------------------------------------------
+
+_FLOAT_BINARY = {
+    "add": np.add,
+    "subtract": np.subtract,
+    "multiply": np.multiply,
+    "divide": np.divide,
+    "remainder": np.fmod,           # C fmod: the sign of the dividend
+    "power": np.power,
+    "atan2": np.arctan2,
+}
+
+_INT_BINARY = {
+    "add": np.add,
+    "subtract": np.subtract,
+    "multiply": np.multiply,
+    "and": np.bitwise_and,
+    "or": np.bitwise_or,
+    "xor": np.bitwise_xor,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+}
+
+_PRED_BINARY = {
+    "and": np.logical_and, "multiply": np.logical_and, "minimum": np.logical_and,
+    "or": np.logical_or, "add": np.logical_or, "maximum": np.logical_or,
+    "xor": np.logical_xor, "subtract": np.logical_xor,
+}
+
+
+@reference("add", "subtract", "multiply", "divide", "remainder", "power", "atan2",
+           "and", "or", "xor", "maximum", "minimum")
+def binary(instr, operands, ctx):
+    a, b = operands
+    kind = a.dtype.kind
+    with np.errstate(all="ignore"):
+        if kind in "fc":
+            return _float_binary(instr, a, b, ctx)
+        if kind == "b":
+            fn = _PRED_BINARY.get(instr.opcode)
+        elif instr.opcode in ("divide", "remainder"):
+            return to_result(_int_divide(a, b, instr.opcode), instr)
+        elif instr.opcode == "power":
+            return to_result(_int_power(a, b), instr)
+        else:
+            fn = _INT_BINARY.get(instr.opcode)
+        if fn is None:
+            raise EvaluationError(f"{instr.name}: {instr.opcode} is not defined for {a.dtype}")
+        return to_result(fn(a, b), instr)
+
+
+def _float_binary(instr, a, b, ctx):
+    if instr.opcode in ("maximum", "minimum"):
+        # NaN-propagating (np.maximum, unlike np.fmax); a compare + select in XLA,
+        # so no flushing.
+        fn = np.maximum if instr.opcode == "maximum" else np.minimum
+        return to_result(fn(a, b), instr)
+    fn = _FLOAT_BINARY.get(instr.opcode)
+    if fn is None:
+        raise EvaluationError(f"{instr.name}: {instr.opcode} is not defined for {a.dtype}")
+    if a.dtype.kind == "c":
+        return to_result(fn(a, b), instr)
+    a, b = flush_all((a, b), ctx)
+    if instr.opcode in ("power", "atan2"):
+        y = fn(a.astype(np.float64), b.astype(np.float64)).astype(compute_dtype(a))
+    else:
+        work = compute_dtype(a)
+        y = fn(a.astype(work, copy=False), b.astype(work, copy=False))
+    return flush(to_result(y, instr), ctx)
+
+
+def _int_divide(a, b, opcode):
+    """Truncating division and remainder with XLA's results for /0 and INT_MIN/-1."""
+    by_zero = b == 0
+    divisor = np.where(by_zero, b.dtype.type(1), b)
+    if a.dtype.kind == "i":
+        # INT_MIN / -1 overflows in C; XLA defines it as INT_MIN (remainder 0),
+        # which is what dividing by 1 gives.
+        overflow = (a == np.iinfo(a.dtype).min) & (b == -1)
+        divisor = np.where(overflow, b.dtype.type(1), divisor)
+    remainder = np.fmod(a, divisor)             # sign of the dividend, like C
+    if opcode == "remainder":
+        return np.where(by_zero, a, remainder)
+    quotient = (a - remainder) // divisor       # exact: a - remainder is a multiple
+    all_ones = np.invert(np.zeros((), dtype=a.dtype))
+    return np.where(by_zero, all_ones, quotient)
+
+
+def _int_power(base, exponent):
+    """base ** exponent with wrapping; a negative exponent gives 0 unless base is 1."""
+    result = np.ones(np.broadcast_shapes(base.shape, exponent.shape), dtype=base.dtype)
+    square = np.broadcast_to(base, result.shape).copy()
+    e = np.broadcast_to(exponent, result.shape).astype(np.int64)
+    e_left = np.where(e < 0, 0, e)
+    while np.any(e_left):
+        odd = (e_left & 1) == 1
+        result = np.where(odd, result * square, result)
+        square = square * square
+        e_left = e_left >> 1
+    return np.where(e < 0, (base == 1).astype(base.dtype), result)
+
+
+@reference("shift-left", "shift-right-logical", "shift-right-arithmetic")
+def shift(instr, operands, ctx):
+    x, amount = operands
+    width = x.dtype.itemsize * 8
+    unsigned = np.dtype(f"u{x.dtype.itemsize}")
+    # The amount is read as unsigned: negative amounts are over-wide too.
+    too_wide = amount.view(unsigned) >= width if amount.dtype != unsigned else amount >= width
+    safe = np.where(too_wide, 0, amount).astype(unsigned)
+    if instr.opcode == "shift-left":
+        y = np.where(too_wide, 0, np.left_shift(x.view(unsigned), safe).view(x.dtype))
+    elif instr.opcode == "shift-right-logical":
+        y = np.where(too_wide, 0, np.right_shift(x.view(unsigned), safe).view(x.dtype))
+    else:
+        signed = np.dtype(f"i{x.dtype.itemsize}")
+        xs = x.view(signed)
+        sign_fill = np.right_shift(xs, signed.type(width - 1))
+        y = np.where(too_wide, sign_fill, np.right_shift(xs, safe.astype(signed))).view(x.dtype)
+    return to_result(y, instr)

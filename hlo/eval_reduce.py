@@ -1,0 +1,119 @@
+"""Reference semantics of `reduce`, and the vectorized reducer helpers other ops share.
+
+A reducer is a computation of 2N scalar parameters (N accumulators, N values)
+returning N values. Evaluating it once per element would be far too slow, so:
+
+- a recognized binary reducer (`ROOT add(p0, p1)`, multiply, maximum, minimum,
+  and, or) becomes a numpy reduction. Float sums and products accumulate in
+  f64 and round once: XLA's f32 loop is within a few ulps of the exact value,
+  so the exact value is the best reference;
+- any other reducer (argmax's variadic one, ...) is evaluated on whole arrays:
+  `fold_pairwise` combines neighbours (0,1), (2,3), ... level by level, so a
+  reduction of K elements takes log2(K) evaluations of the computation, and
+  elements keep their order within each combination.
+
+`combine_in_order` applies a combiner at scattered positions where an index
+may repeat (scatter, select-and-scatter): duplicates are applied in order.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .eval_common import (as_tuple, flush, recognize_binary_reducer, reducer_ufunc,
+                          to_result)
+from .opcodes import reference
+
+
+def call_reducer(comp, ctx, accs, values) -> tuple:
+    """Evaluates a 2N-parameter reducer on arrays: (acc_0..acc_N-1, x_0..x_N-1) -> N arrays."""
+    return as_tuple(ctx.call(comp, list(accs) + list(values)))
+
+
+def fold_pairwise(comp, ctx, values: list[np.ndarray]) -> list[np.ndarray]:
+    """Reduces the last axis of each array in `values` with `comp`, neighbours first."""
+    while values[0].shape[-1] > 1:
+        n = values[0].shape[-1]
+        even = n - n % 2
+        left = [v[..., 0:even:2] for v in values]
+        right = [v[..., 1:even:2] for v in values]
+        combined = call_reducer(comp, ctx, left, right)
+        combined = [np.broadcast_to(c, left[0].shape) for c in combined]
+        if n % 2:
+            combined = [np.concatenate([c, v[..., even:]], axis=-1)
+                        for c, v in zip(combined, values)]
+        values = combined
+    return [v[..., 0] for v in values]
+
+
+def ufunc_reduce(opcode: str, x: np.ndarray, axis, ctx) -> np.ndarray:
+    """A recognized reducer applied over `axis` (no initial value)."""
+    ufunc = reducer_ufunc(opcode, x.dtype)
+    if x.dtype.kind == "f" and opcode in ("add", "multiply"):
+        x = flush(x, ctx)
+        with np.errstate(all="ignore"):
+            return ufunc.reduce(x.astype(np.float64), axis=axis)
+    with np.errstate(all="ignore"):
+        return ufunc.reduce(x, axis=axis, dtype=x.dtype)
+
+
+def combine_with_init(opcode: str, partial: np.ndarray, init: np.ndarray, ctx, instr):
+    """init (op) partial, rounded to the result type once."""
+    ufunc = reducer_ufunc(opcode, init.dtype)
+    with np.errstate(all="ignore"):
+        if init.dtype.kind == "f" and opcode in ("add", "multiply"):
+            value = ufunc(flush(init, ctx).astype(np.float64), partial)
+            return flush(to_result(value.astype(_work_dtype(init)), instr), ctx)
+        return to_result(ufunc(init, partial), instr)
+
+
+def _work_dtype(x):
+    return np.float32 if x.dtype == np.float16 else x.dtype
+
+
+@reference("reduce")
+def reduce(instr, operands, ctx):
+    n = len(operands) // 2
+    inputs, inits = operands[:n], operands[n:]
+    axes = tuple(instr.dims())
+    comp = instr.attrs["to_apply"]
+    kept = [d for d in range(inputs[0].ndim) if d not in axes]
+    out_dims = tuple(inputs[0].shape[d] for d in kept)
+    if any(inputs[0].shape[d] == 0 for d in axes):
+        results = [np.broadcast_to(init, out_dims) for init in inits]
+        return results[0] if n == 1 else tuple(results)
+    opcode = recognize_binary_reducer(comp) if n == 1 else None
+    if opcode is not None:
+        partial = ufunc_reduce(opcode, inputs[0], axes, ctx)
+        return combine_with_init(opcode, partial, inits[0], ctx, instr)
+    # Generic reducer: reduced axes last, flattened to one; fold; then combine the init.
+    moved = [np.transpose(x, kept + list(axes)).reshape(out_dims + (-1,)) for x in inputs]
+    partial = fold_pairwise(comp, ctx, moved)
+    results = call_reducer(comp, ctx, [np.broadcast_to(i, out_dims) for i in inits], partial)
+    results = tuple(np.broadcast_to(r, out_dims) for r in results)
+    return results[0] if n == 1 else results
+
+
+def combine_in_order(comp, ctx, targets: list[np.ndarray], index: np.ndarray,
+                     updates: list[np.ndarray]) -> None:
+    """targets[k][index[i]] = comp(targets[k][index[i]], updates[k][i]) for i in order.
+
+    `targets` are flat arrays updated in place; `index` and `updates` are flat.
+    Repeated indices are applied in the order they appear.
+    """
+    opcode = recognize_binary_reducer(comp) if len(targets) == 1 else None
+    if opcode is not None:
+        # ufunc.at is unbuffered: repeated indices accumulate, in order.
+        with np.errstate(all="ignore"):
+            reducer_ufunc(opcode, targets[0].dtype).at(targets[0], index, updates[0])
+        return
+    remaining = np.arange(index.size)
+    while remaining.size:
+        # One round: the first remaining occurrence of every index, vectorized.
+        _, first = np.unique(index[remaining], return_index=True)
+        now = remaining[np.sort(first)]
+        at = index[now]
+        current = [t[at] for t in targets]
+        new = call_reducer(comp, ctx, current, [u[now] for u in updates])
+        for t, v in zip(targets, new):
+            t[at] = np.broadcast_to(v, at.shape)
+        remaining = np.setdiff1d(remaining, now, assume_unique=True)
