@@ -60,7 +60,19 @@ class ParseError(Exception):
         head = f"line {self.line}, column {self.column}: {self.message}"
         if not self.source_line.strip():
             return head
-        return f"{head}\n{self.source_line}\n{self.caret_line}"
+        source, caret = _clip(self.source_line, self.column)
+        return f"{head}\n{source}\n{caret}"
+
+
+def _clip(line: str, column: int, width: int = 100) -> tuple[str, str]:
+    """A window of at most ~`width` characters of `line` around `column`, and its caret."""
+    if len(line) <= width:
+        return line, " " * (column - 1) + "^"
+    start = max(0, min(column - 1 - width // 2, len(line) - width))
+    shown = line[start:start + width]
+    prefix = "..." if start else ""
+    suffix = "..." if start + width < len(line) else ""
+    return prefix + shown + suffix, " " * (len(prefix) + column - 1 - start) + "^"
 
 
 def error_at(text: str, message: str, line: int, column: int) -> ParseError:
@@ -212,9 +224,10 @@ class _ToSyntax(Transformer):
         return Shape(str(element_type), tuple(_dimension(t) for t in rest), layout)
 
     def tuple_shape(self, children):
-        shape = Shape.tuple_of(children)
+        lpar, *elements = children
+        shape = Shape.tuple_of(elements)
         if _tuple_depth(shape) > MAX_TUPLE_DEPTH:
-            raise _Located(f"tuple shapes nest deeper than {MAX_TUPLE_DEPTH} levels", None)
+            raise _Located(f"tuple shapes nest deeper than {MAX_TUPLE_DEPTH} levels", lpar)
         return shape
 
     def layout(self, children):
