@@ -77,7 +77,8 @@ def slice_shape(opcode, shapes, attrs, hint):
     array(x)
     slices = attrs.get("slice")
     if slices is None or len(slices) != x.rank:
-        fail(f"slice needs one [start:limit:stride] per dim of {x}, got {slices}")
+        got = "none" if slices is None else len(slices)
+        fail(f"slice needs one [start:limit:stride] per dim of {x}, got {got}")
     dims = []
     for i, (s, size) in enumerate(zip(slices, x.dims)):
         if s.stride < 1:
@@ -97,7 +98,8 @@ def pad_shape(opcode, shapes, attrs, hint):
     same_type(x, value)
     padding = attrs.get("padding")
     if padding is None or len(padding) != x.rank:
-        fail(f"padding needs one low_high_interior per dim of {x}, got {padding}")
+        got = "none" if padding is None else len(padding)
+        fail(f"padding needs one low_high_interior per dim of {x}, got {got}")
     dims = []
     for i, (p, size) in enumerate(zip(padding, x.dims)):
         if p.interior < 0:
