@@ -251,17 +251,22 @@ def _int_divide(a, b, opcode):
 
 
 def _int_power(base, exponent):
-    """base ** exponent with wrapping; a negative exponent gives 0 unless base is 1."""
-    result = np.ones(np.broadcast_shapes(base.shape, exponent.shape), dtype=base.dtype)
-    square = np.broadcast_to(base, result.shape).copy()
-    e = np.broadcast_to(exponent, result.shape).astype(np.int64)
-    e_left = np.where(e < 0, 0, e)
-    while np.any(e_left):
-        odd = (e_left & 1) == 1
+    """base ** exponent with wrapping; a negative exponent gives 0 unless base is 1.
+
+    Exponentiation by squaring over every bit of the exponent (XLA's evaluator;
+    its CPU emitter unrolls only 6 bits, which differs for exponents >= 64).
+    """
+    shape = np.broadcast_shapes(base.shape, exponent.shape)
+    result = np.ones(shape, dtype=base.dtype)
+    square = np.broadcast_to(base, shape).copy()
+    negative = exponent < 0
+    bits = np.broadcast_to(np.where(negative, 0, exponent), shape).copy()
+    while np.any(bits):
+        odd = (bits & 1) == 1
         result = np.where(odd, result * square, result)
         square = square * square
-        e_left = e_left >> 1
-    return np.where(e < 0, (base == 1).astype(base.dtype), result)
+        bits = bits >> 1
+    return np.where(negative, (base == 1).astype(base.dtype), result)
 
 
 @reference("shift-left", "shift-right-logical", "shift-right-arithmetic")

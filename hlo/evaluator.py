@@ -83,7 +83,7 @@ def evaluate_instruction(instr, operand_values, *, flush_denormals: bool = True)
     """The value of one instruction given its operands' values (constant folding)."""
     if instr.opcode == "parameter":
         raise EvaluationError(f"{instr.name}: a parameter has no value of its own")
-    return _run(instr, list(operand_values), EvalContext(flush_denormals))
+    return _materialize(_run(instr, list(operand_values), EvalContext(flush_denormals)))
 
 
 def _run(instr, operand_values, ctx):
@@ -133,7 +133,15 @@ def _check_arg(param, shape, arg):
 def _flatten(value) -> list[np.ndarray]:
     if isinstance(value, tuple):
         return [leaf for v in value for leaf in _flatten(v)]
-    return [np.asarray(value)]
+    return [_materialize(value)]
+
+
+def _materialize(value):
+    """Owned, writable, contiguous arrays: internal values may be broadcast views
+    or alias the arguments."""
+    if isinstance(value, tuple):
+        return tuple(_materialize(v) for v in value)
+    return np.array(value, copy=True, order="C")
 
 
 # --- leaves: parameter and constant ---------------------------------------------------
