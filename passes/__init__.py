@@ -1,1 +1,31 @@
-"""passes."""
+"""HLO module passes and the CPU pipeline.
+
+Importing the package registers every pass by name (see `pass_base`):
+
+    from passes import make_pass, pipeline_from_text, cpu_pipeline
+    cpu_pipeline().run(module)
+"""
+from .pass_base import (PASS_REGISTRY, HloModulePass, HloPassFix, HloPassPipeline, PassError,
+                        PassRecord, make_pass, pass_names, pipeline_from_text, register_pass)
+from .dce import DCE
+from .cse import CSE
+from .tuple_simplifier import TupleSimplifier
+from .call_inliner import CallInliner
+from .constant_folding import ConstantFolding
+from .algebraic_simplifier import AlgebraicSimplifier
+from . import simplify_movement  # noqa: F401  (registers rules of the simplifier)
+from .instruction_fusion import CpuInstructionFusion, FusionDecision, InstructionFusion
+from .row_fusion import RowFusion
+from .multi_output_fusion import MultiOutputFusion
+from .horizontal_fusion import HorizontalFusion
+from .hlo_utils import count_kernels
+from .pipeline import cpu_pipeline, o0_pipeline, named_pipeline
+
+__all__ = [
+    "PASS_REGISTRY", "HloModulePass", "HloPassFix", "HloPassPipeline", "PassError",
+    "PassRecord", "make_pass", "pass_names", "pipeline_from_text", "register_pass",
+    "DCE", "CSE", "TupleSimplifier", "CallInliner", "ConstantFolding", "AlgebraicSimplifier",
+    "CpuInstructionFusion", "FusionDecision", "InstructionFusion", "RowFusion",
+    "MultiOutputFusion", "HorizontalFusion", "count_kernels", "cpu_pipeline", "o0_pipeline",
+    "named_pipeline",
+]

@@ -1,0 +1,188 @@
+"""The algebraic simplifier: local rewrites that keep every result bit-identical.
+
+Each rule looks at one instruction (and its operands) and returns a simpler
+replacement or None. Rules are registered per opcode in `RULES`; the
+arithmetic ones live here, the data-movement ones in `simplify_movement`
+(registered when the `passes` package is imported).
+
+Exactness: every rule is an identity of IEEE arithmetic including NaN, the
+infinities and signed zeros. So `x * 1 -> x` is in, while `x * 0 -> 0` is out
+(NaN * 0 is NaN) and `x + 0 -> x` only holds for `-0.0` (`-0 + +0` is `+0`),
+and `x - 0` for `+0.0`. One effect of XLA's CPU float mode is not preserved,
+as in XLA: an identity that removes an op also removes the flush of a
+denormal input to zero (such inputs differ from the flushed value by < 1e-38).
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from hlo import HloComputation, HloInstruction, HloModule
+
+from .hlo_utils import new_instruction
+from .pass_base import HloModulePass, register_pass
+
+Rule = Callable[[HloInstruction], "HloInstruction | None"]
+RULES: dict[str, list[Rule]] = {}
+
+
+def rule(*opcodes: str):
+    """Decorator: register a rewrite rule for the given opcodes."""
+    def register(fn: Rule) -> Rule:
+        for op in opcodes:
+            RULES.setdefault(op, []).append(fn)
+        return fn
+    return register
+
+
+# --- helpers ------------------------------------------------------------------------
+
+def splat_value(instr: HloInstruction):
+    """The single value every element of `instr` has, if it is a constant splat
+    (a constant, or a broadcast of a scalar constant); else None."""
+    if instr.opcode == "broadcast":
+        instr = instr.operands[0]
+        if not instr.shape.is_scalar:
+            return None
+    if instr.opcode != "constant" or instr.literal is None or instr.literal.size == 0:
+        return None
+    flat = instr.literal.reshape(-1)
+    first = flat[0]
+    if flat.size > 1 and not (flat == first).all():
+        return None
+    return first.item()
+
+
+def is_splat(instr: HloInstruction, value) -> bool:
+    """True if every element is exactly `value` (signed zeros told apart)."""
+    v = splat_value(instr)
+    if v is None or isinstance(v, complex):
+        return False
+    if isinstance(v, bool) or isinstance(value, bool):
+        return isinstance(v, bool) and isinstance(value, bool) and v == value
+    if v != value:
+        return False
+    return math.copysign(1.0, v) == math.copysign(1.0, value) if v == 0 else True
+
+
+def is_float(instr: HloInstruction) -> bool:
+    return instr.shape.is_array and instr.shape.dtype.is_float
+
+
+def can_forward(instr: HloInstruction, value: HloInstruction) -> bool:
+    """`value` may stand for `instr`: same element type, dimensions and layout."""
+    a, b = instr.shape, value.shape
+    return (a.is_array and b.is_array and a.element_type == b.element_type
+            and a.dims == b.dims and a.minor_to_major() == b.minor_to_major())
+
+
+def operand_if(instr: HloInstruction, keep: int, other_is) -> HloInstruction | None:
+    """operand `keep` of a binary op when the other operand satisfies `other_is`."""
+    value, other = instr.operands[keep], instr.operands[1 - keep]
+    if other_is(other) and can_forward(instr, value):
+        return value
+    return None
+
+
+def either_operand(instr: HloInstruction, other_is) -> HloInstruction | None:
+    """For a commutative op: the operand whose partner satisfies `other_is`."""
+    return operand_if(instr, 0, other_is) or operand_if(instr, 1, other_is)
+
+
+# --- arithmetic rules --------------------------------------------------------------
+
+@rule("add")
+def _add_zero(instr):
+    # x + (-0.0) -> x for floats (exact for -0 too); x + 0 -> x for integers.
+    zero = -0.0 if is_float(instr) else 0
+    return either_operand(instr, lambda c: is_splat(c, zero))
+
+
+@rule("subtract")
+def _subtract_zero(instr):
+    # x - (+0.0) -> x  (-0 - +0 is -0)
+    return operand_if(instr, 0, lambda c: is_splat(c, 0.0 if is_float(instr) else 0))
+
+
+@rule("multiply")
+def _multiply_one(instr):
+    # x * 1 -> x
+    return either_operand(instr, lambda c: is_splat(c, 1))
+
+
+@rule("divide")
+def _divide_one(instr):
+    # x / 1 -> x
+    return operand_if(instr, 0, lambda c: is_splat(c, 1))
+
+
+@rule("maximum", "minimum")
+def _max_min_identity(instr):
+    # max(x, -inf) -> x and min(x, +inf) -> x: NaN still wins (XLA's max propagates NaN).
+    if not is_float(instr):
+        return None
+    bound = -math.inf if instr.opcode == "maximum" else math.inf
+    return either_operand(instr, lambda c: is_splat(c, bound))
+
+
+@rule("and", "or")
+def _logic_identity(instr):
+    # p and true -> p; p or false -> p (pred only: for integers `and` is bitwise)
+    if instr.shape.element_type != "pred":
+        return None
+    return either_operand(instr, lambda c: is_splat(c, instr.opcode == "and"))
+
+
+@rule("negate", "not")
+def _double_negation(instr):
+    # -(-x) -> x; not(not(x)) -> x  (two's complement wraps both ways)
+    inner = instr.operands[0]
+    if inner.opcode == instr.opcode and can_forward(instr, inner.operands[0]):
+        return inner.operands[0]
+    return None
+
+
+@rule("convert", "copy")
+def _noop_convert(instr):
+    # convert to the same type, copy to the same layout -> the operand
+    value = instr.operands[0]
+    return value if can_forward(instr, value) else None
+
+
+# --- the pass -------------------------------------------------------------------------
+
+def simplify_computation(comp: HloComputation) -> bool:
+    changed = False
+    for instr in comp.post_order():
+        if instr.parent is not comp:
+            continue
+        for fn in RULES.get(instr.opcode, ()):
+            new = fn(instr)
+            if new is None or new is instr:
+                continue
+            instr.replace_all_uses_with(new)
+            if not instr.users and not instr.is_root:
+                comp.remove_instruction(instr)
+            changed = True
+            break
+    return changed
+
+
+@register_pass
+class AlgebraicSimplifier(HloModulePass):
+    """Applies the exact rewrite rules of `RULES` once over every computation
+    (wrap it in a fixed point with DCE). True iff any rule fired."""
+
+    name = "algebraic-simplifier"
+
+    def run(self, module: HloModule) -> bool:
+        changed = False
+        for comp in module.computations_post_order():
+            changed |= simplify_computation(comp)
+        return changed
+
+
+def make(instr: HloInstruction, opcode: str, operands, **attrs) -> HloInstruction:
+    """A new instruction with `instr`'s shape, placed before it (for rules)."""
+    return new_instruction(instr.parent, opcode, instr.shape, operands, before=instr,
+                           attrs=attrs)

@@ -1,0 +1,102 @@
+"""Common subexpression elimination."""
+from __future__ import annotations
+
+from typing import Any
+
+from hlo import HloComputation, HloInstruction, HloModule
+
+from .pass_base import HloModulePass, register_pass
+
+# Attributes that describe where an instruction came from, not what it computes.
+IGNORED_ATTRS = frozenset({"metadata"})
+
+
+class _Keys:
+    """Value keys of instructions: equal keys mean equal results.
+
+    Called computations are keyed by structure (their fingerprint), so two
+    reduces whose `to_apply` are separate but identical `add` regions match.
+    """
+
+    def __init__(self):
+        self._fingerprints: dict[int, tuple] = {}
+
+    def instruction(self, instr: HloInstruction, operand_ids) -> tuple | None:
+        """The key of `instr` given keys for its operands; None if it must stay unique."""
+        if instr.opcode == "parameter" or instr.has_side_effect():
+            return None
+        if instr.opcode == "constant":
+            if instr.literal is None:      # an elided literal: its value is unknown
+                return None
+            literal = (instr.literal.dtype.str, instr.literal.shape, instr.literal.tobytes())
+        else:
+            literal = None
+        operands = list(operand_ids)
+        if instr.info.commutative:
+            operands.sort()                # add(a, b) == add(b, a)
+        attrs = tuple((k, self.freeze(v)) for k, v in sorted(instr.attrs.items())
+                      if k not in IGNORED_ATTRS)
+        return (instr.opcode, instr.shape.to_text(), tuple(operands), attrs, literal)
+
+    def freeze(self, value: Any):
+        if isinstance(value, HloComputation):
+            return self.computation(value)
+        if isinstance(value, (list, tuple)):
+            return tuple(self.freeze(v) for v in value)
+        if isinstance(value, dict):
+            return tuple((k, self.freeze(v)) for k, v in sorted(value.items()))
+        return value
+
+    def computation(self, comp: HloComputation) -> tuple:
+        """A structural fingerprint: instructions in post order, operands by position."""
+        key = self._fingerprints.get(id(comp))
+        if key is None:
+            position: dict[int, int] = {}
+            parts = []
+            for i, instr in enumerate(comp.post_order()):
+                position[id(instr)] = i
+                ops = [position[id(o)] for o in instr.operands]
+                k = self.instruction(instr, ops)
+                if k is None:   # parameters and side effects: compare by number / opcode
+                    k = (instr.opcode, instr.shape.to_text(), instr.parameter_number, tuple(ops))
+                parts.append(k)
+            key = (tuple(parts), position[id(comp.root)])
+            self._fingerprints[id(comp)] = key
+        return key
+
+
+def eliminate_common_subexpressions(comp: HloComputation, keys: _Keys) -> bool:
+    """Replaces every instruction equal to an earlier one by that one; True if any."""
+    canonical: dict[tuple, HloInstruction] = {}
+    changed = False
+    for instr in comp.post_order():
+        key = keys.instruction(instr, (id(o) for o in instr.operands))
+        if key is None:
+            continue
+        first = canonical.setdefault(key, instr)
+        if first is not instr:
+            instr.replace_all_uses_with(first)
+            if not instr.users and not instr.is_root:
+                comp.remove_instruction(instr)
+            changed = True
+    return changed
+
+
+@register_pass
+class CSE(HloModulePass):
+    """Merges instructions that compute the same value from the same operands.
+
+    Same opcode, shape, attributes (metadata ignored), operands (in any order
+    for commutative opcodes), constants by value (bit pattern, so -0.0 and 0.0
+    stay apart), called computations by structure. Parameters and
+    side-effecting instructions are never merged. True iff any merge happened.
+    """
+
+    name = "cse"
+
+    def run(self, module: HloModule) -> bool:
+        keys = _Keys()
+        changed = False
+        for comp in module.computations_post_order():
+            changed |= eliminate_common_subexpressions(comp, keys)
+        return changed

@@ -1,0 +1,281 @@
+"""Fusion instructions: what they look like and how passes build them.
+
+A fusion is printed in XLA's form
+
+    %loop_fusion = f32[32,100]{1,0} fusion(%x, %m), kind=kLoop, calls=%fused_computation
+
+and calls a computation of its own (`is_fusion_computation = True`) whose
+parameter i stands for operand i of the fusion. Every fusion xlapy creates has
+one of four forms; `fusion_kind(instr)` tells them apart and a backend emits
+each as ONE kernel:
+
+kLoop (`kind=kLoop`, `fusion_kind` "loop")
+    The root computes output elements independently: elementwise ops and data
+    movement (broadcast, reshape, bitcast, transpose, slice, pad, concatenate,
+    iota, reverse, dynamic-slice), scalar constants, and parameters. A
+    multi-output loop fusion has a `tuple` root; its users are
+    get-tuple-element instructions. Tuple elements need NOT share dimensions
+    (horizontal fusion merges independent loops of any shape): emit one loop
+    nest per group of elements with equal dimensions (`output_groups`), all
+    inside the one kernel.
+
+kInput (`kind=kInput`, "input")
+    The root is a `reduce` (possibly variadic, e.g. argmax) whose operands are
+    fused loop expressions (read by the reduction loop, never stored), or a
+    `tuple` of such reduces that all reduce operands of the same dimensions
+    over the same `dimensions` (sibling multi-output: one pass over the input).
+
+row (`kind=kCustom, backend_config={"fusion_kind":"row"}`, "row")
+    A whole row-wise normalization (softmax, log-softmax, layernorm, rmsnorm).
+    Output shape S = [R1..Rk, N], one array (no tuple). Inside, every value
+    is either a *row value* of dimensions S or a *row scalar* of dimensions
+    [R1..Rk]. Every `reduce` reduces a row value over exactly the last
+    dimension (`dimensions={k}`) into a row scalar, with a scalar init. A row
+    scalar reaches row values only through `broadcast(..., dimensions={0..k-1})`.
+    Parameters of shape S are read row by row; any other parameter (a [N]
+    gamma, a scalar) is read through a broadcast like in a loop fusion.
+    Emission: for each row r (the outer k dimensions, split over threads):
+    evaluate the row scalars in post order -- a reduce is one pass over
+    j = 0..N-1 of its operand's element generator at (r, j) -- then write the
+    root's N elements of row r. The row's inputs stay in cache between passes.
+    `row_reduces(fusion)` lists the reduces in the order to evaluate them.
+
+Functions here build and grow fusions; the fusion passes only decide *what*
+to fuse. They keep `users`, parameter numbering and the instruction order of
+the enclosing computation consistent, and they move instructions into a fused
+computation (names kept) unless another user still needs the original, in
+which case it is cloned.
+"""
+from __future__ import annotations
+
+from hlo import HloComputation, HloInstruction, RawAttr, Shape
+
+from .hlo_utils import add_computation_before, clone_instruction, new_instruction, \
+    sort_topologically
+
+LOOP, INPUT, ROW = "kLoop", "kInput", "row"
+ROW_BACKEND_CONFIG = '{"fusion_kind":"row"}'
+
+
+# --- kinds ---------------------------------------------------------------------------
+
+def fusion_kind(instr: HloInstruction) -> str:
+    """"loop", "input", "row", "output" or "custom" for a fusion instruction."""
+    kind = instr.attrs.get("kind", "kLoop")
+    if kind == "kCustom":
+        config = instr.attrs.get("backend_config")
+        text = config.text if isinstance(config, RawAttr) else str(config or "")
+        return "row" if '"fusion_kind":"row"' in text.replace(" ", "") else "custom"
+    return {"kLoop": "loop", "kInput": "input", "kOutput": "output"}.get(kind, "custom")
+
+
+def _kind_attrs(kind: str) -> dict:
+    if kind == ROW:
+        return {"kind": "kCustom", "backend_config": RawAttr(ROW_BACKEND_CONFIG)}
+    return {"kind": kind}
+
+
+def outputs(fusion: HloInstruction) -> list[HloInstruction]:
+    """The values a fusion produces, inside its fused computation."""
+    root = fusion.fused_computation.root
+    return list(root.operands) if root.opcode == "tuple" else [root]
+
+
+def output_groups(fusion: HloInstruction) -> list[list[int]]:
+    """Output indices of a (horizontal) loop fusion grouped by equal dimensions."""
+    groups: dict[tuple, list[int]] = {}
+    for i, value in enumerate(outputs(fusion)):
+        groups.setdefault(value.shape.dims, []).append(i)
+    return list(groups.values())
+
+
+def row_reduces(fusion: HloInstruction) -> list[HloInstruction]:
+    """The reduces of a row fusion, in an order where each one's inputs come first."""
+    return [i for i in fusion.fused_computation.post_order() if i.opcode == "reduce"]
+
+
+# --- parameters ----------------------------------------------------------------------
+
+def _parameter_for(fusion: HloInstruction, operand: HloInstruction) -> HloInstruction:
+    """The fused parameter reading `operand`, added (as the last operand) if missing."""
+    comp = fusion.fused_computation
+    for i, op in enumerate(fusion.operands):
+        if op is operand:
+            return comp.parameter(i)
+    number = len(fusion.operands)
+    fusion.set_operands(fusion.operands + [operand])
+    return new_instruction(comp, "parameter", operand.shape, name=f"param_{number}",
+                           parameter_number=number)
+
+
+def _remove_operand(fusion: HloInstruction, number: int) -> None:
+    """Drops operand `number` (whose parameter must be unused) and renumbers the rest."""
+    comp = fusion.fused_computation
+    param = comp.parameter(number)
+    comp.remove_instruction(param)
+    for p in comp.parameters:
+        if p.parameter_number > number:
+            p.parameter_number -= 1
+    fusion.set_operands(fusion.operands[:number] + fusion.operands[number + 1:])
+
+
+def _move_into(instr: HloInstruction, comp: HloComputation) -> None:
+    """Moves an instruction (name kept) from its computation into `comp`."""
+    instr.parent.instructions.remove(instr)
+    instr.parent = comp
+    comp.instructions.append(instr)
+
+
+# --- creating and growing fusions --------------------------------------------------
+
+def create_fusion(instr: HloInstruction, kind: str, name: str | None = None) -> HloInstruction:
+    """Wraps `instr` in a new fusion of `kind`; the fusion takes its place and users."""
+    comp, module = instr.parent, instr.parent.parent
+    fused = HloComputation("fused_computation")
+    fused.is_fusion_computation = True
+    add_computation_before(module, fused, comp)
+    label = {LOOP: "loop", INPUT: "input", ROW: "row"}.get(kind, "custom")
+    fusion = new_instruction(comp, "fusion", instr.shape, before=instr,
+                             name=name or f"{label}_fusion",
+                             attrs={**_kind_attrs(kind), "calls": fused})
+    if "metadata" in instr.attrs:
+        fusion.attrs["metadata"] = instr.attrs["metadata"]
+    operands = list(instr.operands)
+    instr.replace_all_uses_with(fusion)
+    for i, op in enumerate(operands):
+        instr.replace_operand(i, _parameter_for(fusion, op))
+    _move_into(instr, fused)
+    fused.root = instr
+    sort_topologically(fused)
+    return fusion
+
+
+def fuse_producer(fusion: HloInstruction, producer: HloInstruction,
+                  keep_output: bool = False) -> HloInstruction:
+    """Fuses operand `producer` into `fusion`; returns its value inside the fusion.
+
+    Moved if the fusion is its only user, else cloned (the original keeps its
+    other users). With `keep_output`, it is instead moved and exposed as an
+    extra output: its other users read a get-tuple-element of the fusion.
+    A producer that is itself a (single-output) fusion is merged body and all.
+    """
+    comp = fusion.parent
+    others = [u for u in producer.users if u is not fusion]
+    move = keep_output or not others
+    if producer.opcode == "fusion":
+        assert move, "fusions are merged, never duplicated"
+        body = producer.fused_computation
+        value = _inline_body(fusion, producer)
+    elif move:
+        for i, op in enumerate(list(producer.operands)):
+            producer.replace_operand(i, _parameter_for(fusion, op))
+        value = producer
+    else:
+        value = clone_instruction(producer, fusion.fused_computation,
+                                  [_parameter_for(fusion, op) for op in producer.operands])
+    # The parameter(s) that read the producer now read its fused value.
+    for number in reversed([i for i, op in enumerate(fusion.operands) if op is producer]):
+        fusion.fused_computation.parameter(number).replace_all_uses_with(value)
+        _remove_operand(fusion, number)
+    if keep_output and others:
+        gte = _get_tuple_element(fusion, add_output(fusion, value))
+        for user in others:
+            user.replace_operand_with(producer, gte)
+        if comp.root is producer:
+            comp.root = gte
+    if producer.opcode == "fusion":
+        _discard_fusion(producer, body)
+    elif move:
+        _move_into(producer, fusion.fused_computation)
+    sort_topologically(fusion.fused_computation)
+    sort_topologically(comp)
+    return value
+
+
+def _inline_body(target: HloInstruction, source: HloInstruction) -> HloInstruction:
+    """Moves the fused body of fusion `source` into fusion `target`.
+
+    Source parameters become target parameters for the same operands. Returns
+    the source's root inside the target. The caller redirects the users of
+    `source` and then discards it (`_discard_fusion`).
+    """
+    body = source.fused_computation
+    for param in list(body.parameters):
+        param.replace_all_uses_with(_parameter_for(target, source.operands[param.parameter_number]))
+    root = body.root
+    for instr in [i for i in body.post_order() if i.opcode != "parameter"]:
+        _move_into(instr, target.fused_computation)
+    return root
+
+
+def _discard_fusion(fusion: HloInstruction, body: HloComputation) -> None:
+    """Removes a fusion whose body has been moved elsewhere, and its computation."""
+    comp = fusion.parent
+    if fusion.users or comp.root is fusion:
+        raise ValueError(f"{fusion.name} still has users")
+    fusion.drop_operands()
+    comp.instructions.remove(fusion)
+    fusion.parent = None
+    if body.parent is not None:
+        body.parent.remove_computation(body)
+
+
+def _get_tuple_element(fusion: HloInstruction, index: int) -> HloInstruction:
+    shape = fusion.fused_computation.root.operands[index].shape
+    return new_instruction(fusion.parent, "get-tuple-element", shape, [fusion],
+                           attrs={"index": index})
+
+
+def add_output(fusion: HloInstruction, value: HloInstruction) -> int:
+    """Makes `value` (inside the fusion) an extra output; returns its tuple index.
+
+    A single-output fusion becomes multi-output: its root turns into a tuple and
+    its previous users read get-tuple-element 0.
+    """
+    body = fusion.fused_computation
+    root = body.root
+    if root.opcode != "tuple":
+        comp = fusion.parent
+        users, was_root = list(fusion.users), comp.root is fusion
+        body.root = new_instruction(body, "tuple", Shape.tuple_of([root.shape]), [root],
+                                    name="tuple")
+        fusion.shape = body.root.shape
+        gte = _get_tuple_element(fusion, 0)
+        for user in users:
+            user.replace_operand_with(fusion, gte)
+        if was_root:
+            comp.root = gte
+        root = body.root
+    root.set_operands(root.operands + [value])
+    root.shape = Shape.tuple_of([op.shape for op in root.operands])
+    fusion.shape = root.shape
+    return len(root.operands) - 1
+
+
+def merge_siblings(first: HloInstruction, second: HloInstruction) -> HloInstruction:
+    """Merges fusion `second` into fusion `first` as extra outputs; returns `first`,
+    now multi-output. There must be no data dependence between the two, and
+    `second` must not be the root of its computation."""
+    comp = first.parent
+    assert comp.root is not second, "cannot merge away the root"
+    body = second.fused_computation
+    old_root = body.root
+    single = old_root.opcode != "tuple"
+    values = outputs(second)
+    _inline_body(first, second)
+    indices = [add_output(first, v) for v in values]
+    if not single:                    # second's own tuple root is now dead
+        old_root.drop_operands()
+        first.fused_computation.instructions.remove(old_root)
+        old_root.parent = None
+    gte = _get_tuple_element(first, indices[0]) if single and second.users else None
+    for user in list(second.users):
+        if single:
+            user.replace_operand_with(second, gte)
+        else:                         # get-tuple-element(second, j)
+            user.replace_operand_with(second, first)
+            user.attrs["index"] = indices[user.attrs["index"]]
+    _discard_fusion(second, body)
+    sort_topologically(first.fused_computation)
+    sort_topologically(comp)
+    return first

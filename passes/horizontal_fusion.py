@@ -1,0 +1,66 @@
+"""Horizontal fusion: independent loop kernels become one kernel launch."""
+from __future__ import annotations
+
+from hlo import HloComputation, HloInstruction, HloModule
+
+from .fusion_utils import LOOP, create_fusion, fusion_kind, merge_siblings
+from .hlo_utils import Reachability
+from .instruction_fusion import fusible_computations, is_loop_fusible
+from .pass_base import HloModulePass, register_pass
+
+
+def _is_candidate(instr: HloInstruction) -> bool:
+    """Loop fusions, and unfused ops a loop fusion could hold (wrapped when merged)."""
+    if instr.is_root:
+        return False
+    if instr.opcode == "fusion":
+        return fusion_kind(instr) == "loop"
+    return is_loop_fusible(instr) and instr.opcode != "constant"
+
+
+def fuse_horizontally(comp: HloComputation) -> bool:
+    """Greedily merges each candidate into the first earlier group it is independent of."""
+    candidates = [i for i in comp.post_order() if _is_candidate(i)]
+    if len(candidates) < 2:
+        return False
+    reach = Reachability(comp)
+    groups: list[HloInstruction] = []
+    changed = False
+    for instr in candidates:
+        group = next((g for g in groups if reach.independent(g, instr)), None)
+        if group is None:
+            groups.append(instr)
+            continue
+        reach.merge(group, instr)
+        index = groups.index(group)
+        if group.opcode != "fusion":
+            group = groups[index] = _wrap(group, reach)
+        merge_siblings(group, _wrap(instr, reach) if instr.opcode != "fusion" else instr)
+        changed = True
+    return changed
+
+
+def _wrap(instr: HloInstruction, reach: Reachability) -> HloInstruction:
+    fusion = create_fusion(instr, LOOP)
+    reach.rename(instr, fusion)
+    return fusion
+
+
+@register_pass
+class HorizontalFusion(HloModulePass):
+    """Merges loop kernels with no data dependence between them into one multi-output
+    loop fusion (outputs may differ in shape: one loop nest per shape, one launch).
+
+    Typical win: the many small elementwise results of a training step (bias
+    updates) or of a module returning a tuple. Input, row and custom fusions,
+    reductions and dots are left alone; a computation's root is never merged.
+    True iff anything merged.
+    """
+
+    name = "horizontal-fusion"
+
+    def run(self, module: HloModule) -> bool:
+        changed = False
+        for comp in fusible_computations(module):
+            changed |= fuse_horizontally(comp)
+        return changed

@@ -1,0 +1,163 @@
+"""Producer->consumer fusion into kLoop and kInput fusions.
+
+The driver (`InstructionFusion`) walks each computation from its root towards
+its parameters (reverse post order) and asks the policy, operand by operand,
+whether a producer may be fused into its consumer. The policy answers with a
+`FusionDecision` that carries its reason when the answer is no, so "why was
+this not fused?" is one `explain()` call away.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hlo import HloComputation, HloInstruction, HloModule
+
+from .fusion_utils import INPUT, LOOP, create_fusion, fuse_producer, fusion_kind
+from .pass_base import HloModulePass, register_pass
+
+# Data movement a loop emitter computes element by element (index remapping only).
+LOOP_MOVEMENT = frozenset({"broadcast", "reshape", "bitcast", "transpose", "slice", "pad",
+                           "concatenate", "iota", "reverse", "dynamic-slice"})
+
+# Attributes naming computations that run as kernels of their own (a while body),
+# as opposed to scalar computations applied inside an op (a reduce's to_apply).
+SEQUENTIAL_CALL_ATTRS = ("body", "condition", "true_computation", "false_computation",
+                         "branch_computations")
+
+
+@dataclass(frozen=True)
+class FusionDecision:
+    """The answer to "may this producer be fused?": `reason` is None for yes."""
+    reason: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.reason is None
+
+
+YES = FusionDecision()
+
+
+def is_loop_fusible(instr: HloInstruction) -> bool:
+    """Ops a loop emitter computes per output element without materializing inputs."""
+    if not instr.shape.is_array:
+        return False
+    if instr.opcode == "constant":
+        return instr.shape.is_scalar
+    return instr.info.is_elementwise or instr.opcode in LOOP_MOVEMENT
+
+
+def is_cheap(instr: HloInstruction) -> bool:
+    """Cheap enough to recompute in every consumer that fuses it."""
+    return is_loop_fusible(instr) and not instr.info.expensive
+
+
+def fusible_computations(module: HloModule) -> list[HloComputation]:
+    """The entry and computations that run as kernel sequences (while bodies,
+    conditional branches) -- not fused bodies or scalar `to_apply` regions."""
+    comps = [module.entry]
+    for comp in module.computations_post_order():
+        for instr in comp.instructions:
+            for key in SEQUENTIAL_CALL_ATTRS:
+                value = instr.attrs.get(key)
+                for callee in (value if isinstance(value, (tuple, list)) else [value]):
+                    if callee is not None and callee not in comps:
+                        comps.append(callee)
+    return [c for c in comps if not c.is_fusion_computation]
+
+
+class InstructionFusion(HloModulePass):
+    """The generic driver; subclasses supply `should_fuse` and `consumer_kind`."""
+
+    def should_fuse(self, consumer: HloInstruction, index: int) -> FusionDecision:
+        raise NotImplementedError
+
+    def consumer_kind(self, consumer: HloInstruction) -> str | None:
+        """The fusion kind `consumer` would start, or None if it cannot be a consumer."""
+        raise NotImplementedError
+
+    def run(self, module: HloModule) -> bool:
+        changed = False
+        for comp in fusible_computations(module):
+            changed |= self.fuse_computation(comp)
+        return changed
+
+    def fuse_computation(self, comp: HloComputation) -> bool:
+        changed = False
+        for consumer in reversed(comp.post_order()):
+            if consumer.parent is not comp or self.consumer_kind(consumer) is None:
+                continue          # fused away already, or cannot host a fusion
+            changed |= self._fuse_operands(consumer)
+        return changed
+
+    def _fuse_operands(self, consumer: HloInstruction) -> bool:
+        changed = False
+        progress = True
+        while progress:           # operands change as producers fuse in: rescan
+            progress = False
+            for i in range(len(consumer.operands)):
+                if self.should_fuse(consumer, i):
+                    producer = consumer.operands[i]
+                    if consumer.opcode != "fusion":
+                        consumer = create_fusion(consumer, self.consumer_kind(consumer))
+                    fuse_producer(consumer, producer)
+                    changed = progress = True
+                    break
+        return changed
+
+    def explain(self, consumer: HloInstruction) -> list[str]:
+        """One line per operand: fused or not, and why not."""
+        return [f"{consumer.name} <- {op.name}: {self.should_fuse(consumer, i).reason or 'fuse'}"
+                for i, op in enumerate(consumer.operands)]
+
+
+@register_pass
+class CpuInstructionFusion(InstructionFusion):
+    """Loop fusion (elementwise and movement chains) and input fusion (a reduce with
+    the expressions producing its operands), with XLA CPU's duplication policy.
+
+    Never fuses parameters, non-scalar constants, dots, convolutions or any op a
+    loop emitter cannot compute per element; never duplicates an expensive
+    producer (exp, log, tanh, ...) into a second consumer, nor fuses one where
+    it would be recomputed per broadcast element. Row fusions are left alone.
+    True iff anything was fused.
+    """
+
+    name = "instruction-fusion"
+
+    def consumer_kind(self, consumer: HloInstruction) -> str | None:
+        if consumer.opcode == "fusion":
+            return LOOP if fusion_kind(consumer) in ("loop", "input") else None
+        if consumer.opcode == "reduce":
+            return INPUT
+        if is_loop_fusible(consumer) and consumer.opcode != "constant":
+            return LOOP
+        return None
+
+    def should_fuse(self, consumer: HloInstruction, index: int) -> FusionDecision:
+        producer = consumer.operands[index]
+        if not is_loop_fusible(producer):
+            return FusionDecision(f"{producer.opcode} is not loop-fusible")
+        if producer.is_root:
+            return FusionDecision("producer is the computation root")
+        if consumer.opcode == "reduce" and index >= len(consumer.operands) // 2 \
+                and producer.opcode != "constant":
+            return FusionDecision("reduce init values stay operands")
+        others = [u for u in producer.users if u is not consumer]
+        if others and producer.info.expensive:
+            return FusionDecision("would duplicate an expensive producer")
+        if producer.info.expensive and producer.shape.numel < _iteration_size(consumer):
+            return FusionDecision("an expensive producer would be recomputed per reuse")
+        if others and not is_cheap(producer):
+            return FusionDecision("would duplicate a producer that is not cheap")
+        return YES
+
+
+def _iteration_size(consumer: HloInstruction) -> int:
+    """Elements the consumer's loop visits (a reduce visits its input)."""
+    if consumer.opcode == "fusion":
+        root = consumer.fused_computation.root
+        roots = root.operands if root.opcode == "tuple" else [root]
+        return max(_iteration_size(r) for r in roots)
+    if consumer.opcode == "reduce":
+        return consumer.operands[0].shape.numel
+    return consumer.shape.numel if consumer.shape.is_array else 0

@@ -1,0 +1,96 @@
+"""Multi-output fusion: one kernel computes several results from one pass over the data."""
+from __future__ import annotations
+
+from hlo import HloComputation, HloInstruction, HloModule
+
+from .fusion_utils import fuse_producer, fusion_kind, merge_siblings, outputs
+from .hlo_utils import Reachability
+from .instruction_fusion import fusible_computations
+from .pass_base import HloModulePass, register_pass
+
+
+def iteration_space(fusion: HloInstruction) -> tuple | None:
+    """What a fusion's kernel loops over; only fusions with equal spaces may share a loop.
+
+    A loop fusion iterates over its output dimensions (all outputs must agree);
+    an input fusion over its reduce operand's dimensions and reduced dimensions.
+    """
+    values = outputs(fusion)
+    kind = fusion_kind(fusion)
+    if kind == "loop":
+        spaces = {("loop", v.shape.dims) for v in values}
+    elif kind == "input":
+        spaces = {("input", v.operands[0].shape.dims, v.dims()) if v.opcode == "reduce" else None
+                  for v in values}
+    else:
+        return None
+    return spaces.pop() if len(spaces) == 1 and None not in spaces else None
+
+
+def _is_candidate(instr: HloInstruction) -> bool:
+    return instr.opcode == "fusion" and not instr.is_root and iteration_space(instr) is not None
+
+
+def fuse_siblings(comp: HloComputation) -> bool:
+    """Merges fusions that read a common operand and loop over the same space."""
+    reach = Reachability(comp)
+    changed = False
+    for operand in list(comp.post_order()):
+        if operand.parent is not comp or operand.opcode == "constant":
+            continue
+        siblings = [u for u in dict.fromkeys(operand.users) if _is_candidate(u)]
+        while len(siblings) > 1:
+            first, rest = siblings[0], siblings[1:]
+            space = iteration_space(first)
+            partner = next((s for s in rest if iteration_space(s) == space
+                            and reach.independent(first, s)), None)
+            if partner is None:
+                siblings = rest
+                continue
+            reach.merge(first, partner)
+            merge_siblings(first, partner)
+            siblings = [first] + [s for s in rest if s is not partner]
+            changed = True
+    return changed
+
+
+def fuse_producer_consumer(comp: HloComputation) -> bool:
+    """A loop fusion whose value is also needed elsewhere is fused into a loop consumer
+    with the same iteration space and kept as an extra output of it."""
+    changed = False
+    for producer in list(comp.post_order()):
+        if (producer.parent is not comp or not _is_candidate(producer)
+                or fusion_kind(producer) != "loop" or producer.shape.is_tuple):
+            continue
+        reach = Reachability(comp)
+        space = iteration_space(producer)
+        for consumer in dict.fromkeys(producer.users):
+            if (_is_candidate(consumer) and iteration_space(consumer) == space
+                    and not any(op is not producer and reach.depends_on(op, producer)
+                                for op in consumer.operands)):
+                fuse_producer(consumer, producer, keep_output=True)
+                changed = True
+                break
+    return changed
+
+
+@register_pass
+class MultiOutputFusion(HloModulePass):
+    """Sibling and producer/consumer multi-output fusion of loop and input fusions.
+
+    Siblings: two fusions reading the same operand with the same iteration space
+    (two reductions of one tensor over the same dimensions; two loops of one
+    shape) become one fusion with a tuple root, read by get-tuple-element.
+    Producer/consumer: a loop fusion with several users is fused into a
+    same-shaped loop consumer and kept as its extra output. Never creates a
+    cycle (checked with reachability). True iff anything merged.
+    """
+
+    name = "multi-output-fusion"
+
+    def run(self, module: HloModule) -> bool:
+        changed = False
+        for comp in fusible_computations(module):
+            changed |= fuse_siblings(comp)
+            changed |= fuse_producer_consumer(comp)
+        return changed

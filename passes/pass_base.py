@@ -1,0 +1,168 @@
+"""The pass infrastructure: module passes, pipelines, fixed points and the registry.
+
+A pass is a small object with a `name` and `run(module) -> bool` that rewrites
+the module in place and says honestly whether it changed anything. Passes
+compose in two ways:
+
+    HloPassPipeline("simplify", [AlgebraicSimplifier(), DCE()])   # in order
+    HloPassFix(pipeline, max_iterations=25)                       # until no change
+
+A pipeline can verify the module after each pass that changed it (so a broken
+invariant names its culprit), records the wall time and changed flag of every
+pass it ran (`pipeline.records`), and can dump the module text after each pass
+into a folder (`001-dce.hlo`, `002-cse.hlo`, ...).
+
+Passes register themselves by name with `@register_pass`, so a pipeline can be
+written as text: `pipeline_from_text("dce,cse,constant-folding")`.
+"""
+from __future__ import annotations
+
+import difflib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from hlo import HloModule, print_module, verify
+
+
+class PassError(Exception):
+    """A pass or pipeline could not do its job (unknown name, fixed point not reached)."""
+
+
+class HloModulePass:
+    """Base class: rewrites a module in place; `run` returns True iff it changed it."""
+
+    name = "unnamed"
+
+    def run(self, module: HloModule) -> bool:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<pass {self.name}>"
+
+
+@dataclass
+class PassRecord:
+    """What one pass did inside a pipeline: its name, whether it changed the module, its time."""
+    name: str
+    changed: bool
+    seconds: float
+
+
+class HloPassPipeline(HloModulePass):
+    """Runs passes in order; optionally verifies and dumps after each one.
+
+    `verify_each`: run the verifier after every pass that reported a change; a
+    failure raises VerifyError whose message names the pass. `dump_dir`: write
+    the module text after every pass (changed or not) as `NNN-<pass>.hlo`, the
+    input as `000-input.hlo`. Nested pipelines and fixed points record and dump
+    their inner passes into the same list and folder.
+    """
+
+    def __init__(self, name: str, passes: Iterable[HloModulePass], verify_each: bool = False,
+                 dump_dir: str | Path | None = None):
+        self.name = name
+        self.passes = list(passes)
+        self.verify_each = verify_each
+        self.dump_dir = Path(dump_dir) if dump_dir is not None else None
+        self.records: list[PassRecord] = []
+
+    def run(self, module: HloModule) -> bool:
+        self.records = []
+        self._dumped = 0
+        if self.dump_dir is not None:
+            self.dump_dir.mkdir(parents=True, exist_ok=True)
+            self._dump(module, "input")
+        return self._run_passes(module, self.passes)
+
+    def _run_passes(self, module: HloModule, passes: list[HloModulePass]) -> bool:
+        changed = False
+        for p in passes:
+            changed |= self._run_one(module, p)
+        return changed
+
+    def _run_one(self, module: HloModule, p: HloModulePass) -> bool:
+        # Flatten nested pipelines and fixed points so every leaf pass is timed,
+        # verified and dumped by this (outermost) pipeline.
+        if isinstance(p, HloPassPipeline):
+            return self._run_passes(module, p.passes)
+        if isinstance(p, HloPassFix):
+            return p.iterate(module, lambda m: self._run_one(m, p.inner))
+        start = time.perf_counter()
+        changed = bool(p.run(module))
+        self.records.append(PassRecord(p.name, changed, time.perf_counter() - start))
+        if changed and self.verify_each:
+            verify(module, context=f"after pass {p.name}")
+        if self.dump_dir is not None:
+            self._dump(module, p.name)
+        return changed
+
+    def _dump(self, module: HloModule, label: str) -> None:
+        path = self.dump_dir / f"{self._dumped:03d}-{label}.hlo"
+        path.write_text(print_module(module))
+        self._dumped += 1
+
+
+class HloPassFix(HloModulePass):
+    """Repeats a pass (or pipeline) until it reports no change.
+
+    Raises PassError when `max_iterations` runs all changed the module: a pass
+    pair that keeps undoing each other's work is a bug, not something to hide.
+    Returns True iff the first iteration changed the module.
+    """
+
+    def __init__(self, inner: HloModulePass, max_iterations: int = 25):
+        self.inner = inner
+        self.max_iterations = max_iterations
+        self.name = f"fix({inner.name})"
+
+    def run(self, module: HloModule) -> bool:
+        return self.iterate(module, self.inner.run)
+
+    def iterate(self, module: HloModule, run_inner: Callable[[HloModule], bool]) -> bool:
+        for i in range(self.max_iterations):
+            if not run_inner(module):
+                return i > 0
+        raise PassError(f"{self.name} did not reach a fixed point in "
+                        f"{self.max_iterations} iterations")
+
+
+# --- the registry ------------------------------------------------------------------
+
+PASS_REGISTRY: dict[str, Callable[[], HloModulePass]] = {}
+
+
+def register_pass(cls):
+    """Class decorator: make the pass constructible by its `name` (no arguments)."""
+    PASS_REGISTRY[cls.name] = cls
+    return cls
+
+
+def pass_names() -> list[str]:
+    _load_all()
+    return sorted(PASS_REGISTRY)
+
+
+def make_pass(name: str) -> HloModulePass:
+    """A fresh pass by registered name; an unknown name suggests close matches."""
+    _load_all()
+    try:
+        return PASS_REGISTRY[name]()
+    except KeyError:
+        close = difflib.get_close_matches(name, PASS_REGISTRY, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise PassError(f"unknown pass {name!r}{hint} (see --list-passes)") from None
+
+
+def pipeline_from_text(text: str, name: str = "custom", **options) -> HloPassPipeline:
+    """`"dce,cse"` -> a pipeline of those passes in that order."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise PassError("empty pass list")
+    return HloPassPipeline(name, [make_pass(n) for n in names], **options)
+
+
+def _load_all() -> None:
+    # Importing the package imports every pass module, which registers them.
+    import passes  # noqa: F401

@@ -1,0 +1,52 @@
+"""The CPU pipeline (`default`) and the empty one (`O0`)."""
+from __future__ import annotations
+
+from .algebraic_simplifier import AlgebraicSimplifier
+from .call_inliner import CallInliner
+from .constant_folding import ConstantFolding
+from .cse import CSE
+from .dce import DCE
+from .horizontal_fusion import HorizontalFusion
+from .instruction_fusion import CpuInstructionFusion
+from .multi_output_fusion import MultiOutputFusion
+from .pass_base import HloPassFix, HloPassPipeline, PassError
+from .row_fusion import RowFusion
+from .tuple_simplifier import TupleSimplifier
+
+
+def cpu_pipeline(**options) -> HloPassPipeline:
+    """The default pipeline, read top to bottom. `options` go to HloPassPipeline
+    (`verify_each`, `dump_dir`)."""
+    simplify = HloPassPipeline("simplify", [
+        AlgebraicSimplifier(),
+        ConstantFolding(),
+        TupleSimplifier(),
+        CSE(),
+        DCE(),
+    ])
+    return HloPassPipeline("default", [
+        CallInliner(),            # first: later passes see one flat entry computation
+        DCE(),                    # the inlined callees are now unreachable
+        HloPassFix(simplify),     # rewrites enable each other (a fold exposes x * 1, ...)
+        # Fusion runs on simplified code: producers are already minimal.
+        RowFusion(),              # before loop fusion, which would split the row pattern
+        CpuInstructionFusion(),   # loop and input fusion of what is left
+        MultiOutputFusion(),      # after vertical fusion: merges the fusions it made
+        HorizontalFusion(),       # last: packs the remaining independent loops together
+        DCE(),                    # fusion leaves dead producers and constants behind
+    ], **options)
+
+
+def o0_pipeline(**options) -> HloPassPipeline:
+    """No optimization: the module runs as written."""
+    return HloPassPipeline("O0", [], **options)
+
+
+PIPELINES = {"default": cpu_pipeline, "O0": o0_pipeline}
+
+
+def named_pipeline(name: str, **options) -> HloPassPipeline:
+    try:
+        return PIPELINES[name](**options)
+    except KeyError:
+        raise PassError(f"unknown pipeline {name!r} (known: {', '.join(PIPELINES)})") from None

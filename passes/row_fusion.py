@@ -1,0 +1,146 @@
+"""Row fusion: a whole row-wise normalization in one kernel (beyond XLA's CPU backend).
+
+Softmax, log-softmax, layernorm and rmsnorm share one shape of computation:
+reductions over the minor dimension whose results are broadcast back over it.
+
+    x:[R,N] -> reduce(max, dims={1}) -> m:[R] -> broadcast(dims={0}) -> [R,N]
+    x - m -> exp -> e:[R,N] -> reduce(add) -> s:[R] -> broadcast -> e / s
+
+XLA's CPU backend emits this as 3-6 kernels, each streaming the whole tensor
+through memory. Row fusion makes it ONE fusion that a backend computes row by
+row: the reductions of row r, then the output of row r, while the row is still
+in cache. The form of the resulting fusion (`kind=kCustom` tagged
+`"fusion_kind":"row"`) is specified in `fusion_utils`.
+
+The pattern matched, for an output shape S = [R1..Rk, N]:
+
+- *row values* have dimensions S: elementwise ops on row values; broadcasts
+  into S (of a row scalar over dims {0..k-1}, or of anything computed outside
+  the fusion, such as a [N] gamma or a scalar);
+- *row scalars* have dimensions [R1..Rk]: reduces of a row value over exactly
+  dimension k with a scalar constant init; elementwise ops on row scalars;
+  broadcasts of scalar constants;
+- scalar constants (cloned in when used elsewhere too).
+
+An instruction joins the fusion only if all its users are already in it, so
+nothing is computed twice; the fusion must contain at least one reduce.
+"""
+from __future__ import annotations
+
+from hlo import HloComputation, HloInstruction, HloModule
+
+from .fusion_utils import ROW, create_fusion, fuse_producer
+from .instruction_fusion import fusible_computations
+from .pass_base import HloModulePass, register_pass
+
+
+class _RowPattern:
+    """Decides membership for one candidate root of shape S."""
+
+    def __init__(self, root: HloInstruction):
+        self.row = root.shape.dims
+        self.scalar = self.row[:-1]
+        self.k = len(self.scalar)
+
+    def role(self, instr: HloInstruction) -> str | None:
+        """"row", "scalar" or "constant" if `instr` may be inside, else None."""
+        if not instr.shape.is_array:
+            return None
+        dims, op = instr.shape.dims, instr.opcode
+        if op == "constant":
+            return "constant" if instr.shape.is_scalar else None
+        if op == "reduce":
+            return "scalar" if self._is_row_reduce(instr) else None
+        if instr.info.is_elementwise:
+            if dims == self.row:
+                return "row"
+            if dims == self.scalar:
+                return "scalar"
+            return None
+        if op == "broadcast":
+            source = instr.operands[0]
+            if dims == self.row:
+                return "row"
+            if dims == self.scalar and source.opcode == "constant" and source.shape.is_scalar:
+                return "scalar"
+        return None
+
+    def _is_row_reduce(self, reduce: HloInstruction) -> bool:
+        if len(reduce.operands) != 2 or not reduce.shape.is_array:
+            return False
+        data, init = reduce.operands
+        return (data.shape.dims == self.row and reduce.dims() == (self.k,)
+                and reduce.shape.dims == self.scalar and init.opcode == "constant")
+
+    def can_read(self, user: HloInstruction, operand: HloInstruction) -> bool:
+        """A broadcast may read a row scalar only along the row dimensions."""
+        if user.opcode == "broadcast" and operand.shape.dims == self.scalar \
+                and user.shape.dims == self.row:
+            return user.dims() == tuple(range(self.k))
+        return True
+
+
+def grow_row_region(root: HloInstruction) -> list[HloInstruction] | None:
+    """The instructions of a row fusion rooted at `root` (users before operands),
+    or None if the pattern does not apply."""
+    if not root.shape.is_array or root.shape.rank < 1 or root.opcode == "fusion":
+        return None
+    pattern = _RowPattern(root)
+    if pattern.role(root) != "row":
+        return None
+    region = [root]
+    members = {id(root)}
+    frontier = [root]
+    while frontier:
+        user = frontier.pop()
+        for operand in user.operands:
+            if id(operand) in members or operand.is_root or not pattern.can_read(user, operand):
+                continue
+            role = pattern.role(operand)
+            if role is None:
+                continue
+            if role != "constant" and any(id(u) not in members for u in operand.users):
+                continue      # someone outside needs it: leave it as a fusion operand
+            members.add(id(operand))
+            region.append(operand)
+            frontier.append(operand)
+    if not any(i.opcode == "reduce" for i in region):
+        return None
+    return _users_first(root.parent, region, members)
+
+
+def _users_first(comp: HloComputation, region, members) -> list[HloInstruction]:
+    order = [i for i in reversed(comp.post_order()) if id(i) in members]
+    # An operand rejected earlier may be accepted later by another user; the
+    # post order keeps the result consistent either way.
+    return order if len(order) == len(region) else None
+
+
+def fuse_row_region(region: list[HloInstruction]) -> HloInstruction:
+    fusion = create_fusion(region[0], ROW)
+    for producer in region[1:]:
+        fuse_producer(fusion, producer)
+    return fusion
+
+
+@register_pass
+class RowFusion(HloModulePass):
+    """Fuses each row-wise normalization (see the module docstring) into one row fusion.
+
+    Tries roots from the end of each computation so the largest region wins.
+    Leaves everything else alone. True iff a row fusion was created.
+    """
+
+    name = "row-fusion"
+
+    def run(self, module: HloModule) -> bool:
+        changed = False
+        for comp in fusible_computations(module):
+            for root in reversed(comp.post_order()):
+                if root.parent is not comp:
+                    continue
+                region = grow_row_region(root)
+                if region is not None:
+                    fuse_row_region(region)
+                    changed = True
+        return changed

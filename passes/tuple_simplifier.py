@@ -1,0 +1,56 @@
+"""Tuple simplification: forwards values through tuple / get-tuple-element pairs."""
+from __future__ import annotations
+
+from hlo import HloComputation, HloInstruction, HloModule
+
+from .pass_base import HloModulePass, register_pass
+
+
+def _forwarded(instr: HloInstruction) -> HloInstruction | None:
+    """The value `instr` merely passes through, or None."""
+    if instr.opcode == "get-tuple-element":
+        source = instr.operands[0]
+        if source.opcode == "tuple":
+            # get-tuple-element(tuple(a, b), 1) -> b
+            return source.operands[instr.attrs["index"]]
+    elif instr.opcode == "tuple" and instr.operands:
+        # tuple(gte(t, 0), ..., gte(t, n-1)) -> t, when t has exactly n elements
+        first = instr.operands[0]
+        if first.opcode != "get-tuple-element":
+            return None
+        source = first.operands[0]
+        if len(source.shape.tuple_shapes) != len(instr.operands):
+            return None
+        for i, op in enumerate(instr.operands):
+            if (op.opcode != "get-tuple-element" or op.operands[0] is not source
+                    or op.attrs["index"] != i):
+                return None
+        return source
+    return None
+
+
+def simplify_tuples(comp: HloComputation) -> bool:
+    changed = False
+    for instr in comp.post_order():
+        value = _forwarded(instr)
+        if value is None:
+            continue
+        instr.replace_all_uses_with(value)
+        if not instr.users and not instr.is_root:
+            comp.remove_instruction(instr)
+        changed = True
+    return changed
+
+
+@register_pass
+class TupleSimplifier(HloModulePass):
+    """Forwards `get-tuple-element(tuple(...), i)` to the i-th operand and replaces
+    `tuple(gte(t, 0), ..., gte(t, n-1))` by `t`. Exact; True iff anything was forwarded."""
+
+    name = "tuple-simplifier"
+
+    def run(self, module: HloModule) -> bool:
+        changed = False
+        for comp in module.computations_post_order():
+            changed |= simplify_tuples(comp)
+        return changed
