@@ -173,6 +173,10 @@ class HloBuilder:
         entry = self.build(root)
         module = HloModule(name or entry.name)
         for comp in _callees_first(entry):
+            # Computations from unrelated builders may reuse names ("p0", "add");
+            # the module's namespace is shared, so clashes get a ".N" suffix.
+            for instr in comp.instructions:
+                instr.name = module.uniquify(instr.name)
             module.add_computation(comp, entry=comp is entry)
         return module
 
