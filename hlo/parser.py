@@ -110,8 +110,12 @@ def describe_lark_error(text: str, e: lark.exceptions.UnexpectedInput,
         char = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
         expected = _describe_terminals(e.allowed or (), parser)
         message = f"unexpected character {char!r}" + (f"; expected {expected}" if expected else "")
+        if char == '"':
+            message = "unterminated string (no closing '\"')"
         return error_at(text, message, e.line, e.column)
     token = getattr(e, "token", None)
+    if token is not None and str(token).startswith("/*"):
+        return error_at(text, "unterminated comment (no closing '*/')", token.line, token.column)
     expected = _describe_terminals(getattr(e, "expected", ()) or (), parser)
     if token is None or token.type == "$END":
         lines = text.rstrip().split("\n")
