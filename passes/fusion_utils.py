@@ -29,9 +29,10 @@ row (`kind=kCustom, backend_config={"fusion_kind":"row"}`, "row")
     A whole row-wise normalization (softmax, log-softmax, layernorm, rmsnorm).
     Output shape S = [R1..Rk, N], one array (no tuple). Inside, every value
     is either a *row value* of dimensions S or a *row scalar* of dimensions
-    [R1..Rk]. Every `reduce` reduces a row value over exactly the last
-    dimension (`dimensions={k}`) into a row scalar, with a scalar init. A row
-    scalar reaches row values only through `broadcast(..., dimensions={0..k-1})`.
+    [R1..Rk] (or [R1..Rk,1], reshaped to and from [R1..Rk]). Every `reduce`
+    reduces a row value over exactly the last dimension (`dimensions={k}`)
+    into a row scalar, with a scalar init. A row scalar reaches row values
+    only through `broadcast(<[R1..Rk] value>, dimensions={0..k-1})`.
     Parameters of shape S are read row by row; any other parameter (a [N]
     gamma, a scalar) is read through a broadcast like in a loop fusion.
     Emission: for each row r (the outer k dimensions, split over threads):

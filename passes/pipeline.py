@@ -33,6 +33,10 @@ def cpu_pipeline(**options) -> HloPassPipeline:
         CpuInstructionFusion(),   # loop and input fusion of what is left
         MultiOutputFusion(),      # after vertical fusion: merges the fusions it made
         HorizontalFusion(),       # last: packs the remaining independent loops together
+        # Clean-up; also makes a second run a no-op: tuple(gte(f, 0), ...) -> f, and
+        # bodies merged by fusion may now hold common subexpressions.
+        TupleSimplifier(),
+        CSE(),
         DCE(),                    # fusion leaves dead producers and constants behind
     ], **options)
 

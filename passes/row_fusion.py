@@ -17,9 +17,10 @@ The pattern matched, for an output shape S = [R1..Rk, N]:
 - *row values* have dimensions S: elementwise ops on row values; broadcasts
   into S (of a row scalar over dims {0..k-1}, or of anything computed outside
   the fusion, such as a [N] gamma or a scalar);
-- *row scalars* have dimensions [R1..Rk]: reduces of a row value over exactly
-  dimension k with a scalar constant init; elementwise ops on row scalars;
-  broadcasts of scalar constants;
+- *row scalars* have dimensions [R1..Rk], or [R1..Rk,1] (the "keepdims"
+  form JAX computes in): reduces of a row value over exactly dimension k with
+  a scalar constant init (giving [R1..Rk]); elementwise ops on row scalars;
+  reshapes between the two forms; broadcasts of scalar constants;
 - scalar constants (cloned in when used elsewhere too).
 
 An instruction joins the fusion only if all its users are already in it, so
@@ -41,6 +42,8 @@ class _RowPattern:
         self.row = root.shape.dims
         self.scalar = self.row[:-1]
         self.k = len(self.scalar)
+        # JAX computes on row scalars in "keepdims" form [R.., 1] between reshapes.
+        self.scalar_forms = (self.scalar, self.scalar + (1,))
 
     def role(self, instr: HloInstruction) -> str | None:
         """"row", "scalar" or "constant" if `instr` may be inside, else None."""
@@ -54,15 +57,19 @@ class _RowPattern:
         if instr.info.is_elementwise:
             if dims == self.row:
                 return "row"
-            if dims == self.scalar:
+            if dims in self.scalar_forms:
                 return "scalar"
             return None
         if op == "broadcast":
             source = instr.operands[0]
             if dims == self.row:
                 return "row"
-            if dims == self.scalar and source.opcode == "constant" and source.shape.is_scalar:
+            if dims in self.scalar_forms and source.opcode == "constant" \
+                    and source.shape.is_scalar:
                 return "scalar"
+        if op == "reshape" and dims in self.scalar_forms \
+                and instr.operands[0].shape.dims in self.scalar_forms:
+            return "scalar"
         return None
 
     def _is_row_reduce(self, reduce: HloInstruction) -> bool:
