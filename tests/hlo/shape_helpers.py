@@ -13,6 +13,8 @@ _ARRAY = re.compile(r"^([a-z0-9]+)\[([0-9,]*)\]$")
 def S(text: str) -> Shape:
     """`S("f32[4,5]")` -> Shape("f32", (4, 5)); `S("(f32[], s32[2])")` -> a tuple shape."""
     text = text.strip()
+    if text == "token[]":
+        return Shape("token")
     if text.startswith("("):
         inner = text[1:-1].strip()
         parts, depth, start = [], 0, 0

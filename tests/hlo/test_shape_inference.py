@@ -192,6 +192,12 @@ OK = [
     ("opt-barrier", "opt-barrier", ["(f32[16], s32[])"], {}, None, "(f32[16], s32[])"),
     ("custom-call", "custom-call", ["f32[3]"], {"custom_call_target": "foo"}, "f32[7]", "f32[7]"),
     ("partition-id", "partition-id", [], {}, None, "u32[]"),
+    ("replica-id", "replica-id", [], {}, None, "u32[]"),
+    ("after-all", "after-all", ["token[]", "token[]"], {}, None, "token[]"),
+    ("rng", "rng", ["f32[]", "f32[]"], {"distribution": "rng_uniform"}, "f32[3,4]", "f32[3,4]"),
+    ("rng-bit-generator", "rng-bit-generator", ["u64[2]"], {}, "(u64[2], u32[8])",
+     "(u64[2], u32[8])"),
+    ("rng-get-and-update-state", "rng-get-and-update-state", [], {}, None, "u64[2]"),
 ]
 
 
@@ -376,3 +382,15 @@ def test_every_elementwise_unary_op_keeps_the_shape_of_floats():
         if info.kind == "unary" and name not in ("not", "popcnt", "count-leading-zeros"):
             expected = "pred[3,2]" if name == "is-finite" else "f32[3,2]"
             assert infer_shape(name, [S("f32[3,2]")], {}) == S(expected), name
+
+
+def test_every_elementwise_binary_op_keeps_the_shape():
+    for name, info in OPCODES.items():
+        if info.kind != "binary":
+            continue
+        bits = name in ("and", "or", "xor") or name.startswith("shift")
+        operand = S("s32[2,5]") if bits else S("f32[2,5]")
+        expected = S("c64[2,5]") if name == "complex" else operand
+        assert infer_shape(name, [operand, operand], {}) == expected, name
+        with pytest.raises(ShapeError, match=f"^{name}: operand shapes"):
+            infer_shape(name, [operand, operand.with_dims((5, 2))], {})
