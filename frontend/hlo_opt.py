@@ -1,0 +1,214 @@
+"""`hlo-opt`: run HLO passes on a text file and print, draw, compile or run the result.
+
+    hlo-opt FILE.hlo                       parse, verify, default pipeline, print HLO
+    hlo-opt FILE.hlo --passes=dce,cse      just these passes, in this order
+    hlo-opt FILE.hlo --pipeline=O0         a named pipeline (default, O0)
+    hlo-opt FILE.hlo --emit=hlo|dot|llvm|asm
+    hlo-opt FILE.hlo --dump-dir DIR        the module after every pass (NNN-pass.hlo)
+    hlo-opt FILE.hlo --stats               opcode and kernel counts before/after (stderr)
+    hlo-opt FILE.hlo --run [--inputs IN.npz] [--outputs OUT.npz] [--repeat N]
+    hlo-opt --list-passes
+    hlo-opt - < FILE.hlo                   read standard input; -o FILE writes the output
+
+Every error (missing file, parse error with line:column, verifier error,
+unknown pass, ...) is one line on stderr and a non-zero exit status.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+import hlo
+import passes
+from passes.graphviz import to_dot
+from passes.hlo_utils import count_kernels
+
+
+class CliError(Exception):
+    """A user error: printed as one line, exit status 1."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):          # argparse would print usage and exit 2
+        raise CliError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="hlo-opt", description="Optimize an HLO text module with xlapy's passes.")
+    p.add_argument("file", nargs="?", help="HLO text file, or - for standard input")
+    p.add_argument("--passes", help="comma-separated pass names, run in this order")
+    p.add_argument("--pipeline", default="default", help="named pipeline: default or O0")
+    p.add_argument("--emit", default="hlo", choices=["hlo", "dot", "llvm", "asm"])
+    p.add_argument("--dump-dir", help="write the module after every pass into this folder")
+    p.add_argument("--stats", action="store_true", help="print opcode and kernel counts")
+    p.add_argument("--list-passes", action="store_true", help="list the registered passes")
+    p.add_argument("--no-verify", action="store_true", help="skip the verifier")
+    p.add_argument("-o", "--output", help="write the result here instead of stdout")
+    p.add_argument("--run", action="store_true", help="compile and run on the CPU backend")
+    p.add_argument("--inputs", help=".npz with arg0, arg1, ... (random inputs when absent)")
+    p.add_argument("--outputs", help=".npz to receive out0, out1, ...")
+    p.add_argument("--repeat", type=int, default=1, help="runs to time (prints the median)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(build_parser().parse_args(argv))
+    except CliError as e:
+        return _fail(str(e))
+    except hlo.ParseError as e:
+        return _fail(f"parse error: line {e.line}, column {e.column}: {e.message}")
+    except hlo.VerifyError as e:
+        return _fail(f"verify error: {_one_line(e)}")
+    except passes.PassError as e:
+        return _fail(str(e))
+    except OSError as e:
+        return _fail(f"{e.filename or ''}: {e.strerror or e}".lstrip(": "))
+    except (hlo.EvaluationError, ValueError, TypeError, KeyError) as e:
+        return _fail(f"{type(e).__name__}: {_one_line(e)}")
+
+
+def _fail(message: str) -> int:
+    print(f"hlo-opt: error: {message}", file=sys.stderr)
+    return 1
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split("\n")[0].split())
+
+
+def _main(args) -> int:
+    if args.list_passes:
+        _write(args, "".join(f"{name}\n" for name in passes.pass_names()))
+        return 0
+    if args.file is None:
+        raise CliError("no input file (use - for standard input, or --list-passes)")
+    if args.repeat < 1:
+        raise CliError("--repeat must be at least 1")
+    module = hlo.parse_module(_read(args.file))
+    if not args.no_verify:
+        hlo.verify(module, context="input")
+    before = _stats(module) if args.stats else None
+    pipeline = _pipeline(args)
+    pipeline.run(module)
+    if not args.no_verify:
+        hlo.verify(module, context="after the pipeline")
+    if before is not None:
+        _print_stats(before, _stats(module))
+    if args.run:
+        return _run(args, module)
+    _write(args, _emit(args.emit, module))
+    return 0
+
+
+def _read(file: str) -> str:
+    if file == "-":
+        return sys.stdin.read()
+    return Path(file).read_text()
+
+
+def _write(args, text: str) -> None:
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+
+
+def _pipeline(args) -> passes.HloPassPipeline:
+    options = dict(verify_each=not args.no_verify, dump_dir=args.dump_dir)
+    if args.passes is not None:
+        return passes.pipeline_from_text(args.passes, **options)
+    return passes.named_pipeline(args.pipeline, **options)
+
+
+def _emit(kind: str, module: hlo.HloModule) -> str:
+    if kind == "hlo":
+        return hlo.print_module(module)
+    if kind == "dot":
+        return to_dot(module)
+    executable = _compile(module)
+    return executable.as_llvm_ir() if kind == "llvm" else executable.as_asm()
+
+
+def _compile(module: hlo.HloModule):
+    try:
+        import backend_cpu
+        compile_module = backend_cpu.compile
+    except (ImportError, AttributeError):
+        raise CliError("the CPU backend is not available yet (backend_cpu.compile)") from None
+    return compile_module(module)
+
+
+# --- --stats --------------------------------------------------------------------------
+
+def _stats(module: hlo.HloModule) -> tuple[Counter, int]:
+    ops = Counter(i.opcode for i in module.entry.instructions)
+    return ops, count_kernels(module)
+
+
+def _print_stats(before: tuple[Counter, int], after: tuple[Counter, int]) -> None:
+    (ops_b, kernels_b), (ops_a, kernels_a) = before, after
+    lines = [f"{'entry opcode':24s} {'before':>7s} {'after':>7s}"]
+    for op in sorted(set(ops_b) | set(ops_a)):
+        lines.append(f"{op:24s} {ops_b[op]:7d} {ops_a[op]:7d}")
+    lines.append(f"{'kernels':24s} {kernels_b:7d} {kernels_a:7d}")
+    print("\n".join(lines), file=sys.stderr)
+
+
+# --- --run ---------------------------------------------------------------------------
+
+def _run(args, module: hlo.HloModule) -> int:
+    inputs = _inputs(args.inputs, module)
+    executable = _compile(module)
+    times, results = [], None
+    for _ in range(args.repeat):
+        start = time.perf_counter()
+        results = executable.run(*inputs)
+        times.append(time.perf_counter() - start)
+    results = _flatten(results)
+    if args.outputs:
+        np.savez(args.outputs, **{f"out{i}": r for i, r in enumerate(results)})
+    for i, r in enumerate(results):
+        print(f"out{i}: {r.dtype}{list(r.shape)}", file=sys.stderr)
+    print(f"median time: {np.median(times) * 1e3:.3f} ms over {args.repeat} run(s)",
+          file=sys.stderr)
+    return 0
+
+
+def _inputs(path: str | None, module: hlo.HloModule) -> list[np.ndarray]:
+    params = module.entry.parameters
+    if path is None:
+        rng = np.random.default_rng(0)
+        return [_random(rng, p.shape) for p in params]
+    with np.load(path) as data:
+        missing = [f"arg{i}" for i in range(len(params)) if f"arg{i}" not in data.files]
+        if missing:
+            raise CliError(f"{path}: missing {', '.join(missing)} "
+                           f"(the entry takes {len(params)} parameters)")
+        return [data[f"arg{i}"] for i in range(len(params))]
+
+
+def _random(rng: np.random.Generator, shape: hlo.Shape) -> np.ndarray:
+    if not shape.is_array:
+        raise CliError(f"cannot make a random input of shape {shape}; pass --inputs")
+    dtype = hlo.numpy_dtype(shape.element_type)
+    if shape.dtype.is_pred:
+        return rng.random(shape.dims) < 0.5
+    if shape.dtype.is_integer:
+        return rng.integers(0, 10, size=shape.dims).astype(dtype)
+    return rng.standard_normal(shape.dims).astype(dtype)
+
+
+def _flatten(value) -> list[np.ndarray]:
+    if isinstance(value, (list, tuple)):
+        return [leaf for v in value for leaf in _flatten(v)]
+    return [np.asarray(value)]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
