@@ -10,6 +10,7 @@ Knows nothing about HLO; the CPU backend compiles kernels and hands them here.
     Stream, Event                    in-order queues of work and the order between them
     DeviceMemory                     an aligned buffer, `as_array(dtype, shape)` zero-copy
     empty(shape, dtype)              a numpy array from the caching allocator
+    empty_with_address(shape, dtype) the same and its data address (lean call paths)
     configure(...), get_options()    thread counts and the allocator's cache bound
 
 Environment variables (read once; `configure()` overrides them in-process):
@@ -19,7 +20,8 @@ Environment variables (read once; `configure()` overrides them in-process):
     XLAPY_ALLOCATOR_CACHE_BYTES  bound on freed memory kept for reuse (default: 1 GiB
                                  or a quarter of RAM; accepts 512M, 2G; 0 = no cache)
 """
-from runtime.allocator import CachingAllocator, Lease, default_allocator, empty
+from runtime.allocator import (CachingAllocator, Lease, default_allocator, empty,
+                               empty_with_address)
 from runtime.config import RuntimeOptions, configure, get_options
 from runtime.executor import (DeviceDescription, Platform, StreamExecutor, describe_host,
                               get_platform)
@@ -32,6 +34,6 @@ __all__ = [
     "CachingAllocator", "DeviceDescription", "DeviceMemory", "Event", "KERNEL_SIGNATURE",
     "Kernel", "LaunchDims", "Lease", "Platform", "RuntimeOptions", "Stream", "StreamExecutor",
     "ThreadPool", "configure", "default_allocator", "default_thread_pool", "describe_host",
-    "empty", "get_options", "get_platform", "inter_op_thread_pool", "launch",
+    "empty", "empty_with_address", "get_options", "get_platform", "inter_op_thread_pool", "launch",
     "make_buffer_table",
 ]

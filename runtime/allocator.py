@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import math
 import mmap
 import threading
 
@@ -121,6 +122,7 @@ class CachingAllocator:
         self.cached_bytes = 0
         self.in_use_bytes = 0
         self.hits = self.misses = self.evictions = 0
+        self._specs: dict = {}                    # (shape, dtype) -> (block key, interface)
 
     def lease(self, nbytes: int, alignment: int = MIN_ALIGNMENT) -> Lease:
         """A block of at least `nbytes` bytes aligned to `alignment`, as a `Lease`."""
@@ -129,7 +131,12 @@ class CachingAllocator:
         if alignment > PAGE_SIZE or alignment & (alignment - 1):
             raise ValueError(f"allocate: alignment must be a power of two <= {PAGE_SIZE}, "
                              f"got {alignment!r}")
-        key = (size_class(int(nbytes)), MIN_ALIGNMENT if alignment <= MIN_ALIGNMENT else PAGE_SIZE)
+        page_aligned = alignment > MIN_ALIGNMENT
+        return Lease(self._checkout((size_class(int(nbytes)),
+                                     PAGE_SIZE if page_aligned else MIN_ALIGNMENT)), self)
+
+    def _checkout(self, key: tuple) -> Block:
+        """A block for `key` = (size class, alignment): from the cache, else a new one."""
         with self._lock:
             evicted = self._drain_parked() if self._parked else None
             bucket = self._free.get(key)
@@ -150,7 +157,7 @@ class CachingAllocator:
                 with self._lock:
                     self.in_use_bytes -= key[0]
                 raise
-        return Lease(block, self)
+        return block
 
     def _give_back(self, block: Block) -> None:
         if not self._lock.acquire(blocking=False):
@@ -217,20 +224,39 @@ class CachingAllocator:
 
     def empty(self, shape, dtype=np.float32) -> np.ndarray:
         """An uninitialized C-contiguous numpy array in a block from this allocator."""
-        dtype = np.dtype(dtype)
-        shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(map(int, shape))
-        if any(d < 0 for d in shape):
-            raise ValueError(f"empty: negative dimension in shape {shape}")
-        count = 1
-        for d in shape:
-            count *= d
-        lease = self.lease(count * dtype.itemsize)
-        interface = {"data": (lease.block.address, False), "shape": shape,
-                     "typestr": dtype.str, "version": 3}
-        if dtype.fields is not None:
-            interface["descr"] = dtype.descr
+        return self.empty_with_address(shape, dtype)[0]
+
+    def empty_with_address(self, shape, dtype=np.float32) -> tuple[np.ndarray, int]:
+        """`empty(shape, dtype)` and the array's data address (saves `a.ctypes.data`)."""
+        try:
+            key, interface = self._specs[(shape, dtype)]
+        except (KeyError, TypeError):             # new, or unhashable (a list shape)
+            key, interface = self._array_spec(shape, dtype)
+        block = self._checkout(key)
+        lease = Lease(block, self)
+        interface = dict(interface)
+        interface["data"] = (block.address, False)
         lease.__array_interface__ = interface
-        return np.asarray(lease)
+        return np.asarray(lease), block.address
+
+    def _array_spec(self, shape, dtype) -> tuple[tuple, dict]:
+        """Validates (shape, dtype) once; caches the block key and array interface."""
+        np_dtype = np.dtype(dtype)
+        dims = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(map(int, shape))
+        if any(d < 0 for d in dims):
+            raise ValueError(f"empty: negative dimension in shape {dims}")
+        nbytes = math.prod(dims) * np_dtype.itemsize
+        interface = {"shape": dims, "typestr": np_dtype.str, "version": 3}
+        if np_dtype.fields is not None:
+            interface["descr"] = np_dtype.descr
+        spec = ((size_class(nbytes), MIN_ALIGNMENT), interface)
+        try:
+            if len(self._specs) >= 4096:          # a program has few distinct output shapes
+                self._specs.clear()
+            self._specs[(shape, dtype)] = spec
+        except TypeError:
+            pass
+        return spec
 
 
 _default_allocator: CachingAllocator | None = None
@@ -251,7 +277,12 @@ def default_allocator() -> CachingAllocator:
 
 def empty(shape, dtype=np.float32) -> np.ndarray:
     """`numpy.empty` with memory from the process-wide caching allocator."""
-    return default_allocator().empty(shape, dtype)
+    return default_allocator().empty_with_address(shape, dtype)[0]
+
+
+def empty_with_address(shape, dtype=np.float32) -> tuple[np.ndarray, int]:
+    """`empty(shape, dtype)` and its data address, for building buffer tables cheaply."""
+    return default_allocator().empty_with_address(shape, dtype)
 
 
 def _apply_options(options) -> None:

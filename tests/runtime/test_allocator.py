@@ -127,3 +127,13 @@ def test_finalizer_during_an_allocator_call_does_not_deadlock():
     with allocator._lock:
         del lease                                      # parks the block instead of blocking
     assert allocator.stats()["cached_blocks"] == 1
+
+
+def test_empty_with_address_and_list_shapes():
+    allocator = CachingAllocator(1 << 20)
+    a, address = allocator.empty_with_address([2, 3], np.int16)     # a list: not cacheable
+    assert a.shape == (2, 3) and a.dtype == np.int16 and a.ctypes.data == address
+    b, address_b = runtime.empty_with_address((2, 3), "int16")
+    assert b.ctypes.data == address_b and b.base is not None
+    c = allocator.empty((2, 3), np.int16)                          # second call: cached spec
+    assert c.shape == (2, 3) and c.ctypes.data not in (address, address_b)
