@@ -1,0 +1,271 @@
+"""`compile(module, options) -> CpuExecutable`: the CPU backend's driver.
+
+1. Optionally run an HLO pass pipeline on a copy of the module.
+2. Turn every computation that runs on the host (the entry, while bodies and
+   conditions, branches, calls) into a `Program`: walk it in post order,
+   give each value a slot (buffer_assignment.py), and emit one kernel per
+   instruction that computes something (fusions included) — aliases
+   (tuple, get-tuple-element, bitcast, copy, row-major reshape) cost nothing.
+3. Verify, optimize (O3, vectorizers) and JIT all kernels as one LLVM module.
+4. Place temporaries in the arena and link the thunks to their machine code.
+
+Compiled executables are cached in memory by a fingerprint of the module text
+and the options: compiling the same module twice returns the same executable.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import llvmlite.ir as ir
+import numpy as np
+
+from hlo.dtypes import numpy_dtype
+
+from . import kernels, llvm_target
+from .buffer_assignment import Slot, assign_arena
+from .executable import CpuExecutable, Program, physical_dims, to_physical
+from .kernel_ir import KernelIR
+from .thunks import CallThunk, ConditionalThunk, CopyThunk, KernelThunk, WhileThunk
+
+_ALIASES = ("bitcast", "copy", "opt-barrier")
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """`pipeline`: None (compile as given), "default" (passes.cpu_pipeline()) or a
+    callable taking and mutating an HloModule. `cache`: use the in-memory cache."""
+    pipeline: object = None
+    cache: bool = True
+
+    def fingerprint(self) -> str:
+        p = self.pipeline
+        key = p if p is None or isinstance(p, str) else f"{getattr(p, '__module__', '')}." \
+                                                         f"{getattr(p, '__qualname__', repr(p))}"
+        return f"pipeline={key}"
+
+
+_cache: dict[str, CpuExecutable] = {}
+_cache_lock = threading.Lock()
+
+
+def compile(module, options: CompileOptions | None = None) -> CpuExecutable:
+    """Compiles an HLO module for the host CPU (see the module docstring)."""
+    options = options or CompileOptions()
+    text = module.to_text()
+    key = hashlib.sha256((text + "\0" + options.fingerprint()).encode()).hexdigest()
+    if options.cache:
+        with _cache_lock:
+            hit = _cache.get(key)
+        if hit is not None:
+            return hit
+    start = time.perf_counter()
+    module = _run_pipeline(module, text, options.pipeline)
+    executable = _compile_module(module, start)
+    if options.cache:
+        with _cache_lock:
+            _cache[key] = executable
+    return executable
+
+
+def _run_pipeline(module, text: str, pipeline):
+    if pipeline is None:
+        return module
+    from hlo import parse_module
+    module = parse_module(text)          # passes mutate: work on a copy
+    if pipeline == "default":
+        from passes import cpu_pipeline
+        cpu_pipeline().run(module)
+    elif callable(pipeline):
+        pipeline(module)
+    elif hasattr(pipeline, "run"):
+        pipeline.run(module)
+    else:
+        raise TypeError(f"compile: pipeline must be None, 'default' or a callable, got {pipeline!r}")
+    return module
+
+
+def _compile_module(module, start: float) -> CpuExecutable:
+    if module.entry is None:
+        raise ValueError("compile: the module has no ENTRY computation")
+    context = _Context(ir.Module(name=_symbol(module.name)))
+    program = ProgramBuilder(context, module.entry).build()
+    ir_text = str(context.module)
+    ref = llvm_target.parse_and_verify(ir_text)
+    llvm_target.optimize(ref)
+    optimized = str(ref)
+    jit = llvm_target.jit_compile(optimized, optimize_ir=False)
+    program.link(jit.lookup)
+    return CpuExecutable(program, module.entry, jit=jit, llvm_ir=optimized,
+                         hlo_text=module.to_text(), compile_seconds=time.perf_counter() - start)
+
+
+def _symbol(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
+class _Context:
+    """Module-wide state: the LLVM module and unique kernel names."""
+
+    def __init__(self, module: ir.Module):
+        self.module = module
+        self._count = 0
+
+    def kernel_name(self, instr_name: str) -> str:
+        self._count += 1
+        return f"k{self._count}_{_symbol(instr_name)}"
+
+
+def _leaf_count(shape) -> int:
+    return len(shape.leaves())
+
+
+class ProgramBuilder:
+    """Builds the Program of one computation (see the module docstring)."""
+
+    def __init__(self, context: _Context, comp):
+        self.context, self.comp = context, comp
+        self.slots: list[Slot] = []
+        self.thunks: list = []
+        self.value: dict = {}            # instruction -> its leaf slots
+        self._constants: dict[int, int] = {}
+
+    # --- slots ------------------------------------------------------------------------------
+    def _new_slot(self, kind: str, shape, **extra) -> int:
+        nbytes = shape.numel * numpy_dtype(shape.element_type).itemsize
+        self.slots.append(Slot(kind, nbytes, shape, **extra))
+        return len(self.slots) - 1
+
+    def constant_slot(self, instr) -> int:
+        """The slot holding a constant's literal in physical layout (one per constant)."""
+        if id(instr) not in self._constants:
+            if instr.literal is None:
+                raise NotImplementedError(f"backend_cpu: constant {instr.name} has no literal")
+            shape = instr.shape
+            literal = np.asarray(instr.literal, numpy_dtype(shape.element_type)).reshape(shape.dims)
+            array = np.ascontiguousarray(to_physical(literal, shape))
+            self._constants[id(instr)] = self._new_slot("constant", shape, array=array)
+        return self._constants[id(instr)]
+
+    # --- the walk ------------------------------------------------------------------------------
+    def build(self) -> Program:
+        param_slots = []
+        for p in self.comp.parameters:
+            leaves = []
+            for leaf in p.shape.leaves():
+                leaves.append(self._new_slot("param", leaf, param_index=len(param_slots)))
+                param_slots.append(leaves[-1])
+            self.value[p] = leaves
+        for instr in self.comp.post_order():
+            if instr.opcode != "parameter":
+                self.value[instr] = self._visit(instr)
+        outputs = self._outputs()
+        arena = assign_arena(self.slots, [(t.reads, t.writes) for t in self.thunks])
+        return Program(self.comp.name, self.slots, self.thunks, param_slots, outputs, arena)
+
+    def _visit(self, instr) -> list[int]:
+        op = instr.opcode
+        operands = [self.value[o] for o in instr.operands]
+        if op == "constant":
+            return [self.constant_slot(instr)]
+        if op == "tuple":
+            return [s for leaves in operands for s in leaves]
+        if op == "get-tuple-element":
+            shapes = instr.operands[0].shape.tuple_shapes
+            start = sum(_leaf_count(s) for s in shapes[:instr.attrs["index"]])
+            return operands[0][start:start + _leaf_count(shapes[instr.attrs["index"]])]
+        if op in _ALIASES and _same_bytes(instr):
+            return operands[0]
+        if op == "reshape" and instr.shape.has_default_layout() \
+                and instr.operands[0].shape.has_default_layout():
+            return operands[0]
+        if op == "while":
+            return self._while(instr, operands)
+        if op == "conditional":
+            return self._conditional(instr, operands)
+        if op == "call":
+            return self._call(instr, operands)
+        if op == "fusion" or op in kernels.KERNEL_OPCODES or instr.info.is_elementwise:
+            return self._kernel(instr, operands)
+        raise NotImplementedError(f"backend_cpu: no emitter for {op}")
+
+    def _dynamic_slots(self, shape) -> list[int]:
+        return [self._new_slot("dynamic", leaf) for leaf in shape.leaves()]
+
+    def _sub_program(self, comp) -> Program:
+        return ProgramBuilder(self.context, comp).build()
+
+    def _while(self, instr, operands) -> list[int]:
+        cond = self._sub_program(instr.attrs["condition"])
+        body = self._sub_program(instr.attrs["body"])
+        writes = self._dynamic_slots(instr.shape)
+        leaves = [(physical_dims(s), numpy_dtype(s.element_type)) for s in instr.shape.leaves()]
+        self.thunks.append(WhileThunk(cond, body, operands[0], writes, leaves))
+        return writes
+
+    def _conditional(self, instr, operands) -> list[int]:
+        a = instr.attrs
+        comps = list(a["branch_computations"]) if "branch_computations" in a \
+            else [a["true_computation"], a["false_computation"]]
+        branches = [self._sub_program(c) for c in comps]
+        writes = self._dynamic_slots(instr.shape)
+        index = instr.operands[0]
+        self.thunks.append(ConditionalThunk(branches, operands[0][0],
+                                            numpy_dtype(index.shape.element_type),
+                                            operands[1:], writes))
+        return writes
+
+    def _call(self, instr, operands) -> list[int]:
+        program = self._sub_program(instr.to_apply)
+        writes = self._dynamic_slots(instr.shape)
+        self.thunks.append(CallThunk(program, [s for leaves in operands for s in leaves], writes))
+        return writes
+
+    def _kernel(self, instr, operands) -> list[int]:
+        for o in instr.operands:
+            if not o.shape.is_array:
+                raise NotImplementedError(f"backend_cpu: {instr.opcode} {instr.name} has a "
+                                          f"tuple operand")
+        name = self.context.kernel_name(instr.name)
+        kernel = KernelIR(self.context.module, name, self.constant_slot)
+        reads = [leaves[0] for leaves in operands]
+        gens = [kernels.buffer_reader(kernel.buffer(s, o.shape))
+                for s, o in zip(reads, instr.operands)]
+        writes = [self._new_slot("temp", leaf) for leaf in instr.shape.leaves()]
+        outputs = [kernel.buffer(s, self.slots[s].shape) for s in writes]
+        extent = kernels.emit_kernel(kernel, instr, gens, outputs)
+        kernel.finish()
+        out_bytes = sum(self.slots[s].nbytes for s in writes)
+        self.thunks.append(KernelThunk(name, extent, out_bytes, reads, writes))
+        return writes
+
+    # --- results ---------------------------------------------------------------------------------
+    def _outputs(self) -> list[tuple[int, object]]:
+        """(slot, shape) per root leaf; parameters, constants and repeats are copied."""
+        root = self.comp.root
+        outputs, seen = [], set()
+        for slot, shape in zip(self.value[root], root.shape.leaves()):
+            kind = self.slots[slot].kind
+            if slot in seen or kind in ("param", "constant"):
+                copy = self._new_slot("output", shape)
+                self.thunks.append(CopyThunk(slot, copy, self.slots[copy].nbytes))
+                slot = copy
+            elif kind == "temp":
+                self.slots[slot].kind = "output"
+            seen.add(slot)
+            outputs.append((slot, shape))
+        return outputs
+
+
+def _same_bytes(instr) -> bool:
+    """A bitcast always is; a copy or barrier only when the layout does not change."""
+    if instr.opcode == "bitcast":
+        return True
+    src = instr.operands[0].shape
+    if not instr.shape.is_array:
+        return True
+    return src.minor_to_major() == instr.shape.minor_to_major()

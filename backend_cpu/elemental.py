@@ -1,0 +1,346 @@
+"""Element generators: the composable heart of loop fusion (STYLE.md §4).
+
+A generator maps a logical output index (a list of LLVM i64 values) to the
+value of that element (or a list of values for a multi-output instruction).
+Elementwise ops apply a scalar recipe (scalar_ops.py) to their operands'
+values at the same index; movement ops only remap the index before asking
+their operand; reductions, windows and contractions (reduction.py,
+contraction.py) loop inside the generator. A fused computation is emitted by
+composing the generators of its instructions in post order: no intermediate
+array is ever materialized.
+
+Out-of-range reads never happen: every computed index (dynamic-slice and
+gather starts, pad and concatenate sources, window positions) is clamped into
+the operand before it is read, and the value selected away when it was invalid.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import llvmlite.ir as ir
+
+from hlo.shape import Shape
+
+from . import contraction, reduction
+from .kernel_ir import KernelIR, delinearize, linearize
+from .llvm_types import I64, constant as llvm_constant, compute_type, is_float, is_signed
+from .loops import i64
+from .scalar_ops import emit_elementwise
+
+Generator = Callable[[ir.IRBuilder, list], object]
+
+
+# --- index helpers ------------------------------------------------------------------
+
+def clamp_index(b: ir.IRBuilder, value: ir.Value, lo: int, hi: int) -> ir.Value:
+    """min(max(value, lo), hi) on signed i64."""
+    value = b.select(b.icmp_signed("<", value, i64(lo)), i64(lo), value)
+    return b.select(b.icmp_signed(">", value, i64(hi)), i64(hi), value)
+
+
+def index_to_i64(b: ir.IRBuilder, value: ir.Value, etype: str) -> ir.Value:
+    """An integer element used as an index, widened to i64 by its signedness."""
+    if value.type.width == 64:
+        return value
+    return b.sext(value, I64) if is_signed(etype) else b.zext(value, I64)
+
+
+def in_range(b: ir.IRBuilder, value: ir.Value, lo: int, hi: int) -> ir.Value:
+    """lo <= value < hi."""
+    return b.and_(b.icmp_signed(">=", value, i64(lo)), b.icmp_signed("<", value, i64(hi)))
+
+
+def _memo_key(instr, index) -> tuple:
+    parts = []
+    for v in index:
+        parts.append(("c", v.constant) if isinstance(v, ir.Constant) else id(v))
+    return (id(instr), tuple(parts))
+
+
+def _nondegenerate(shape: Shape, physical: bool) -> list[int]:
+    order = list(reversed(shape.minor_to_major())) if physical else list(range(shape.rank))
+    return [d for d in order if shape.dims[d] != 1]
+
+
+def remap_reshape(b, index, out_shape: Shape, in_shape: Shape, physical: bool) -> list:
+    """Operand index of a reshape (logical, row-major) or bitcast (physical) at `index`."""
+    out_dims = _nondegenerate(out_shape, physical)
+    in_dims = _nondegenerate(in_shape, physical)
+    if [out_shape.dims[d] for d in out_dims] == [in_shape.dims[d] for d in in_dims]:
+        # Only size-1 dimensions come or go: a pure renaming of indices.
+        result = [i64(0)] * in_shape.rank
+        for o, i in zip(out_dims, in_dims):
+            result[i] = index[o]
+        return result
+    if physical:
+        return delinearize(b, linearize(b, index, out_shape), in_shape)
+    row_major_out = Shape(out_shape.element_type, out_shape.dims)
+    row_major_in = Shape(in_shape.element_type, in_shape.dims)
+    return delinearize(b, linearize(b, index, row_major_out), row_major_in)
+
+
+# --- building generators over a computation -------------------------------------------
+
+def build_generators(kernel: KernelIR, comp, param_gens: list[Generator]) -> dict:
+    """Generators of every instruction of `comp`, its parameters bound to `param_gens`."""
+    gens: dict = {}
+    for instr in comp.post_order():
+        if instr.opcode == "parameter":
+            gens[instr] = param_gens[instr.parameter_number]
+        else:
+            gens[instr] = make_generator(kernel, instr, [gens[o] for o in instr.operands])
+    return gens
+
+
+def apply_computation(kernel: KernelIR, comp, values: list) -> list:
+    """Emits a scalar computation (a reducer, a comparator) on LLVM values; its results."""
+    gens = build_generators(kernel, comp, [(lambda b, idx, v=v: v) for v in values])
+    root = comp.root
+    if root.opcode == "tuple":
+        return [gens[o](kernel.b, []) for o in root.operands]
+    return [gens[root](kernel.b, [])]
+
+
+def make_generator(kernel: KernelIR, instr, srcs: list[Generator]) -> Generator:
+    """The (memoized) generator of one instruction from its operands' generators."""
+    raw = _raw_generator(kernel, instr, srcs)
+
+    def generate(b, index):
+        key = _memo_key(instr, index)
+        value = kernel.memo_get(key)
+        if value is None:
+            value = raw(b, index)
+            kernel.memo_put(key, value)
+        return value
+    return generate
+
+
+def _raw_generator(kernel: KernelIR, instr, srcs) -> Generator:
+    op = instr.opcode
+    if instr.info.is_elementwise:
+        return _elementwise(instr, srcs)
+    emitter = _MOVEMENT.get(op)
+    if emitter is not None:
+        return emitter(kernel, instr, srcs)
+    if op in ("reduce", "reduce-window"):
+        return reduction.make_generator(kernel, instr, srcs)
+    if op in ("dot", "convolution"):
+        return contraction.make_generator(kernel, instr, srcs)
+    raise NotImplementedError(f"backend_cpu: no emitter for {op}")
+
+
+def _elementwise(instr, srcs) -> Generator:
+    types = [o.shape.element_type for o in instr.operands]
+    # Old-style HLO lets a scalar operand stand for a broadcast one (clamp bounds).
+    scalar = [o.shape.rank == 0 and instr.shape.rank > 0 for o in instr.operands]
+
+    def gen(b, index):
+        args = [s(b, [] if sc else index) for s, sc in zip(srcs, scalar)]
+        return emit_elementwise(b, instr, args, types)
+    return gen
+
+
+# --- movement and leaves ------------------------------------------------------------------
+
+def _constant(kernel, instr, srcs):
+    literal = instr.literal
+    if literal is None:
+        raise NotImplementedError(f"backend_cpu: constant {instr.name} has an elided literal")
+    etype = instr.shape.element_type
+    if literal.size == 1 and instr.shape.rank == 0:
+        value = llvm_constant(etype, literal.reshape(()).item())
+        return lambda b, index: value
+    buffer = kernel.buffer(kernel.constant_slot(instr), Shape(etype, instr.shape.dims))
+    return lambda b, index: buffer.load(b, index)
+
+
+def _broadcast(kernel, instr, srcs):
+    dims = instr.dims()
+    return lambda b, index: srcs[0](b, [index[d] for d in dims])
+
+
+def _reshape(kernel, instr, srcs):
+    out_shape, in_shape = instr.shape, instr.operands[0].shape
+    physical = instr.opcode == "bitcast"
+    return lambda b, index: srcs[0](b, remap_reshape(b, index, out_shape, in_shape, physical))
+
+
+def _transpose(kernel, instr, srcs):
+    perm = instr.dims()
+
+    def gen(b, index):
+        operand_index = [None] * len(perm)
+        for j, d in enumerate(perm):
+            operand_index[d] = index[j]
+        return srcs[0](b, operand_index)
+    return gen
+
+
+def _slice(kernel, instr, srcs):
+    spec = instr.attrs["slice"]
+
+    def gen(b, index):
+        return srcs[0](b, [i if (s.start == 0 and s.stride == 1) else
+                           b.add(b.mul(i, i64(s.stride)), i64(s.start)) for i, s in zip(index, spec)])
+    return gen
+
+
+def _reverse(kernel, instr, srcs):
+    dims, sizes = set(instr.dims()), instr.shape.dims
+
+    def gen(b, index):
+        return srcs[0](b, [b.sub(i64(sizes[d] - 1), i) if d in dims else i
+                           for d, i in enumerate(index)])
+    return gen
+
+
+def _iota(kernel, instr, srcs):
+    dim, etype = instr.attrs["iota_dimension"], instr.shape.element_type
+    ty = compute_type(etype)
+
+    def gen(b, index):
+        i = index[dim]
+        if is_float(etype):
+            return b.sitofp(i, ty)
+        return b.trunc(i, ty) if ty.width < 64 else i
+    return gen
+
+
+def _pad(kernel, instr, srcs):
+    spec, in_dims = instr.attrs["padding"], instr.operands[0].shape.dims
+
+    def gen(b, index):
+        valid, source = None, []
+        for i, p, size in zip(index, spec, in_dims):
+            pos = b.sub(i, i64(p.low))
+            ok = b.icmp_signed(">=", pos, i64(0))
+            if p.interior:
+                step = i64(p.interior + 1)
+                ok = b.and_(ok, b.icmp_signed("==", b.srem(pos, step), i64(0)))
+                pos = b.sdiv(pos, step)
+            ok = b.and_(ok, b.icmp_signed("<", pos, i64(size)))
+            valid = ok if valid is None else b.and_(valid, ok)
+            source.append(clamp_index(b, pos, 0, max(size - 1, 0)))
+        value = srcs[0](b, source)
+        return value if valid is None else b.select(valid, value, srcs[1](b, []))
+    return gen
+
+
+def _concatenate(kernel, instr, srcs):
+    dim = instr.dims()[0]
+    pieces, offset = [], 0
+    for src, operand in zip(srcs, instr.operands):
+        size = operand.shape.dims[dim]
+        if size:
+            pieces.append((src, offset, size))
+        offset += size
+
+    def gen(b, index):
+        result = None
+        for src, start, size in reversed(pieces):
+            local = clamp_index(b, b.sub(index[dim], i64(start)), 0, size - 1)
+            value = src(b, index[:dim] + [local] + index[dim + 1:])
+            if result is None:
+                result = value
+            else:
+                result = b.select(b.icmp_signed("<", index[dim], i64(start + size)), value, result)
+        return result
+    return gen
+
+
+def _starts(b, instr, srcs, first: int, sizes) -> list:
+    """Clamped dynamic start indices (operands first..) so the window fits the operand."""
+    operand_dims = instr.operands[0].shape.dims
+    starts = []
+    for d, (src, operand) in enumerate(zip(srcs[first:], instr.operands[first:])):
+        value = index_to_i64(b, src(b, []), operand.shape.element_type)
+        starts.append(clamp_index(b, value, 0, operand_dims[d] - sizes[d]))
+    return starts
+
+
+def _dynamic_slice(kernel, instr, srcs):
+    sizes = instr.shape.dims
+
+    def gen(b, index):
+        starts = _starts(b, instr, srcs, 1, sizes)
+        return srcs[0](b, [b.add(s, i) for s, i in zip(starts, index)])
+    return gen
+
+
+def _dynamic_update_slice(kernel, instr, srcs):
+    sizes = instr.operands[1].shape.dims
+
+    def gen(b, index):
+        starts = _starts(b, instr, srcs, 2, sizes)
+        inside, local = None, []
+        for i, s, size in zip(index, starts, sizes):
+            pos = b.sub(i, s)
+            ok = in_range(b, pos, 0, size)
+            inside = ok if inside is None else b.and_(inside, ok)
+            local.append(clamp_index(b, pos, 0, max(size - 1, 0)))
+        old = srcs[0](b, index)
+        if inside is None or 0 in sizes:
+            return old if 0 in sizes else srcs[1](b, local)
+        return b.select(inside, srcs[1](b, local), old)
+    return gen
+
+
+def _gather(kernel, instr, srcs):
+    a = instr.attrs
+    operand_shape, indices_shape = instr.operands[0].shape, instr.operands[1].shape
+    offset_dims = tuple(a.get("offset_dims", ()))
+    collapsed = set(a.get("collapsed_slice_dims", ()))
+    start_map = tuple(a.get("start_index_map", ()))
+    operand_batching = tuple(a.get("operand_batching_dims", ()))
+    indices_batching = tuple(a.get("start_indices_batching_dims", ()))
+    ivd = a.get("index_vector_dim", indices_shape.rank)
+    slice_sizes = tuple(a["slice_sizes"])
+    batch_out_dims = [d for d in range(instr.shape.rank) if d not in offset_dims]
+    indices_dims = [d for d in range(indices_shape.rank) if d != ivd]
+    window_dims = [d for d in range(operand_shape.rank)
+                   if d not in collapsed and d not in operand_batching]
+    index_etype = indices_shape.element_type
+
+    def gen(b, index):
+        batch = [index[d] for d in batch_out_dims]     # one per start-indices dim but ivd
+        by_indices_dim = dict(zip(indices_dims, batch))
+        start = [i64(0)] * operand_shape.rank
+        for k, operand_dim in enumerate(start_map):
+            at = [by_indices_dim.get(d) for d in range(indices_shape.rank)]
+            if ivd < indices_shape.rank:
+                at[ivd] = i64(k)
+            value = index_to_i64(b, srcs[1](b, at), index_etype)
+            start[operand_dim] = clamp_index(b, value, 0,
+                                             operand_shape.dims[operand_dim] - slice_sizes[operand_dim])
+        for operand_dim, indices_dim in zip(operand_batching, indices_batching):
+            start[operand_dim] = by_indices_dim[indices_dim]
+        operand_index = list(start)
+        for out_dim, operand_dim in zip(offset_dims, window_dims):
+            operand_index[operand_dim] = b.add(start[operand_dim], index[out_dim])
+        return srcs[0](b, operand_index)
+    return gen
+
+
+def _get_tuple_element(kernel, instr, srcs):
+    k = instr.attrs["index"]
+    return lambda b, index: srcs[0](b, index)[k]
+
+
+_MOVEMENT = {
+    "constant": _constant,
+    "broadcast": _broadcast,
+    "reshape": _reshape,
+    "bitcast": _reshape,
+    "transpose": _transpose,
+    "slice": _slice,
+    "reverse": _reverse,
+    "iota": _iota,
+    "pad": _pad,
+    "concatenate": _concatenate,
+    "dynamic-slice": _dynamic_slice,
+    "dynamic-update-slice": _dynamic_update_slice,
+    "gather": _gather,
+    "get-tuple-element": _get_tuple_element,
+}
+
+GENERATOR_OPCODES = frozenset(_MOVEMENT) | {"reduce", "reduce-window", "dot", "convolution"}

@@ -1,0 +1,173 @@
+"""The compiled form of a module: programs of thunks over buffer tables.
+
+A `Program` is one compiled computation (the entry, a while body, a branch):
+its slots (buffer_assignment.py), its thunks in schedule order, and which
+slots hold its parameters and results. `execute` builds the call's buffer
+table (constants pre-bound in a template, the temp arena and the outputs
+fresh), runs the thunks and returns the result arrays in *physical* layout.
+
+`CpuExecutable` wraps the entry program for users: it checks arguments,
+converts numpy arrays (logical, row-major) to and from the physical layouts
+of the entry's parameters and results, keeps the JIT engine alive and offers
+`as_llvm_ir()`, `as_asm()`, `as_hlo_text()` and `memory_stats()`.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+import runtime
+from hlo.dtypes import numpy_dtype
+
+from .buffer_assignment import Slot
+
+
+def physical_dims(shape) -> tuple[int, ...]:
+    """Dimensions of a shape in memory order (major-most first)."""
+    return tuple(shape.dims[d] for d in reversed(shape.minor_to_major()))
+
+
+def to_physical(array: np.ndarray, shape) -> np.ndarray:
+    if shape.has_default_layout():
+        return array
+    return np.ascontiguousarray(array.transpose(tuple(reversed(shape.minor_to_major()))))
+
+
+def to_logical(array: np.ndarray, shape) -> np.ndarray:
+    if shape.has_default_layout():
+        return array
+    order = list(reversed(shape.minor_to_major()))
+    return np.ascontiguousarray(array.transpose(np.argsort(order)))
+
+
+class Program:
+    """One compiled computation (see the module docstring)."""
+
+    def __init__(self, name: str, slots: list[Slot], thunks: list, param_slots: list[int],
+                 outputs: list[tuple[int, object]], arena_size: int):
+        self.name = name
+        self.slots, self.thunks = slots, thunks
+        self.param_slots = param_slots
+        self.outputs = outputs                  # (slot, root leaf Shape) in order
+        self.arena_size = arena_size
+        self._temps = [(i, s.offset) for i, s in enumerate(slots) if s.kind == "temp"]
+        self._fresh = [(i, s.nbytes) for i, s in enumerate(slots) if s.kind == "output"]
+        self._table_type = ctypes.c_void_p * max(1, len(slots))
+        self._template = self._table_type()
+        for i, s in enumerate(slots):
+            if s.kind == "constant":
+                self._template[i] = s.array.ctypes.data
+        self._linked = False
+
+    def link(self, lookup) -> None:
+        if self._linked:
+            return
+        for thunk in self.thunks:
+            thunk.link(lookup)
+        self._linked = True
+
+    def execute(self, input_addresses) -> list[np.ndarray]:
+        table = self._table_type.from_buffer_copy(self._template)
+        for slot, address in zip(self.param_slots, input_addresses):
+            table[slot] = address
+        arena = None
+        if self.arena_size:
+            arena = runtime.empty((self.arena_size,), np.uint8)
+            base = arena.ctypes.data
+            for slot, offset in self._temps:
+                table[slot] = base + offset
+        fresh = {}
+        for slot, nbytes in self._fresh:
+            block = runtime.empty((max(nbytes, 1),), np.uint8)
+            fresh[slot] = block
+            table[slot] = block.ctypes.data
+        keep: dict = {}
+        for thunk in self.thunks:
+            thunk.run(table, keep)
+        results = []
+        for slot, shape in self.outputs:
+            block = fresh.get(slot)
+            if block is None:
+                block = keep[slot]
+            dt = numpy_dtype(shape.element_type)
+            count = shape.numel
+            results.append(block.view(np.uint8)[:count * dt.itemsize].view(dt)
+                           .reshape(physical_dims(shape)))
+        del arena
+        return results
+
+    def kernel_count(self) -> int:
+        return sum(1 for t in self.thunks if hasattr(t, "kernel"))
+
+
+class CpuExecutable:
+    """A compiled module: `run(*arrays) -> list[np.ndarray]` (tuple results flattened)."""
+
+    def __init__(self, program: Program, entry, *, jit, llvm_ir: str, hlo_text: str,
+                 compile_seconds: float):
+        self._program = program
+        self._jit = jit                        # keeps the machine code alive
+        self._llvm_ir = llvm_ir
+        self._hlo_text = hlo_text
+        self._params = [p.shape for p in entry.parameters]
+        self._param_names = [p.name for p in entry.parameters]
+        self.compile_seconds = compile_seconds
+        self._asm = None
+
+    # --- running ---------------------------------------------------------------------
+    def run(self, *arrays) -> list[np.ndarray]:
+        if len(arrays) != len(self._params):
+            raise TypeError(f"run: expected {len(self._params)} arguments, got {len(arrays)}")
+        bound, addresses = [], []
+        for i, (value, shape) in enumerate(zip(arrays, self._params)):
+            array = self._check_argument(i, value, shape)
+            bound.append(array)
+            addresses.append(array.ctypes.data)
+        results = self._program.execute(addresses)
+        return [to_logical(r, shape) for r, (_, shape) in zip(results, self._program.outputs)]
+
+    __call__ = run
+
+    def _check_argument(self, i: int, value, shape) -> np.ndarray:
+        name = f"parameter {i} ({self._param_names[i]})"
+        if shape.is_tuple:
+            raise NotImplementedError(f"run: {name} is a tuple; tuple parameters are not supported")
+        array = np.asarray(value)
+        expected = numpy_dtype(shape.element_type)
+        if array.dtype != expected:
+            raise TypeError(f"run: {name} must have dtype {expected} ({shape.element_type}), "
+                            f"got {array.dtype}")
+        if array.shape != tuple(shape.dims):
+            raise ValueError(f"run: {name} must have shape {tuple(shape.dims)}, got {array.shape}")
+        array = to_physical(array, shape)
+        if not (array.flags.c_contiguous and array.flags.aligned):
+            array = np.ascontiguousarray(array).copy() if not array.flags.aligned \
+                else np.ascontiguousarray(array)
+        return array
+
+    # --- introspection -------------------------------------------------------------------
+    def as_llvm_ir(self) -> str:
+        """The optimized LLVM IR of every kernel."""
+        return self._llvm_ir
+
+    def as_asm(self) -> str:
+        """The host assembly of the optimized IR."""
+        if self._asm is None:
+            from . import llvm_target
+            self._asm = llvm_target.assembly(llvm_target.parse_and_verify(self._llvm_ir))
+        return self._asm
+
+    def as_hlo_text(self) -> str:
+        """The HLO module that was compiled (after the pipeline, if any)."""
+        return self._hlo_text
+
+    def memory_stats(self) -> dict:
+        p = self._program
+        return {
+            "arena_bytes": p.arena_size,
+            "constant_bytes": sum(s.nbytes for s in p.slots if s.kind == "constant"),
+            "output_bytes": sum(s.nbytes for s in p.slots if s.kind == "output"),
+            "num_slots": len(p.slots),
+            "num_kernels": p.kernel_count(),
+        }

@@ -1,0 +1,176 @@
+"""The frame of one kernel function, and typed views of the buffers it touches.
+
+Every kernel has the ABI of DESIGN.md:
+
+    void kernel(ptr buffers, i64 begin, i64 end)
+
+`buffers` is the executable's buffer table (one pointer per slot, see
+buffer_assignment.py); a kernel knows at compile time which slots it reads and
+writes, so the slot numbers are constants in its IR. `[begin, end)` is the
+launch's share of the outermost dimension of the kernel's loop nest.
+
+`KernelIR` owns the function being emitted: an entry block for allocas and
+the loads of slot pointers (so they dominate everything and mem2reg/LICM see
+them), the body builder, the denormal flush mode set on entry and restored on
+exit, and the scoped memo table element generators use to avoid re-emitting
+the same value for the same index.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Callable
+
+import llvmlite.ir as ir
+
+from .llvm_types import I32, I64, PTR, VOID, element_bytes, from_storage, storage_type, to_storage
+from .loops import i64
+
+try:        # the vector-math engineer's version, when it has landed
+    from .vecmath import emit_restore_fp_mode, emit_set_flush_denormals
+except ImportError:
+    emit_set_flush_denormals = emit_restore_fp_mode = None
+
+# MXCSR bits: FTZ (flush results to zero) and DAZ (read denormal inputs as zero).
+_MXCSR_FTZ_DAZ = 0x8040
+
+
+def _mxcsr_intrinsic(module: ir.Module, name: str) -> ir.Function:
+    if name in module.globals:
+        return module.globals[name]
+    return ir.Function(module, ir.FunctionType(VOID, [PTR]), name)
+
+
+def _set_flush_denormals(kernel: "KernelIR"):
+    """Sets FTZ/DAZ; returns what `_restore_fp_mode` needs. One switch point for vecmath."""
+    if emit_set_flush_denormals is not None:
+        return emit_set_flush_denormals(kernel.b)
+    b = kernel.b
+    saved = kernel.alloca(I32, "mxcsr.saved")
+    new = kernel.alloca(I32, "mxcsr.new")
+    b.call(_mxcsr_intrinsic(b.module, "llvm.x86.sse.stmxcsr"), [saved])
+    b.store(b.or_(b.load(saved), ir.Constant(I32, _MXCSR_FTZ_DAZ)), new)
+    b.call(_mxcsr_intrinsic(b.module, "llvm.x86.sse.ldmxcsr"), [new])
+    return saved
+
+
+def _restore_fp_mode(kernel: "KernelIR", saved) -> None:
+    if emit_restore_fp_mode is not None:
+        emit_restore_fp_mode(kernel.b, saved)
+        return
+    kernel.b.call(_mxcsr_intrinsic(kernel.b.module, "llvm.x86.sse.ldmxcsr"), [saved])
+
+
+def strides(shape) -> list[int]:
+    """Element strides of each logical dimension under the shape's layout."""
+    result = [0] * shape.rank
+    step = 1
+    for dim in shape.minor_to_major():
+        result[dim] = step
+        step *= shape.dims[dim]
+    return result
+
+
+def linearize(b: ir.IRBuilder, index: list, shape) -> ir.Value:
+    """The physical element offset of a logical index under the shape's layout."""
+    terms = []
+    for i, stride, size in zip(index, strides(shape), shape.dims):
+        if size == 1:        # the index of a degenerate dimension is always 0
+            continue
+        terms.append(i if stride == 1 else b.mul(i, i64(stride), flags=("nsw",)))
+    if not terms:
+        return i64(0)
+    offset = terms[0]
+    for term in terms[1:]:
+        offset = b.add(offset, term, flags=("nsw",))
+    return offset
+
+
+def delinearize(b: ir.IRBuilder, offset: ir.Value, shape) -> list:
+    """The logical index whose physical offset under the shape's layout is `offset`."""
+    index: list = [i64(0)] * shape.rank
+    rest = offset
+    for dim in shape.minor_to_major():
+        size = shape.dims[dim]
+        if size == 1:
+            continue
+        index[dim] = b.urem(rest, i64(size))
+        rest = b.udiv(rest, i64(size))
+    return index
+
+
+class Buffer:
+    """A typed view of one slot inside a kernel: element loads/stores by logical index."""
+
+    def __init__(self, pointer: ir.Value, shape):
+        self.pointer = pointer
+        self.shape = shape
+        self.etype = shape.element_type
+        self.llvm_type = storage_type(self.etype)
+
+    def address(self, b: ir.IRBuilder, index: list) -> ir.Value:
+        return b.gep(self.pointer, [linearize(b, index, self.shape)], inbounds=True,
+                     source_etype=self.llvm_type)
+
+    def load(self, b: ir.IRBuilder, index: list) -> ir.Value:
+        raw = b.load(self.address(b, index), typ=self.llvm_type, align=element_bytes(self.etype))
+        return from_storage(b, raw, self.etype)
+
+    def store(self, b: ir.IRBuilder, index: list, value: ir.Value) -> None:
+        b.store(to_storage(b, value, self.etype), self.address(b, index),
+                align=element_bytes(self.etype))
+
+
+class KernelIR:
+    """One kernel function under construction (see the module docstring)."""
+
+    def __init__(self, module: ir.Module, name: str, constant_slot: Callable):
+        fnty = ir.FunctionType(VOID, [PTR, I64, I64])
+        self.function = ir.Function(module, fnty, name)
+        self.name = name
+        self.buffers, self.begin, self.end = self.function.args
+        self.buffers.name, self.begin.name, self.end.name = "buffers", "begin", "end"
+        self.entry = ir.IRBuilder(self.function.append_basic_block("entry"))
+        self.b = ir.IRBuilder(self.function.append_basic_block("body"))
+        self.constant_slot = constant_slot   # numpy literal -> slot holding it
+        self._slot_pointers: dict[int, ir.Value] = {}
+        self._memo: list[dict] = [{}]
+        self._fp_saved = _set_flush_denormals(self)
+
+    # --- entry-block values -------------------------------------------------------
+    def alloca(self, ty: ir.Type, name: str = "") -> ir.Value:
+        return self.entry.alloca(ty, name=name)
+
+    def slot_pointer(self, slot: int) -> ir.Value:
+        if slot not in self._slot_pointers:
+            e = self.entry
+            cell = e.gep(self.buffers, [i64(slot)], inbounds=True, source_etype=PTR)
+            self._slot_pointers[slot] = e.load(cell, name=f"slot{slot}", typ=PTR, align=8)
+        return self._slot_pointers[slot]
+
+    def buffer(self, slot: int, shape) -> Buffer:
+        return Buffer(self.slot_pointer(slot), shape)
+
+    # --- memo of generated values --------------------------------------------------
+    def memo_get(self, key):
+        for scope in reversed(self._memo):
+            if key in scope:
+                return scope[key]
+        return None
+
+    def memo_put(self, key, value) -> None:
+        self._memo[-1][key] = value
+
+    @contextmanager
+    def scope(self):
+        """Values generated inside (a loop body) must not be reused after it."""
+        self._memo.append({})
+        try:
+            yield
+        finally:
+            self._memo.pop()
+
+    # --- done --------------------------------------------------------------------------
+    def finish(self) -> None:
+        _restore_fp_mode(self, self._fp_saved)
+        self.b.ret_void()
+        self.entry.branch(self.b.function.blocks[1])

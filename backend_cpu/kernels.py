@@ -1,0 +1,249 @@
+"""Kernel emitters: one LLVM function computing one entry instruction (often a fusion).
+
+`emit_kernel` is the single entry point. A fusion's computation is turned
+into generators (elemental.py) whose parameters read the fusion's operand
+buffers; an unfused instruction is treated as a one-instruction fusion. The
+root then decides the shape of the kernel:
+
+- a generator-capable root (elementwise, movement, reduce, dot, ...) is
+  materialized by one loop nest over its output, partitioned on the
+  outermost dimension;
+- a tuple root (multi-output fusion) stores every element from the same loop
+  nest when they share a shape, else runs one nest per element;
+- scatter, sort and select-and-scatter write their outputs in place, so they
+  first copy (or initialize) the output and then update it in a serial loop.
+
+`emit_kernel` returns the partition extent (how many units `[begin, end)` may
+split), 1 meaning "call once with [0, 1)".
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from . import elemental
+from .kernel_ir import Buffer, KernelIR
+from .llvm_types import I1, I64, compute_type
+from .loops import emit_loop_nest, for_range, i64, partition_extent
+from .reduction import window_source
+
+
+def emit_kernel(kernel: KernelIR, instr, operand_gens: list, outputs: list[Buffer]) -> int:
+    """Emits the body of `kernel` computing `instr` into `outputs`; the partition extent."""
+    if instr.opcode == "fusion":
+        comp = instr.fused_computation
+        gens = elemental.build_generators(kernel, comp, operand_gens)
+        root = comp.root
+        return _emit_root(kernel, root, [gens[o] for o in root.operands], outputs, gens.get(root))
+    return _emit_root(kernel, instr, operand_gens, outputs, None)
+
+
+def buffer_reader(buffer: Buffer):
+    """The generator of an array that is already in memory."""
+    return lambda b, index: buffer.load(b, index)
+
+
+def _emit_root(kernel, root, operand_gens, outputs, root_gen) -> int:
+    special = _IN_PLACE.get(root.opcode)
+    if special is not None:
+        special(kernel, root, operand_gens, outputs)
+        return 1
+    if root.opcode == "tuple":
+        return _store_all(kernel, list(operand_gens), outputs)
+    gen = root_gen or elemental.make_generator(kernel, root, operand_gens)
+    if root.shape.is_tuple:         # a variadic reduce: one call yields every output
+        return _store_together(kernel, lambda b, index: gen(b, index), outputs)
+    return _store_together(kernel, lambda b, index: [gen(b, index)], outputs)
+
+
+def _store_together(kernel, gen, outputs) -> int:
+    """One loop nest over the (common) output shape storing every value of `gen`."""
+    shape = outputs[0].shape
+    b = kernel.b
+
+    def body(b, index):
+        with kernel.scope():
+            for out, value in zip(outputs, gen(b, index)):
+                out.store(b, index, value)
+    emit_loop_nest(b, shape, kernel.begin, kernel.end, body)
+    return partition_extent(shape)
+
+
+def _store_all(kernel, gens, outputs) -> int:
+    shapes = {(o.shape.dims, o.shape.minor_to_major()) for o in outputs}
+    if len(shapes) == 1:
+        return _store_together(kernel, lambda b, index: [g(b, index) for g in gens], outputs)
+    for gen, out in zip(gens, outputs):      # different shapes: one whole nest each
+        _fill(kernel, out, gen)
+    return 1
+
+
+def _fill(kernel, out: Buffer, gen) -> None:
+    """out[i] = gen(i) for every i, ignoring [begin, end) (serial kernels only)."""
+    def body(b, index):
+        with kernel.scope():
+            out.store(b, index, gen(b, index))
+    emit_loop_nest(kernel.b, out.shape, i64(0), i64(partition_extent(out.shape)), body)
+
+
+def _for_each_index(kernel, shape, body, skip_dim=None) -> None:
+    """Serial loops over every index of `shape` (dimension `skip_dim` left None)."""
+    b = kernel.b
+    index: list = [None] * shape.rank
+    dims = [d for d in range(shape.rank) if d != skip_dim]
+
+    def nest(level):
+        if level == len(dims):
+            with kernel.scope():
+                body(b, list(index))
+            return
+        with for_range(b, 0, shape.dims[dims[level]], f"s{dims[level]}") as i:
+            index[dims[level]] = i
+            nest(level + 1)
+    nest(0)
+
+
+# --- in-place kernels ---------------------------------------------------------------------
+
+def _scatter(kernel, instr, gens, outputs) -> None:
+    from .elemental import apply_computation, index_to_i64, in_range
+    n = len(outputs)
+    inputs, indices, updates = gens[:n], gens[n], gens[n + 1:]
+    a = instr.attrs
+    operand_shape = instr.operands[0].shape
+    indices_shape = instr.operands[n].shape
+    update_shape = instr.operands[n + 1].shape
+    window_dims_u = tuple(a.get("update_window_dims", ()))
+    inserted = set(a.get("inserted_window_dims", ()))
+    to_operand = tuple(a.get("scatter_dims_to_operand_dims", ()))
+    input_batching = tuple(a.get("input_batching_dims", ()))
+    indices_batching = tuple(a.get("scatter_indices_batching_dims", ()))
+    ivd = a.get("index_vector_dim", indices_shape.rank)
+    scatter_dims_u = [d for d in range(update_shape.rank) if d not in window_dims_u]
+    indices_dims = [d for d in range(indices_shape.rank) if d != ivd]
+    window_operand = [d for d in range(operand_shape.rank)
+                      if d not in inserted and d not in input_batching]
+    window_size = [1] * operand_shape.rank
+    for ud, od in zip(window_dims_u, window_operand):
+        window_size[od] = update_shape.dims[ud]
+    for gen, out in zip(inputs, outputs):
+        _fill(kernel, out, gen)
+
+    def body(b, u):
+        by_indices_dim = dict(zip(indices_dims, [u[d] for d in scatter_dims_u]))
+        start = [i64(0)] * operand_shape.rank
+        for k, od in enumerate(to_operand):
+            at = [by_indices_dim.get(d) for d in range(indices_shape.rank)]
+            if ivd < indices_shape.rank:
+                at[ivd] = i64(k)
+            start[od] = index_to_i64(b, indices(b, at), indices_shape.element_type)
+        for od, idim in zip(input_batching, indices_batching):
+            start[od] = by_indices_dim[idim]
+        valid = ir.Constant(I1, 1)
+        for od in range(operand_shape.rank):
+            valid = b.and_(valid, in_range(b, start[od], 0,
+                                           operand_shape.dims[od] - window_size[od] + 1))
+        target = list(start)
+        for ud, od in zip(window_dims_u, window_operand):
+            target[od] = b.add(start[od], u[ud])
+        with b.if_then(valid):
+            with kernel.scope():
+                old = [out.load(b, target) for out in outputs]
+                new = apply_computation(kernel, instr.to_apply, old + [g(b, u) for g in updates])
+                for out, value in zip(outputs, new):
+                    out.store(b, target, value)
+    _for_each_index(kernel, update_shape, body)
+
+
+def _sort(kernel, instr, gens, outputs) -> None:
+    from .elemental import apply_computation
+    dim = instr.dims()[0]
+    shape = outputs[0].shape
+    size = shape.dims[dim]
+    for gen, out in zip(gens, outputs):
+        _fill(kernel, out, gen)
+    if size < 2:
+        return
+    j_cell = kernel.alloca(I64, "sort.j")
+
+    def row(b, index):
+        def at(pos):
+            full = list(index)
+            full[dim] = pos
+            return full
+        # Insertion sort: stable, since an element only moves past strictly greater ones.
+        with for_range(b, 1, size, "sort.i") as i:
+            b.store(i, j_cell)
+            header = b.append_basic_block("sort.header")
+            check = b.append_basic_block("sort.check")
+            swap = b.append_basic_block("sort.swap")
+            done = b.append_basic_block("sort.done")
+            b.branch(header)
+            b.position_at_end(header)
+            j = b.load(j_cell)
+            b.cbranch(b.icmp_signed(">", j, i64(0)), check, done)
+            b.position_at_end(check)
+            prev = b.sub(j, i64(1))
+            with kernel.scope():
+                here = [out.load(b, at(j)) for out in outputs]
+                before = [out.load(b, at(prev)) for out in outputs]
+                args = [v for pair in zip(here, before) for v in pair]
+                less = apply_computation(kernel, instr.to_apply, args)[0]
+                b.cbranch(less, swap, done)
+                b.position_at_end(swap)
+                for out, x, y in zip(outputs, here, before):
+                    out.store(b, at(prev), x)
+                    out.store(b, at(j), y)
+            b.store(prev, j_cell)
+            b.branch(header)
+            b.position_at_end(done)
+    _for_each_index(kernel, shape, row, skip_dim=dim)
+
+
+def _select_and_scatter(kernel, instr, gens, outputs) -> None:
+    from .elemental import apply_computation
+    operand, source, init = gens
+    out = outputs[0]
+    operand_shape = instr.operands[0].shape
+    window = instr.attrs["window"].dims
+    etype = operand_shape.element_type
+    _fill(kernel, out, lambda b, index: init(b, []))
+    have = kernel.alloca(I1, "sas.have")
+    best = kernel.alloca(compute_type(etype), "sas.best")
+    where = [kernel.alloca(I64, f"sas.at{d}") for d in range(operand_shape.rank)]
+
+    def per_source(b, s):
+        b.store(ir.Constant(I1, 0), have)
+        b.store(init(b, []), best)
+        for cell in where:
+            b.store(i64(0), cell)
+
+        def per_tap(b, k):
+            valid, pos = window_source(b, s, dict(enumerate(k)), window, operand_shape.dims)
+            value = operand(b, pos)
+            current = b.load(best)
+            keep = apply_computation(kernel, instr.attrs["select"], [current, value])[0]
+            take = b.or_(b.not_(b.load(have)), b.not_(keep))
+            if valid is not None:
+                take = b.and_(valid, take)
+            b.store(b.select(take, value, current), best)
+            b.store(b.or_(b.load(have), take), have)
+            for cell, p in zip(where, pos):
+                b.store(b.select(take, p, b.load(cell)), cell)
+        _for_each_index(kernel, _window_shape(window), per_tap)
+        with b.if_then(b.load(have)):
+            with kernel.scope():
+                target = [b.load(cell) for cell in where]
+                new = apply_computation(kernel, instr.attrs["scatter"],
+                                        [out.load(b, target), source(b, s)])[0]
+                out.store(b, target, new)
+    _for_each_index(kernel, instr.operands[1].shape, per_source)
+
+
+def _window_shape(window):
+    from hlo.shape import Shape
+    return Shape("s64", tuple(w.size for w in window))
+
+
+_IN_PLACE = {"scatter": _scatter, "sort": _sort, "select-and-scatter": _select_and_scatter}
+
+KERNEL_OPCODES = elemental.GENERATOR_OPCODES | set(_IN_PLACE)

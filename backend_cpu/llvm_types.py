@@ -1,0 +1,96 @@
+"""How HLO element types live in LLVM: storage types, compute types, loads, stores.
+
+Every element has two LLVM types:
+
+- the *storage* type, how it sits in a buffer: `pred` is one byte (`i8`, 0 or 1,
+  like numpy's bool), integers are `iN`, `f16` is `half`, `f32`/`f64` are
+  `float`/`double`;
+- the *compute* type, how element generators pass it around: the same, except
+  that `pred` is an `i1` so that compares and selects need no conversions.
+
+`f16` arithmetic is done on `half` values: LLVM promotes each operation to
+`float` and rounds back, which is exactly XLA's per-instruction f16 rounding.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from hlo.dtypes import dtype as _dtype
+
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+HALF = ir.HalfType()
+FLOAT = ir.FloatType()
+DOUBLE = ir.DoubleType()
+PTR = ir.PointerType()          # opaque pointer (llvmlite 0.45+)
+VOID = ir.VoidType()
+
+_FLOATS = {"f16": HALF, "f32": FLOAT, "f64": DOUBLE}
+
+
+def _unsupported(name: str) -> NotImplementedError:
+    return NotImplementedError(f"backend_cpu: element type {name} is not supported")
+
+
+def storage_type(name: str) -> ir.Type:
+    """The LLVM type of one element of type `name` in memory."""
+    d = _dtype(name)
+    if d.is_pred:
+        return I8
+    if d.is_integer:
+        return ir.IntType(d.bits)
+    if name in _FLOATS:
+        return _FLOATS[name]
+    raise _unsupported(name)
+
+
+def compute_type(name: str) -> ir.Type:
+    """The LLVM type element generators use for type `name`."""
+    return I1 if _dtype(name).is_pred else storage_type(name)
+
+
+def element_bytes(name: str) -> int:
+    return max(1, _dtype(name).bits // 8)
+
+
+def is_float(name: str) -> bool:
+    return _dtype(name).is_float
+
+
+def is_signed(name: str) -> bool:
+    return _dtype(name).is_signed
+
+
+def is_pred(name: str) -> bool:
+    return _dtype(name).is_pred
+
+
+def bits(name: str) -> int:
+    return _dtype(name).bits
+
+
+def from_storage(b: ir.IRBuilder, value: ir.Value, name: str) -> ir.Value:
+    """A loaded element -> its compute value (`pred` bytes become `i1`)."""
+    if is_pred(name):
+        return b.icmp_unsigned("!=", value, ir.Constant(I8, 0))
+    return value
+
+
+def to_storage(b: ir.IRBuilder, value: ir.Value, name: str) -> ir.Value:
+    """A compute value -> the element to store (`i1` becomes the byte 0 or 1)."""
+    if is_pred(name):
+        return b.zext(value, I8)
+    return value
+
+
+def constant(name: str, value) -> ir.Constant:
+    """An LLVM constant of compute type for a Python/numpy scalar."""
+    ty = compute_type(name)
+    if is_float(name):
+        return ir.Constant(ty, float(value))
+    if is_pred(name):
+        return ir.Constant(I1, int(bool(value)))
+    width = bits(name)
+    return ir.Constant(ty, int(value) & ((1 << width) - 1))

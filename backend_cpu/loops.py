@@ -1,0 +1,91 @@
+"""Loop emission: counted loops, and the loop nest that materializes an array.
+
+`for_range` is the one loop shape the backend emits (a header with the
+induction phi, a body, a latch back to the header), written so LLVM's loop
+passes see canonical counted loops and can vectorize the innermost one.
+
+`emit_loop_nest` walks every index of an array shape in *physical* order (the
+minor-most dimension of the layout innermost, so consecutive iterations touch
+consecutive addresses and the loop vectorizer can use full-width vectors). The
+outermost loop runs over `[begin, end)` only: that is the kernel ABI's share of
+the outermost parallel dimension, so one kernel body serves every partition.
+
+    for i0 in [begin, end):          # partitioned across threads
+      for i1 in [0, d1):
+        for i2 in [0, d2):           # vectorized by LLVM
+          body([i0, i1, i2])
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+import llvmlite.ir as ir
+
+from .llvm_types import I64
+
+
+def i64(value: int) -> ir.Constant:
+    return ir.Constant(I64, value)
+
+
+@contextmanager
+def for_range(b: ir.IRBuilder, start, stop, name: str = "i") -> Iterator[ir.Value]:
+    """`for i in range(start, stop)` with an i64 induction variable.
+
+    The body is emitted inside the `with` block; on exit the builder is
+    positioned after the loop.
+    """
+    start = i64(start) if isinstance(start, int) else start
+    stop = i64(stop) if isinstance(stop, int) else stop
+    pre = b.block
+    header = b.append_basic_block(f"{name}.header")
+    body = b.append_basic_block(f"{name}.body")
+    exit_ = b.append_basic_block(f"{name}.exit")
+    b.branch(header)
+    b.position_at_end(header)
+    index = b.phi(I64, name=name)
+    index.add_incoming(start, pre)
+    b.cbranch(b.icmp_signed("<", index, stop), body, exit_)
+    b.position_at_end(body)
+    yield index
+    nxt = b.add(index, i64(1), name=f"{name}.next", flags=("nsw", "nuw"))
+    index.add_incoming(nxt, b.block)
+    b.branch(header)
+    b.position_at_end(exit_)
+
+
+def major_to_minor(shape) -> list[int]:
+    """Logical dimensions of an array shape from the major-most to the minor-most."""
+    return list(reversed(shape.minor_to_major()))
+
+
+def partition_extent(shape) -> int:
+    """The size of the dimension `[begin, end)` ranges over (1 for a scalar)."""
+    if shape.rank == 0:
+        return 1
+    return shape.dims[major_to_minor(shape)[0]]
+
+
+def emit_loop_nest(b: ir.IRBuilder, shape, begin: ir.Value, end: ir.Value,
+                   body: Callable[[ir.IRBuilder, list], None], name: str = "e") -> None:
+    """Calls `body(b, index)` for every logical index of `shape`, outermost in [begin, end)."""
+    if shape.rank == 0:
+        # A scalar is one partition of extent 1: run the body iff it is ours.
+        with for_range(b, begin, end, f"{name}.s"):
+            body(b, [])
+        return
+    order = major_to_minor(shape)
+    index: list = [None] * shape.rank
+
+    def nest(level: int) -> None:
+        dim = order[level]
+        lo, hi = (begin, end) if level == 0 else (0, shape.dims[dim])
+        with for_range(b, lo, hi, f"{name}.d{dim}") as i:
+            index[dim] = i
+            if level + 1 < len(order):
+                nest(level + 1)
+            else:
+                body(b, list(index))
+
+    nest(0)

@@ -1,0 +1,170 @@
+"""Generators for `reduce` and `reduce-window`, and the emission of reducers.
+
+A reduce generator computes one output element: accumulators start at the
+init values, a loop nest walks the reduced dimensions (in the input's physical
+order, so the innermost loop is unit-stride), and each step applies the reducer
+computation. Accumulators live in entry-block allocas that mem2reg turns into
+loop phis; for the common reducers (add, multiply, max, min, and, or of the two
+parameters) the step is one instruction, and float add/multiply carry the
+`reassoc` flag so LLVM's loop vectorizer may keep a vector of partial
+accumulators and combine them with a tree at the end (XLA reassociates too).
+Variadic reducers (argmax: value and index) run their computation per element.
+
+A reduce-window generator loops over the window of one output element; a
+window position in padding, or between base-dilated elements, contributes the
+init value (XLA's definition), and is never read from memory.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from .kernel_ir import KernelIR
+from .llvm_types import compute_type, is_float
+from .loops import for_range, i64, major_to_minor
+from .scalar_ops import BINARY
+
+# Reducers emitted as one flagged instruction when the computation is just `op(p0, p1)`.
+_SIMPLE = ("add", "multiply", "maximum", "minimum", "and", "or")
+
+
+def simple_reducer(comp) -> str | None:
+    """The opcode of a reducer `ROOT r = op(p0, p1)` on scalars, else None."""
+    root = comp.root
+    if root.opcode not in _SIMPLE or len(comp.instructions) != 3:
+        return None
+    if {o.opcode for o in root.operands} != {"parameter"} or len(set(map(id, root.operands))) != 2:
+        return None
+    return root.opcode
+
+
+def make_reducer(kernel: KernelIR, comp, etypes: list[str]):
+    """A function (b, accs, values) -> new accs emitting one step of `comp`."""
+    from .elemental import apply_computation   # elemental imports this module
+    simple = simple_reducer(comp) if len(etypes) == 1 else None
+    if simple is not None:
+        etype = etypes[0]
+        if is_float(etype) and simple in ("add", "multiply"):
+            op = "fadd" if simple == "add" else "fmul"
+            return lambda b, accs, vals: [getattr(b, op)(accs[0], vals[0], flags=("reassoc",))]
+        recipe = BINARY[simple]
+        return lambda b, accs, vals: [recipe(b, accs[0], vals[0], etype)]
+    return lambda b, accs, vals: apply_computation(kernel, comp, list(accs) + list(vals))
+
+
+class _Accumulators:
+    """Entry-block allocas holding the running values of a reduction."""
+
+    def __init__(self, kernel: KernelIR, etypes: list[str]):
+        self.cells = [kernel.alloca(compute_type(t), "acc") for t in etypes]
+
+    def store(self, b, values) -> None:
+        for cell, v in zip(self.cells, values):
+            b.store(v, cell)
+
+    def load(self, b) -> list:
+        return [b.load(cell) for cell in self.cells]
+
+
+def _loop_over(kernel, b, dims: list[int], sizes, body, name: str):
+    """Nested loops over `dims` (outermost first); body(b, {dim: index})."""
+    values: dict = {}
+
+    def nest(level):
+        if level == len(dims):
+            body(b, dict(values))
+            return
+        with for_range(b, 0, sizes[dims[level]], f"{name}{dims[level]}") as i:
+            values[dims[level]] = i
+            nest(level + 1)
+    with kernel.scope():
+        nest(0)
+
+
+def make_generator(kernel: KernelIR, instr, srcs):
+    if instr.opcode == "reduce":
+        return _reduce(kernel, instr, srcs)
+    return _reduce_window(kernel, instr, srcs)
+
+
+def _reduce(kernel, instr, srcs):
+    n = len(instr.operands) // 2
+    inputs, inits = srcs[:n], srcs[n:]
+    in_shape = instr.operands[0].shape
+    reduced = set(instr.dims())
+    kept = [d for d in range(in_shape.rank) if d not in reduced]
+    order = [d for d in major_to_minor(in_shape) if d in reduced]
+    etypes = [o.shape.element_type for o in instr.operands[:n]]
+    step = make_reducer(kernel, instr.to_apply, etypes)
+
+    def gen(b, index):
+        accs = _Accumulators(kernel, etypes)
+        accs.store(b, [g(b, []) for g in inits])
+        full = [None] * in_shape.rank
+        for d, i in zip(kept, index):
+            full[d] = i
+
+        def body(b, loop):
+            for d, i in loop.items():
+                full[d] = i
+            values = [g(b, list(full)) for g in inputs]
+            accs.store(b, step(b, accs.load(b), values))
+        _loop_over(kernel, b, order, in_shape.dims, body, "r")
+        result = accs.load(b)
+        return result[0] if n == 1 else result
+    return gen
+
+
+def _reduce_window(kernel, instr, srcs):
+    n = len(instr.operands) // 2
+    inputs, inits = srcs[:n], srcs[n:]
+    in_shape = instr.operands[0].shape
+    window = instr.attrs["window"].dims
+    etypes = [o.shape.element_type for o in instr.operands[:n]]
+    step = make_reducer(kernel, instr.to_apply, etypes)
+    loop_dims = [d for d, w in enumerate(window) if w.size > 1]
+
+    def gen(b, index):
+        init_values = [g(b, []) for g in inits]
+        accs = _Accumulators(kernel, etypes)
+        accs.store(b, init_values)
+
+        def body(b, loop):
+            valid, source = window_source(b, index, loop, window, in_shape.dims)
+            values = [g(b, source) for g in inputs]
+            if valid is not None:
+                values = [b.select(valid, v, init) for v, init in zip(values, init_values)]
+            accs.store(b, step(b, accs.load(b), values))
+        _loop_over(kernel, b, loop_dims, [w.size for w in window], body, "w")
+        result = accs.load(b)
+        return result[0] if n == 1 else result
+    return gen
+
+
+def window_source(b, index, loop: dict, window, in_dims):
+    """(valid or None, clamped input index) of window position `loop` of output `index`.
+
+    Input position = out * stride + k * window_dilation - pad_low, in the base-dilated
+    input; it is a real element iff it lands on a multiple of base_dilation inside.
+    """
+    from .elemental import clamp_index, in_range
+    valid, source = None, []
+    for d, w in enumerate(window):
+        k = loop.get(d, i64(0))
+        pos = index[d] if w.stride == 1 else b.mul(index[d], i64(w.stride))
+        if w.window_dilation != 1:
+            k = b.mul(k, i64(w.window_dilation))
+        pos = b.sub(b.add(pos, k), i64(w.pad_low))
+        ok = None
+        if w.base_dilation != 1:
+            step = i64(w.base_dilation)
+            ok = b.and_(b.icmp_signed(">=", pos, i64(0)),
+                        b.icmp_signed("==", b.srem(pos, step), i64(0)))
+            pos = b.sdiv(pos, step)
+        # Without padding or base dilation a valid window never leaves the input.
+        if w.pad_low > 0 or w.pad_high > 0 or w.base_dilation != 1:
+            bounds = in_range(b, pos, 0, in_dims[d])
+            ok = bounds if ok is None else b.and_(ok, bounds)
+            pos = clamp_index(b, pos, 0, in_dims[d] - 1)
+        valid = ok if valid is None else b.and_(valid, ok)
+        source.append(pos)
+    return valid, source

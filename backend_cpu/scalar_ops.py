@@ -1,0 +1,353 @@
+"""Per-opcode scalar recipes: the LLVM side of the elementwise part of the opcode table.
+
+Each recipe maps LLVM values in compute type (see llvm_types.py) to one LLVM
+value, with XLA's defined semantics and no undefined behaviour:
+
+- integer division by zero gives -1 (all ones), remainder by zero gives the
+  dividend, INT_MIN / -1 gives INT_MIN: the divisor is made safe with a select
+  before the `sdiv`, then the special results are selected in;
+- shifts by >= the bit width give 0 (or the sign for an arithmetic right shift):
+  the shift amount is masked before shifting, then the result selected;
+- float -> int converts saturate and map NaN to 0 (`llvm.fpto[su]i.sat`);
+- float max/min propagate NaN (`llvm.maximum`/`llvm.minimum`).
+
+Everything is select-based and branch-free, so the loop vectorizer can turn a
+fused loop body into straight vector code. Transcendental functions go through
+`emit_math` only: the vector-math library when it covers the opcode, else a
+scalar fallback (LLVM intrinsic or libm) — one switch point.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from .llvm_types import FLOAT, HALF, I1, bits, compute_type, is_float, is_pred, is_signed
+
+try:
+    from . import vecmath as _vecmath
+except ImportError:
+    _vecmath = None
+
+
+# --- small helpers ------------------------------------------------------------------
+
+def const(ty: ir.Type, value) -> ir.Constant:
+    if isinstance(ty, ir.IntType):
+        return ir.Constant(ty, int(value) & ((1 << ty.width) - 1))
+    return ir.Constant(ty, float(value))
+
+
+def call_intrinsic(b: ir.IRBuilder, base: str, args, ret: ir.Type | None = None,
+                   overload=None) -> ir.Value:
+    """Calls `base.<types>` (e.g. llvm.maximum.f32), declaring it on first use."""
+    overload = overload if overload is not None else [args[0].type]
+    name = base + "".join("." + t.intrinsic_name for t in overload)
+    module = b.module
+    fn = module.globals.get(name)
+    if fn is None:
+        fnty = ir.FunctionType(ret if ret is not None else args[0].type, [a.type for a in args])
+        fn = ir.Function(module, fnty, name)
+    return b.call(fn, args)
+
+
+def _call_libm(b: ir.IRBuilder, name: str, args) -> ir.Value:
+    """A scalar libm call (`expf`/`exp`), used only where no vector recipe exists."""
+    ty = args[0].type
+    symbol = name + "f" if ty == FLOAT else name
+    fn = b.module.globals.get(symbol)
+    if fn is None:
+        fn = ir.Function(b.module, ir.FunctionType(ty, [ty] * len(args)), symbol)
+    return b.call(fn, args)
+
+
+# --- transcendental functions: the one switch point to vecmath -------------------------
+
+_LIBM_NAMES = {"exponential": "exp", "exponential-minus-one": "expm1", "log": "log",
+               "log-plus-one": "log1p", "cbrt": "cbrt", "sine": "sin", "cosine": "cos",
+               "tan": "tan", "tanh": "tanh", "erf": "erf", "atan2": "atan2", "power": "pow"}
+_INTRINSICS = {"exponential": "llvm.exp", "log": "llvm.log", "sine": "llvm.sin",
+               "cosine": "llvm.cos", "power": "llvm.pow"}
+
+
+def emit_math(b: ir.IRBuilder, opcode: str, args) -> ir.Value:
+    """A transcendental float op on f16/f32/f64 scalars; f16 is computed in f32."""
+    if args[0].type == HALF:
+        wide = [b.fpext(a, FLOAT) for a in args]
+        return b.fptrunc(emit_math(b, opcode, wide), HALF)
+    if _vecmath is not None and opcode in getattr(_vecmath, "SUPPORTED", ()):
+        return _vecmath.emit_math(b, opcode, list(args))
+    ty = args[0].type
+    if opcode == "sqrt":
+        return call_intrinsic(b, "llvm.sqrt", args)
+    if opcode == "rsqrt":
+        return b.fdiv(const(ty, 1.0), call_intrinsic(b, "llvm.sqrt", args))
+    if opcode == "logistic":   # 1 / (1 + exp(-x))
+        e = emit_math(b, "exponential", [b.fneg(args[0])])
+        return b.fdiv(const(ty, 1.0), b.fadd(const(ty, 1.0), e))
+    if opcode in _INTRINSICS:
+        return call_intrinsic(b, _INTRINSICS[opcode], args)
+    return _call_libm(b, _LIBM_NAMES[opcode], args)
+
+
+MATH_OPS = frozenset(_LIBM_NAMES) | {"sqrt", "rsqrt", "logistic"}
+
+
+# --- unary ----------------------------------------------------------------------------
+
+def _abs(b, x, t):
+    if is_float(t):
+        return call_intrinsic(b, "llvm.fabs", [x])
+    if not is_signed(t):
+        return x
+    return b.select(b.icmp_signed("<", x, const(x.type, 0)), b.sub(const(x.type, 0), x), x)
+
+
+def _negate(b, x, t):
+    return b.fneg(x) if is_float(t) else b.sub(const(x.type, 0), x)
+
+
+def _sign(b, x, t):
+    ty = x.type
+    if is_float(t):   # keeps +-0 and NaN
+        r = b.select(b.fcmp_ordered(">", x, const(ty, 0)), const(ty, 1), x)
+        return b.select(b.fcmp_ordered("<", x, const(ty, 0)), const(ty, -1), r)
+    if is_pred(t):
+        return x
+    if not is_signed(t):
+        return b.zext(b.icmp_unsigned("!=", x, const(ty, 0)), ty)
+    pos = b.zext(b.icmp_signed(">", x, const(ty, 0)), ty)
+    neg = b.zext(b.icmp_signed("<", x, const(ty, 0)), ty)
+    return b.sub(pos, neg)
+
+
+def _not(b, x, t):
+    return b.xor(x, const(x.type, -1))
+
+
+def _is_finite(b, x, t):
+    return b.fcmp_ordered("<", call_intrinsic(b, "llvm.fabs", [x]), const(x.type, float("inf")))
+
+
+UNARY = {
+    "abs": _abs,
+    "negate": _negate,
+    "sign": _sign,
+    "not": _not,
+    "copy": lambda b, x, t: x,
+    "popcnt": lambda b, x, t: call_intrinsic(b, "llvm.ctpop", [x]),
+    "count-leading-zeros": lambda b, x, t: call_intrinsic(b, "llvm.ctlz", [x, const(I1, 0)]),
+    "floor": lambda b, x, t: call_intrinsic(b, "llvm.floor", [x]),
+    "ceil": lambda b, x, t: call_intrinsic(b, "llvm.ceil", [x]),
+    "round-nearest-afz": lambda b, x, t: call_intrinsic(b, "llvm.round", [x]),
+    "round-nearest-even": lambda b, x, t: call_intrinsic(b, "llvm.roundeven", [x]),
+    "is-finite": _is_finite,
+}
+
+
+# --- binary ---------------------------------------------------------------------------
+
+def _arith(float_op, int_op):
+    def recipe(b, x, y, t):
+        return getattr(b, float_op if is_float(t) else int_op)(x, y)
+    return recipe
+
+
+def _divide(b, x, y, t):
+    if is_float(t):
+        return b.fdiv(x, y)
+    return _int_div_rem(b, x, y, t, remainder=False)
+
+
+def _remainder(b, x, y, t):
+    if is_float(t):
+        return b.frem(x, y)
+    return _int_div_rem(b, x, y, t, remainder=True)
+
+
+def _int_div_rem(b, x, y, t, remainder: bool):
+    ty = x.type
+    zero = b.icmp_unsigned("==", y, const(ty, 0))
+    if is_signed(t):
+        int_min = const(ty, 1 << (ty.width - 1))
+        overflow = b.and_(b.icmp_unsigned("==", x, int_min), b.icmp_signed("==", y, const(ty, -1)))
+        safe = b.select(b.or_(zero, overflow), const(ty, 1), y)   # x / 1 = x covers INT_MIN / -1
+        result = b.srem(x, safe) if remainder else b.sdiv(x, safe)
+    else:
+        safe = b.select(zero, const(ty, 1), y)
+        result = b.urem(x, safe) if remainder else b.udiv(x, safe)
+    return b.select(zero, x if remainder else const(ty, -1), result)
+
+
+def _max_min(is_max: bool):
+    def recipe(b, x, y, t):
+        if is_float(t):
+            return call_intrinsic(b, "llvm.maximum" if is_max else "llvm.minimum", [x, y])
+        if is_pred(t):
+            return b.or_(x, y) if is_max else b.and_(x, y)
+        cmp = b.icmp_signed if is_signed(t) else b.icmp_unsigned
+        return b.select(cmp(">" if is_max else "<", x, y), x, y)
+    return recipe
+
+
+def _shift(kind: str):
+    def recipe(b, x, y, t):
+        ty = x.type
+        width = const(ty, ty.width)
+        too_far = b.icmp_unsigned(">=", y, width)
+        amount = b.and_(y, const(ty, ty.width - 1))       # in range: no poison
+        if kind == "left":
+            return b.select(too_far, const(ty, 0), b.shl(x, amount))
+        if kind == "logical":
+            return b.select(too_far, const(ty, 0), b.lshr(x, amount))
+        return b.ashr(x, b.select(too_far, const(ty, ty.width - 1), amount))
+    return recipe
+
+
+def _power(b, x, y, t):
+    if is_float(t):
+        return emit_math(b, "power", [x, y])
+    # Integers: square-and-multiply over every exponent bit; negative exponents give
+    # 0 except for bases 1 and -1 (XLA's definition).
+    ty = x.type
+    one = const(ty, 1)
+    result, base, e = one, x, y
+    for _ in range(ty.width):
+        odd = b.trunc(e, I1)
+        result = b.select(odd, b.mul(result, base), result)
+        base = b.mul(base, base)
+        e = b.lshr(e, one)
+    if not is_signed(t):
+        return result
+    negative = b.icmp_signed("<", y, const(ty, 0))
+    odd_exp = b.trunc(y, I1)
+    minus_one = b.select(odd_exp, const(ty, -1), one)
+    special = b.select(b.icmp_signed("==", x, one), one,
+                       b.select(b.icmp_signed("==", x, const(ty, -1)), minus_one, const(ty, 0)))
+    return b.select(negative, special, result)
+
+
+BINARY = {
+    "add": _arith("fadd", "add"),
+    "subtract": _arith("fsub", "sub"),
+    "multiply": _arith("fmul", "mul"),
+    "divide": _divide,
+    "remainder": _remainder,
+    "maximum": _max_min(True),
+    "minimum": _max_min(False),
+    "power": _power,
+    "atan2": lambda b, x, y, t: emit_math(b, "atan2", [x, y]),
+    "and": lambda b, x, y, t: b.and_(x, y),
+    "or": lambda b, x, y, t: b.or_(x, y),
+    "xor": lambda b, x, y, t: b.xor(x, y),
+    "shift-left": _shift("left"),
+    "shift-right-arithmetic": _shift("arithmetic"),
+    "shift-right-logical": _shift("logical"),
+}
+
+# Opcodes with no recipe, on purpose: complex numbers are not supported.
+UNSUPPORTED = frozenset({"real", "imag", "complex"})
+
+
+# --- compare, select, clamp ---------------------------------------------------------
+
+_OPS = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
+
+
+def emit_compare(b, x, y, t: str, direction: str, cmp_type: str | None = None) -> ir.Value:
+    op = _OPS[direction]
+    if is_float(t):
+        if cmp_type == "TOTALORDER":
+            return b.icmp_signed(op, _total_order_key(b, x), _total_order_key(b, y))
+        if direction == "NE":
+            return b.fcmp_unordered(op, x, y)    # NaN != anything
+        return b.fcmp_ordered(op, x, y)
+    if is_signed(t) and cmp_type != "UNSIGNED":
+        return b.icmp_signed(op, x, y)
+    return b.icmp_unsigned(op, x, y)
+
+
+def _total_order_key(b, x):
+    """Float bits as a signed int ordered like -NaN < -inf < -0 < +0 < inf < NaN."""
+    ity = ir.IntType(_float_bits(x.type))
+    i = b.bitcast(x, ity)
+    flip = b.and_(b.ashr(i, const(ity, ity.width - 1)), const(ity, (1 << (ity.width - 1)) - 1))
+    return b.xor(i, flip)
+
+
+def _float_bits(ty) -> int:
+    return {"half": 16, "float": 32, "double": 64}[str(ty)]
+
+
+def emit_select(b, pred, x, y) -> ir.Value:
+    return b.select(pred, x, y)
+
+
+def emit_clamp(b, lo, x, hi, t: str) -> ir.Value:
+    return _max_min(False)(b, _max_min(True)(b, x, lo, t), hi, t)
+
+
+# --- conversions --------------------------------------------------------------------------
+
+def emit_convert(b, x, src: str, dst: str) -> ir.Value:
+    """`convert`: XLA's value conversion (saturating float->int, NaN -> 0)."""
+    if src == dst:
+        return x
+    dty = compute_type(dst)
+    if is_pred(dst):
+        if is_float(src):
+            return b.fcmp_unordered("!=", x, const(x.type, 0))     # NaN -> true
+        return b.icmp_unsigned("!=", x, const(x.type, 0))
+    if is_float(src):
+        if is_float(dst):
+            if bits(src) < bits(dst):
+                return b.fpext(x, dty)
+            return b.fptrunc(x, dty)
+        if x.type == HALF:
+            x = b.fpext(x, FLOAT)
+        sat = "llvm.fptosi.sat" if is_signed(dst) else "llvm.fptoui.sat"
+        return call_intrinsic(b, sat, [x], ret=dty, overload=[dty, x.type])
+    # integer or pred source
+    if is_float(dst):
+        return b.sitofp(x, dty) if is_signed(src) else b.uitofp(x, dty)
+    if x.type.width == dty.width:
+        return x
+    if x.type.width > dty.width:
+        return b.trunc(x, dty)
+    return b.sext(x, dty) if is_signed(src) else b.zext(x, dty)
+
+
+def emit_bitcast_convert(b, x, src: str, dst: str) -> ir.Value:
+    if bits(src) != bits(dst):
+        raise NotImplementedError("backend_cpu: bitcast-convert between different widths")
+    if is_pred(src) or is_pred(dst):
+        raise NotImplementedError("backend_cpu: bitcast-convert of pred")
+    return b.bitcast(x, compute_type(dst))
+
+
+# --- dispatch -----------------------------------------------------------------------------
+
+def emit_elementwise(b, instr, args, operand_types) -> ir.Value:
+    """The scalar value of an elementwise instruction from its operands' values."""
+    op = instr.opcode
+    t = operand_types[0]
+    if op in UNARY:
+        return UNARY[op](b, args[0], t)
+    if op in MATH_OPS and op not in ("power", "atan2"):
+        return emit_math(b, op, args)
+    if op in BINARY:
+        return BINARY[op](b, args[0], args[1], t)
+    if op == "compare":
+        return emit_compare(b, args[0], args[1], t, instr.attrs["direction"], instr.attrs.get("type"))
+    if op == "select":
+        return emit_select(b, *args)
+    if op == "clamp":
+        return emit_clamp(b, args[0], args[1], args[2], operand_types[1])
+    if op == "convert":
+        return emit_convert(b, args[0], t, instr.shape.element_type)
+    if op == "bitcast-convert":
+        return emit_bitcast_convert(b, args[0], t, instr.shape.element_type)
+    raise NotImplementedError(f"backend_cpu: no emitter for {op}")
+
+
+def has_recipe(opcode: str) -> bool:
+    return (opcode in UNARY or opcode in BINARY or opcode in MATH_OPS
+            or opcode in ("compare", "select", "clamp", "convert", "bitcast-convert"))

@@ -1,0 +1,131 @@
+"""Thunks: the steps of an executable, run in order against one buffer table.
+
+- `KernelThunk` launches a JIT-compiled kernel over its partitions on the
+  runtime's intra-op thread pool (one partition runs inline: tiny kernels pay
+  only the ctypes call).
+- `CopyThunk` copies bytes between slots (a result that is a parameter or a
+  constant must still be a fresh array).
+- `WhileThunk`, `ConditionalThunk` and `CallThunk` run sub-programs (compiled
+  computations with buffer tables of their own) on the host, and bind the
+  arrays they return to this program's dynamic slots.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+import runtime
+
+# Below this many bytes of output a kernel runs as one partition on the caller.
+PARALLEL_MIN_BYTES = 128 * 1024
+
+
+def array_at(address: int, shape, dtype) -> np.ndarray:
+    """A numpy view of memory we own at `address` (no copy)."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    if count == 0:
+        return np.empty(shape, dtype)
+    raw = (ctypes.c_char * (count * dtype.itemsize)).from_address(address)
+    return np.frombuffer(raw, dtype=dtype, count=count).reshape(shape)
+
+
+class KernelThunk:
+    def __init__(self, name: str, extent: int, out_bytes: int, reads, writes):
+        self.name, self.extent, self.out_bytes = name, extent, out_bytes
+        self.reads, self.writes = list(reads), list(writes)
+        self.kernel = None
+        self.dims = None
+
+    def link(self, lookup) -> None:
+        self.kernel = runtime.Kernel(lookup(self.name), self.name)
+        threads = runtime.get_options().intra_op_threads
+        parts = 1
+        if self.out_bytes >= PARALLEL_MIN_BYTES and self.extent > 1:
+            parts = min(threads, self.extent)
+        self.dims = runtime.LaunchDims(self.extent, parts)
+
+    def run(self, table, keep) -> None:
+        runtime.launch(self.kernel, self.dims, table)
+
+
+class CopyThunk:
+    def __init__(self, src: int, dst: int, nbytes: int):
+        self.src, self.dst, self.nbytes = src, dst, nbytes
+        self.reads, self.writes = [src], [dst]
+
+    def link(self, lookup) -> None:
+        pass
+
+    def run(self, table, keep) -> None:
+        if self.nbytes:
+            ctypes.memmove(table[self.dst], table[self.src], self.nbytes)
+
+
+def _bind(table, slots, arrays, keep: dict) -> None:
+    """Points dynamic slots at arrays a sub-program returned (kept alive in `keep`)."""
+    for slot, array in zip(slots, arrays):
+        table[slot] = array.ctypes.data
+        keep[slot] = array
+
+
+class CallThunk:
+    """Runs one sub-program on operand slots; its results become dynamic slots."""
+
+    def __init__(self, program, reads, writes):
+        self.program, self.reads, self.writes = program, list(reads), list(writes)
+
+    def link(self, lookup) -> None:
+        self.program.link(lookup)
+
+    def run(self, table, keep) -> None:
+        _bind(table, self.writes, self.program.execute([table[s] for s in self.reads]), keep)
+
+
+class WhileThunk:
+    """while cond(state): state = body(state) — with the state as arrays on the host."""
+
+    def __init__(self, cond, body, reads, writes, leaf_shapes):
+        self.cond, self.body = cond, body
+        self.reads, self.writes = list(reads), list(writes)
+        self.leaf_shapes = leaf_shapes        # (dims, numpy dtype) per state leaf
+
+    def link(self, lookup) -> None:
+        self.cond.link(lookup)
+        self.body.link(lookup)
+
+    def run(self, table, keep) -> None:
+        # Start from copies: the loop must never hand back (or write) its inputs.
+        state = [array_at(table[s], dims, dt).copy() for s, (dims, dt) in zip(self.reads, self.leaf_shapes)]
+        while True:
+            addresses = [a.ctypes.data for a in state]
+            if not bool(self.cond.execute(addresses)[0].reshape(())):
+                break
+            state = self.body.execute(addresses)
+        _bind(table, self.writes, state, keep)
+
+
+class ConditionalThunk:
+    """Runs the branch chosen by a pred (true = 0) or an s32 index (out of range = last)."""
+
+    def __init__(self, branches, index_slot, index_dtype, operand_slots, writes):
+        self.branches = branches
+        self.index_slot, self.index_dtype = index_slot, np.dtype(index_dtype)
+        self.operand_slots = operand_slots    # per branch: the slots of its operand leaves
+        self.reads = [index_slot] + [s for slots in operand_slots for s in slots]
+        self.writes = list(writes)
+
+    def link(self, lookup) -> None:
+        for branch in self.branches:
+            branch.link(lookup)
+
+    def run(self, table, keep) -> None:
+        value = array_at(table[self.index_slot], (), self.index_dtype).item()
+        if self.index_dtype == np.bool_:
+            choice = 0 if value else 1
+        else:
+            choice = value if 0 <= value < len(self.branches) else len(self.branches) - 1
+        program = self.branches[choice]
+        results = program.execute([table[s] for s in self.operand_slots[choice]])
+        _bind(table, self.writes, results, keep)
