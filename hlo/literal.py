@@ -76,7 +76,18 @@ def build_literal(node: Any, shape: Shape):
     leaves: list = []
     _collect_leaves(node, shape.dims, 0, leaves)
     values = _convert_leaves(leaves, shape.element_type)
+    if shape.element_type == "bf16":
+        values = round_to_bf16(values)
     return values.reshape(shape.dims)
+
+
+def round_to_bf16(values: np.ndarray) -> np.ndarray:
+    """float32 values rounded to the nearest bfloat16 (ties to even), still as float32."""
+    bits = values.astype(np.float32).view(np.uint32)
+    rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) \
+        & np.uint32(0xFFFF0000)
+    # NaN stays NaN (rounding could carry its payload into the exponent: inf).
+    return np.where(np.isnan(values), values, rounded.view(np.float32)).astype(np.float32)
 
 
 def _collect_leaves(node: Any, dims: tuple[int, ...], depth: int, out: list) -> None:
@@ -199,9 +210,22 @@ def _element_formatter(element_type: str):
     if dt.is_complex:
         part = dt.numpy.type(0).real.dtype.type
         return lambda v: f"({format_float(part(v.real))}, {format_float(part(v.imag))})"
-    # bf16 values are held in float32: print them with float32's shortest text.
+    if element_type == "bf16":
+        return _format_bf16
     scalar = dt.numpy.type
     return lambda v: format_float(scalar(v))
+
+
+def _format_bf16(value) -> str:
+    """bf16 values live in float32; print the fewest digits that round back to them."""
+    value = np.float32(value)
+    if not np.isfinite(value) or value == 0:
+        return format_float(value)
+    for digits in range(1, 10):
+        text = f"{float(value):.{digits}g}"
+        if round_to_bf16(np.array([float(text)], dtype=np.float32))[0] == value:
+            return text
+    return format_float(value)
 
 
 def format_float(value: np.floating) -> str:

@@ -56,6 +56,9 @@ class ParseError(Exception):
         self.caret_line = " " * (column - 1) + "^"
         super().__init__(str(self))
 
+    def __reduce__(self):   # picklable, e.g. across a process pool
+        return ParseError, (self.message, self.line, self.column, self.source_line)
+
     def __str__(self) -> str:
         head = f"line {self.line}, column {self.column}: {self.message}"
         if not self.source_line.strip():
@@ -200,6 +203,9 @@ class _ToSyntax(Transformer):
 
     def args(self, children):
         return children[0], children[1:-1]
+
+    def typed_operand(self, children):
+        return children[1]   # the operand's shape is the verifier's business, not ours
 
     def lit_list(self, children):
         return LiteralList(children[1:-1], children[0])

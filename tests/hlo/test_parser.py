@@ -327,3 +327,19 @@ def test_unusual_opcodes_parse(opcode):
         ROOT r = (u64[2], u32[4]) {opcode}(p), algorithm=rng_default, custom_call_target="f\\"x" """)
     assert m.entry.root.opcode == opcode
     assert m.entry.root.attrs["custom_call_target"] == 'f"x'
+
+
+def test_bf16_literals_are_rounded_to_bf16():
+    v = const("bf16[2]", "{0.1, 1}")
+    assert v.dtype == np.float32     # numpy has no bfloat16: held in float32
+    assert v[0] == np.float32(0.10009765625) and v[1] == 1
+
+
+def test_operands_with_shapes_as_xla_prints_by_default():
+    m = parse("""
+        p = f32[4]{0} parameter(0)
+        t = (f32[4], f32[4]) tuple(f32[4]{0} %p, f32[4] p)
+        ROOT g = f32[4] get-tuple-element((f32[4], f32[4]) t), index=1""")
+    assert m.entry.root.operands[0].name == "t"
+    assert [o.name for o in m.entry.instruction("t").operands] == ["p", "p"]
+    assert m.entry.root.attrs["index"] == 1
