@@ -1,0 +1,181 @@
+"""Exponentials and logarithms in IR: exp, expm1, log, log1p, tanh, logistic, pow.
+
+All routines take a `MathBuilder` (which fixes the float type and the vector
+shape) and IR values, and return an IR value of the same type. They are the
+same code for f32 and f64; only the polynomial degrees and the clamping
+thresholds differ.
+
+Shared argument reduction (exp family): x = n*ln2 + r with |r| <= ln2/2, where
+n = round(x / ln2) is found by the "magic number" trick: adding 1.5 * 2^p (p
+the mantissa width) rounds to an integer and leaves that integer in the low
+bits, so no float->int conversion (poison on NaN in LLVM) is needed.
+`ln2` is split in two (hi + lo); with fused multiply-adds x - n*ln2_hi is exact.
+
+Logarithm: x = 2^k * m with m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact),
+s = f / (2 + f), and log(1 + f) = 2 atanh(s) = f - s * (f - R(s^2)), which
+keeps the leading term f exact so that the rounding of s matters little.
+"""
+from __future__ import annotations
+
+import math
+
+from .vecmath_coeffs import atanh_tail, taylor_exp, taylor_expm1_tail
+from .vecmath_ir import MathBuilder
+
+LN2 = math.log(2.0)
+LOG2E = 1.0 / LN2
+
+# Per float kind: (ln2_hi, exp polynomial degree, expm1 degree, atanh terms,
+#                  exp clamp lo, exp clamp hi, tanh saturation, expm1 "big" threshold)
+_F32_LN2_HI = float.fromhex("0x1.62e430p-1")     # ln2 rounded to 24 bits
+_F64_LN2_HI = LN2
+_PARAMS = {
+    "float": dict(ln2_hi=_F32_LN2_HI, exp_degree=7, expm1_degree=8, atanh_terms=4,
+                  lo=-104.0, hi=89.0, tanh_one=10.0, expm1_lo=-30.0, expm1_big=20.0,
+                  max_scale=64, magic=1.5 * 2.0 ** 23),
+    "double": dict(ln2_hi=_F64_LN2_HI, exp_degree=13, expm1_degree=14, atanh_terms=10,
+                   lo=-746.0, hi=710.0, tanh_one=22.0, expm1_lo=-60.0, expm1_big=40.0,
+                   max_scale=512, magic=1.5 * 2.0 ** 52),
+}
+
+
+def _ln2_lo(kind: str) -> float:
+    # The part of ln2 below ln2_hi, computed in double: exact enough for both kinds.
+    return LN2 - _PARAMS[kind]["ln2_hi"]
+
+
+def _reduce_exp(m: MathBuilder, x):
+    """Returns (n as an integer vector, n as float, r) with x = n*ln2 + r."""
+    p = _PARAMS[m.kind]
+    magic = m.const(p["magic"])
+    shifted = m.b.fadd(m.b.fmul(x, m.const(LOG2E)), magic)
+    n_float = m.b.fsub(shifted, magic)
+    n_int = m.b.sub(m.as_int(shifted), m.as_int(magic))
+    neg_n = m.b.fneg(n_float)
+    r = m.fma(neg_n, m.const(p["ln2_hi"]), x)
+    r = m.fma(neg_n, m.const(_ln2_lo(m.kind)), r)
+    return n_int, n_float, r
+
+
+def _scale(m: MathBuilder, value, n_int):
+    """value * 2^n in two steps, so that 2^n itself never overflows or underflows."""
+    half = m.b.ashr(n_int, m.iconst(1))
+    rest = m.b.sub(n_int, half)
+    return m.b.fmul(m.b.fmul(value, m.pow2i(half)), m.pow2i(rest))
+
+
+def exp(m: MathBuilder, x):
+    """e^x. Clamping x keeps 2^n in range; overflow and underflow then come out
+    of the final multiplications as inf and 0 (flushed to 0 under FTZ)."""
+    p = _PARAMS[m.kind]
+    x = m.clamp(x, p["lo"], p["hi"])
+    n_int, _, r = _reduce_exp(m, x)
+    return _scale(m, m.horner(r, taylor_exp(p["exp_degree"])), n_int)
+
+
+def expm1(m: MathBuilder, x):
+    """e^x - 1, accurate near 0: 2^n * expm1(r) + (2^n - 1), one fused rounding."""
+    p = _PARAMS[m.kind]
+    xc = m.clamp(x, p["expm1_lo"], p["hi"])
+    n_int, _, r = _reduce_exp(m, xc)
+    poly = m.horner(r, taylor_expm1_tail(p["expm1_degree"]))
+    em1_r = m.fma(m.b.fmul(r, r), poly, r)                      # expm1(r)
+    # Small and moderate x: s*expm1(r) + (s - 1), with s = 2^n capped to stay finite
+    # (the capped value is only used where the select below discards it).
+    cap = m.iconst(p["max_scale"])
+    n_capped = m.select(m.b.icmp_signed(">", n_int, cap), cap, n_int)
+    s = m.pow2i(n_capped)
+    small = m.fma(s, em1_r, m.b.fsub(s, m.const(1.0)))
+    # Large x: the "-1" is below the rounding of e^x, so reuse the exp path.
+    big = _scale(m, m.b.fadd(em1_r, m.const(1.0)), n_int)
+    result = m.select(m.cmp(">", xc, m.const(p["expm1_big"])), big, small)
+    return m.keep_signed_zero(x, result)
+
+
+def _log_core(m: MathBuilder, x):
+    """log(x) for finite x > 0 (no special-value handling); x must not be subnormal."""
+    p = _PARAMS[m.kind]
+    bits = m.as_int(x)
+    sqrt_half_bits = m.as_int(m.const(math.sqrt(0.5)))
+    # k = exponent of x relative to [sqrt(1/2), sqrt(2)); m = x / 2^k in that range.
+    k = m.b.ashr(m.b.sub(bits, sqrt_half_bits), m.iconst(m.mant_bits))
+    mant = m.as_float(m.b.sub(bits, m.b.shl(k, m.iconst(m.mant_bits))))
+    f = m.b.fsub(mant, m.const(1.0))
+    s = m.b.fdiv(f, m.b.fadd(f, m.const(2.0)))
+    z = m.b.fmul(s, s)
+    big_r = m.b.fmul(z, m.horner(z, atanh_tail(p["atanh_terms"])))
+    log1p_f = m.fma(m.b.fneg(s), m.b.fsub(f, big_r), f)        # f - s*(f - R)
+    e = m.to_float(k)
+    tail = m.fma(e, m.const(_ln2_lo(m.kind)), log1p_f)
+    return m.fma(e, m.const(p["ln2_hi"]), tail)
+
+
+def _log_specials(m: MathBuilder, x, result):
+    """log(+inf) = inf, log(±0) = -inf, log(x < 0) = log(NaN) = NaN."""
+    inf = m.const(math.inf)
+    result = m.select(m.cmp("==", x, inf), inf, result)
+    result = m.select(m.cmp("==", x, m.const(0.0)), m.const(-math.inf), result)
+    negative_or_nan = m.b.fcmp_unordered("<", x, m.const(0.0))
+    return m.select(negative_or_nan, m.const(math.nan), result)
+
+
+def log(m: MathBuilder, x):
+    x = m.flush_denormal(x)
+    return _log_specials(m, x, _log_core(m, x))
+
+
+def log1p(m: MathBuilder, x):
+    """log(1 + x) = log(u) + c/u, where u = fl(1 + x) and c = (1 + x) - u exactly."""
+    x = m.flush_denormal(x)
+    one = m.const(1.0)
+    u = m.b.fadd(one, x)
+    # TwoSum: the rounding error of 1 + x, exactly.
+    x_part = m.b.fsub(u, one)
+    c = m.b.fadd(m.b.fsub(one, m.b.fsub(u, x_part)), m.b.fsub(x, x_part))
+    result = m.b.fadd(_log_core(m, u), m.b.fdiv(c, u))
+    return m.keep_signed_zero(x, _log_specials(m, u, result))
+
+
+def tanh(m: MathBuilder, x):
+    """tanh|x| = e / (e + 2) with e = expm1(2|x|); saturates to ±1, keeps -0."""
+    p = _PARAMS[m.kind]
+    a = m.fabs(x)
+    a = m.select(m.cmp(">", a, m.const(p["tanh_one"])), m.const(p["tanh_one"]), a)
+    e = expm1(m, m.b.fadd(a, a))
+    return m.copysign(m.b.fdiv(e, m.b.fadd(e, m.const(2.0))), x)
+
+
+def logistic(m: MathBuilder, x):
+    """1 / (1 + e^-x): exp overflow gives 1/inf = 0, underflow gives 1."""
+    e = exp(m, m.b.fneg(x))
+    return m.b.fdiv(m.const(1.0), m.b.fadd(m.const(1.0), e))
+
+
+def pow_f32(m: MathBuilder, x, y):
+    """x^y for f32: exp(y * log|x|) evaluated in f64 (about 40 good bits), then
+    the sign and the IEEE special cases applied with selects."""
+    assert m.kind == "float"
+    x = m.flush_denormal(x)
+    y = m.flush_denormal(y)
+    d = m.with_kind("double")
+    ax = m.fabs(x)
+    log_ax = log(d, m.widen(ax))
+    magnitude = m.narrow(exp(d, d.b.fmul(m.widen(y), log_ax)))
+
+    y_is_int = m.cmp("==", m.floor(y), y)                       # also true for ±inf
+    small_y = m.cmp("<", m.fabs(y), m.const(2.0 ** 24))          # larger floats are even
+    y_int = m.b.fptosi(m.select(small_y, y, m.const(0.0)), m.int_ty)
+    lowest_bit = m.b.trunc(y_int, m.bool_ty)
+    y_is_odd = m.b.and_(m.b.and_(y_is_int, small_y), lowest_bit)
+    x_sign_set = m.b.icmp_signed("<", m.as_int(x), m.iconst(0))
+    result = m.select(m.b.and_(x_sign_set, y_is_odd), m.b.fneg(magnitude), magnitude)
+    # Negative finite base with a non-integer exponent: NaN.
+    finite_negative = m.b.and_(m.cmp("<", x, m.const(0.0)),
+                               m.cmp(">", x, m.const(-math.inf)))
+    result = m.select(m.b.and_(finite_negative, m.b.not_(y_is_int)),
+                      m.const(math.nan), result)
+    # x^0 = 1 and 1^y = 1 even for NaN; (-1)^(±inf) = 1.
+    one = m.const(1.0)
+    is_one = m.b.or_(m.cmp("==", x, one), m.cmp("==", y, m.const(0.0)))
+    unit_inf = m.b.and_(m.cmp("==", ax, one), m.cmp("==", m.fabs(y), m.const(math.inf)))
+    return m.select(m.b.or_(is_one, unit_inf), one, result)

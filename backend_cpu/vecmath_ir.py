@@ -1,0 +1,195 @@
+"""Type-generic IR building blocks for the vector math library.
+
+`MathBuilder` wraps an `llvmlite.ir.IRBuilder` together with one floating-point
+type (a scalar `float`/`double` or a vector of them) and offers the handful of
+operations every math routine is made of: splat constants, fused multiply-add,
+Horner polynomials, selects, integer views of the bits, conversions between the
+f32 and f64 versions of the same shape, and (for f64 only) per-lane calls of a
+scalar libm function.
+
+Everything emitted is straight-line code: branches are replaced by `select`, so
+that a scalar use inside a loop stays vectorizable and a vector use stays one
+basic block.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from llvmlite import ir
+
+F32 = ir.FloatType()
+F64 = ir.DoubleType()
+
+# Bit layout of the two IEEE binary formats: (int bits, mantissa bits, exponent bias).
+_LAYOUT = {"float": (32, 23, 127), "double": (64, 52, 1023)}
+
+
+def float_kind(ty: ir.Type) -> str:
+    """'float' or 'double' for a scalar or vector floating-point type, else an error."""
+    element = ty.element if isinstance(ty, ir.VectorType) else ty
+    if isinstance(element, ir.FloatType):
+        return "float"
+    if isinstance(element, ir.DoubleType):
+        return "double"
+    raise TypeError(f"vecmath: expected float or double (or a vector of them), got {ty}")
+
+
+def _intrinsic_suffix(ty: ir.Type) -> str:
+    if isinstance(ty, ir.VectorType):
+        return f"v{ty.count}{_intrinsic_suffix(ty.element)}"
+    if isinstance(ty, ir.IntType):
+        return f"i{ty.width}"
+    return {"float": "f32", "double": "f64"}[float_kind(ty)]
+
+
+class MathBuilder:
+    """An IRBuilder bound to one float type `ty` (scalar or vector).
+
+    Constants are splatted to the shape of `ty`; `.int_ty` is the integer type
+    of the same shape and width, used to look at the bits.
+    """
+
+    def __init__(self, builder: ir.IRBuilder, ty: ir.Type):
+        self.b = builder
+        self.ty = ty
+        self.kind = float_kind(ty)
+        self.bits, self.mant_bits, self.bias = _LAYOUT[self.kind]
+        self.lanes = ty.count if isinstance(ty, ir.VectorType) else None
+        self.int_ty = self._shaped(ir.IntType(self.bits))
+        self.bool_ty = self._shaped(ir.IntType(1))
+
+    # ---- types and constants -------------------------------------------------
+    def _shaped(self, element: ir.Type) -> ir.Type:
+        return element if self.lanes is None else ir.VectorType(element, self.lanes)
+
+    def with_kind(self, kind: str) -> "MathBuilder":
+        """The builder for the same shape with element type 'float' or 'double'."""
+        return MathBuilder(self.b, self._shaped(F32 if kind == "float" else F64))
+
+    def splat(self, element_ty: ir.Type, value) -> ir.Constant:
+        ty = self._shaped(element_ty)
+        if self.lanes is None:
+            return ir.Constant(ty, value)
+        return ir.Constant(ty, [ir.Constant(element_ty, value)] * self.lanes)
+
+    def const(self, value: float) -> ir.Constant:
+        return self.splat(F32 if self.kind == "float" else F64, float(value))
+
+    def iconst(self, value: int) -> ir.Constant:
+        return self.splat(ir.IntType(self.bits), int(value))
+
+    def bits_const(self, value: int) -> ir.Value:
+        """A float constant given by its bit pattern (NaN payloads, exact values)."""
+        return self.b.bitcast(self.iconst(value), self.ty)
+
+    # ---- intrinsics and arithmetic -------------------------------------------
+    def intrinsic(self, name: str, args: Sequence[ir.Value], ret_ty: ir.Type | None = None):
+        arg_ty = args[0].type
+        full = f"{name}.{_intrinsic_suffix(arg_ty)}"
+        module = self.b.module
+        fn = module.globals.get(full)
+        if fn is None:
+            fnty = ir.FunctionType(ret_ty or arg_ty, [a.type for a in args])
+            fn = ir.Function(module, fnty, name=full)
+        return self.b.call(fn, list(args))
+
+    def fma(self, a, b, c):
+        """a * b + c with one rounding."""
+        return self.intrinsic("llvm.fma", [a, b, c])
+
+    def fabs(self, x):
+        return self.intrinsic("llvm.fabs", [x])
+
+    def copysign(self, magnitude, sign):
+        return self.intrinsic("llvm.copysign", [magnitude, sign])
+
+    def rint(self, x):
+        """Round to nearest integer, ties to even (the default FP mode)."""
+        return self.intrinsic("llvm.rint", [x])
+
+    def floor(self, x):
+        return self.intrinsic("llvm.floor", [x])
+
+    def sqrt(self, x):
+        return self.intrinsic("llvm.sqrt", [x])
+
+    def horner(self, x, coeffs: Sequence[float]):
+        """c0 + c1*x + c2*x^2 + ... evaluated with fused multiply-adds."""
+        acc = self.const(coeffs[-1])
+        for c in reversed(coeffs[:-1]):
+            acc = self.fma(acc, x, self.const(c))
+        return acc
+
+    # ---- comparisons and selection -------------------------------------------
+    def cmp(self, op: str, a, b):
+        """Ordered comparison: false whenever an operand is NaN."""
+        return self.b.fcmp_ordered(op, a, b)
+
+    def is_nan(self, x):
+        return self.b.fcmp_unordered("uno", x, x)
+
+    def select(self, cond, a, b):
+        return self.b.select(cond, a, b)
+
+    def clamp(self, x, lo: float, hi: float):
+        """min(max(x, lo), hi) that lets NaN through unchanged."""
+        x = self.select(self.cmp("<", x, self.const(lo)), self.const(lo), x)
+        return self.select(self.cmp(">", x, self.const(hi)), self.const(hi), x)
+
+    def flush_denormal(self, x):
+        """DAZ done explicitly: a subnormal input reads as a zero of its sign.
+
+        The comparison `|x| < smallest normal` is true for zeros and subnormals
+        whether or not the CPU's DAZ bit is set, so routines that inspect
+        exponent bits see the same input the hardware arithmetic sees.
+        """
+        tiny = self.cmp("<", self.fabs(x), self.bits_const(1 << self.mant_bits))
+        return self.select(tiny, self.copysign(self.const(0.0), x), x)
+
+    def keep_signed_zero(self, x, result):
+        """f(±0) = ±0 for odd functions whose formula would lose the sign."""
+        return self.select(self.cmp("==", x, self.const(0.0)),
+                           self.copysign(self.const(0.0), x), result)
+
+    # ---- bits ----------------------------------------------------------------
+    def as_int(self, x):
+        return self.b.bitcast(x, self.int_ty)
+
+    def as_float(self, i):
+        return self.b.bitcast(i, self.ty)
+
+    def pow2i(self, n):
+        """2**n as a float for an integer vector n within the normal exponent range."""
+        biased = self.b.add(n, self.iconst(self.bias))
+        return self.as_float(self.b.shl(biased, self.iconst(self.mant_bits)))
+
+    def to_int(self, x_integral):
+        """Integer value of a float holding a small integer (no NaN/inf allowed)."""
+        return self.b.fptosi(x_integral, self.int_ty)
+
+    def to_float(self, i):
+        return self.b.sitofp(i, self.ty)
+
+    # ---- conversions and libm --------------------------------------------------
+    def widen(self, x):
+        """float -> double of the same shape (exact)."""
+        return self.b.fpext(x, self.with_kind("double").ty)
+
+    def narrow(self, x):
+        """double -> float of the same shape (one rounding)."""
+        return self.b.fptrunc(x, self.with_kind("float").ty)
+
+    def call_libm(self, name: str, args: Sequence[ir.Value]):
+        """Calls scalar libm `name` (double) once per lane. f64 slow paths only."""
+        module = self.b.module
+        fn = module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(module, ir.FunctionType(F64, [F64] * len(args)), name=name)
+        if self.lanes is None:
+            return self.b.call(fn, list(args))
+        result = ir.Constant(self.ty, ir.Undefined)
+        for lane in range(self.lanes):
+            index = ir.Constant(ir.IntType(32), lane)
+            lane_args = [self.b.extract_element(a, index) for a in args]
+            result = self.b.insert_element(result, self.b.call(fn, lane_args), index)
+        return result
