@@ -184,10 +184,19 @@ def _emit_zero_fill(fn: ir.Function, spec: GemmSpec) -> None:
 def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan) -> None:
     """The five-loop nest of the module docstring."""
     module, arith, tile = fn.module, spec.arith, plan.tile
-    micro = emit_microkernel(module, f"{fn.name}.micro", arith, tile, spec.out_dtype,
-                             may_accumulate=spec.k > plan.kc)
-    pack_a = _emit_pack_a(module, f"{fn.name}.pack_a", spec, arith, tile)
-    pack_b = _emit_pack_b(module, f"{fn.name}.pack_b", spec, arith, tile)
+    # Helpers are shared by every GEMM of the module that has the same parameters:
+    # less IR to optimize when a model has many dots.
+    may_accumulate = spec.k > plan.kc
+    shape = f"{arith.type}.{tile.mr}x{tile.nrv}x{tile.lanes}"
+    micro = _shared(module, f"xlapy.gemm.micro.{shape}.{spec.out_dtype}{'.acc' * may_accumulate}",
+                    lambda name: emit_microkernel(module, name, arith, tile, spec.out_dtype,
+                                                  may_accumulate))
+    lhs_key = f"{spec.lhs_dtype}.{spec.lhs_strides[0]}_{spec.lhs_strides[1]}"
+    pack_a = _shared(module, f"xlapy.gemm.pack_a.{shape}.{lhs_key}",
+                     lambda name: _emit_pack_a(module, name, spec, arith, tile))
+    rhs_key = f"{spec.rhs_dtype}.{spec.rhs_strides[0]}_{spec.rhs_strides[1]}"
+    pack_b = _shared(module, f"xlapy.gemm.pack_b.{shape}.{rhs_key}",
+                     lambda name: _emit_pack_b(module, name, spec, arith, tile))
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     lhs, rhs, out, m_begin, m_end = fn.args
     a_buf, b_buf, release = _scratch(b, arith, plan.mc * plan.kc, plan.nc * plan.kc)
@@ -215,6 +224,12 @@ def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan) -> None:
                                        accumulate])
     release()
     b.ret_void()
+
+
+def _shared(module: ir.Module, name: str, build) -> ir.Function:
+    """The function `name` of `module`, built by `build(name)` the first time."""
+    existing = module.globals.get(name)
+    return existing if existing is not None else build(name)
 
 
 def _scratch(b: ir.IRBuilder, arith: Arith, a_elems: int, b_elems: int):
@@ -320,7 +335,7 @@ def _copy_b_panel(b, spec, arith, tile, panel, rhs, first_col, width, pc, kcb):
                 dst = element_ptr(b, panel, arith.type, b.add(dst_row, const(v * tile.lanes)))
                 b.store(value, dst, align=min(ALIGN, tile.lanes * arith.nbytes))
         else:
-            for c in range(tile.nr):
+            with for_range(b, 0, tile.nr, name="c") as c:
                 _copy_b_element(b, spec, arith, panel, rhs, src_row, dst_row, c, width)
 
 
@@ -329,9 +344,9 @@ def _copy_b_element(b, spec, arith, panel, rhs, src_row, dst_row, c, width):
     s_col = spec.rhs_strides[1]
     src_ty = storage_type(spec.rhs_dtype)
     # Clamp the column so the load stays inside rhs, then zero the padding columns.
-    col = const(c) if width is None else imin(b, c, b.sub(width, const(1)))
+    col = c if width is None else imin(b, c, b.sub(width, const(1)))
     src = element_ptr(b, rhs, src_ty, b.add(src_row, b.mul(col, const(s_col))))
     value = convert(b, b.load(src, typ=src_ty), spec.rhs_dtype, arith.type, arith.is_float)
     if width is not None:
-        value = b.select(b.icmp_signed("<", const(c), width), value, arith.zero(arith.type))
-    b.store(value, element_ptr(b, panel, arith.type, b.add(dst_row, const(c))))
+        value = b.select(b.icmp_signed("<", c, width), value, arith.zero(arith.type))
+    b.store(value, element_ptr(b, panel, arith.type, b.add(dst_row, c)))

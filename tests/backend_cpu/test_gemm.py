@@ -1,0 +1,249 @@
+"""The IR GEMM (backend_cpu/gemm.py) against numpy.
+
+Every kernel of the tables below is emitted into one LLVM module that is compiled
+once per session; the tests then call the JIT'd functions through ctypes on random
+operands laid out as the strides say (row-major, transposed, padded rows).
+Floats are compared relative to sum_k |a||b| (the scale of rounding errors of any
+summation order); integers exactly, with XLA's wrap-around.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import itertools
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+from llvmlite import ir
+
+from backend_cpu import llvm_target
+from backend_cpu.gemm import emit_gemm, gemm_partitions, host_vector_bits, plan_gemm
+from backend_cpu.gemm_ir import GemmSpec
+from hlo.dtypes import numpy_dtype
+
+KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                          ctypes.c_int64, ctypes.c_int64)
+
+# Tile edges (MR=14, NR=32 with AVX-512), the k block (256 f32), the m block (384
+# rows at kc=256) and the n panel (2048 columns) each met at -1, exactly, +1.
+F32_SHAPES = [
+    (1, 1, 1), (2, 3, 5), (7, 11, 13), (13, 31, 5), (14, 32, 8), (15, 33, 9),
+    (28, 64, 3), (29, 65, 1), (17, 33, 1), (20, 40, 255), (20, 40, 256), (20, 40, 257),
+    (15, 33, 513), (300, 2, 17), (2, 300, 17), (1, 40, 50), (50, 1, 40), (1, 1, 100),
+    (64, 1, 3), (3, 1, 64), (1, 64, 3), (385, 20, 256), (5, 2049, 300), (5, 7, 0),
+]
+LAYOUTS = ("row", "col", "padded")
+# (lhs, rhs, out) element types; operands convert to the output's accumulation type.
+DTYPE_COMBOS = [
+    ("f64", "f64", "f64"), ("f16", "f16", "f16"), ("f16", "f16", "f32"), ("f32", "f16", "f32"),
+    ("s32", "s32", "s32"), ("s8", "s8", "s32"), ("u8", "u8", "u32"), ("s64", "s64", "s64"),
+    ("s16", "s16", "s16"), ("u32", "u32", "u32"), ("s32", "f32", "f32"), ("pred", "pred", "s32"),
+]
+DTYPE_SHAPES = [(1, 1, 1), (13, 17, 19), (15, 33, 300), (1, 37, 21), (37, 1, 21), (30, 70, 9)]
+# The 256-bit (AVX2: 6 x 16 tile) and 128-bit tilings, run on this host all the same.
+NARROW_VECTORS = [(256, s) for s in [(5, 15, 7), (7, 17, 300), (13, 40, 3)]] + \
+                 [(128, s) for s in [(7, 9, 5), (1, 9, 5), (9, 1, 5)]]
+
+
+def _strides(layout: str, rows: int, cols: int) -> tuple[int, int]:
+    """Element strides of a [rows, cols] operand stored in the given layout."""
+    return {"row": (cols, 1), "col": (1, rows), "padded": (cols + 3, 1)}[layout]
+
+
+def _case(dtypes, shape, lhs_layout="row", rhs_layout="row", vector_bits=None):
+    m, n, k = shape
+    return (GemmSpec(*dtypes, m, n, k, _strides(lhs_layout, m, k), _strides(rhs_layout, k, n)),
+            vector_bits)
+
+
+# Every shape row-major, transposed and with padded rows; all nine layout pairs on a few.
+CROSS_SHAPES = {(2, 3, 5), (15, 33, 9), (20, 40, 257), (50, 1, 40), (1, 40, 50)}
+F32_CASES = list(dict.fromkeys(   # layouts coincide for 1 x 1 operands
+    _case(("f32",) * 3, s, la, lb)
+    for s in F32_SHAPES for la, lb in itertools.product(LAYOUTS, LAYOUTS)
+    if la == lb or s in CROSS_SHAPES))
+DTYPE_CASES = [_case(d, s) for d in DTYPE_COMBOS for s in DTYPE_SHAPES] + \
+              [_case(d, (15, 33, 20), "col", "col") for d in DTYPE_COMBOS]
+
+NARROW_CASES = [_case(("f32",) * 3, s, "row", "col", bits) for bits, s in NARROW_VECTORS] + \
+               [_case(("f64",) * 3, s, vector_bits=bits) for bits, s in NARROW_VECTORS]
+ALL_CASES = F32_CASES + DTYPE_CASES + NARROW_CASES
+
+
+def _jit(module: ir.Module) -> llvm.ExecutionEngine:
+    """Optimizes and JITs `module` through llvm_target.
+
+    The engine gets its own TargetMachine: MCJIT takes ownership of the one it is
+    given and frees it with the engine, so it must not be the cached host machine.
+    """
+    ref = llvm_target.parse_and_verify(str(module))
+    llvm_target.optimize(ref)
+    machine = llvm.Target.from_default_triple().create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+        opt=3, codemodel="jitdefault")
+    engine = llvm.create_mcjit_compiler(ref, machine)
+    engine.finalize_object()
+    return engine
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_table():
+    """All kernels of ALL_CASES in one module, compiled once: {case: ctypes function}."""
+    module = ir.Module(name="gemm_tests")
+    names = {}
+    for index, (spec, bits) in enumerate(ALL_CASES):
+        names[(spec, bits)] = f"gemm{index}"
+        _emit(module, names[(spec, bits)], spec, bits)
+    engine = _jit(module)
+    kernels = {case: KERNEL(engine.get_function_address(name)) for case, name in names.items()}
+    return engine, kernels
+
+
+def _emit(module, name, spec, bits):
+    return emit_gemm(module, name, lhs_dtype=spec.lhs_dtype, rhs_dtype=spec.rhs_dtype,
+                     out_dtype=spec.out_dtype, m=spec.m, n=spec.n, k=spec.k,
+                     lhs_strides=spec.lhs_strides, rhs_strides=spec.rhs_strides,
+                     vector_bits=bits)
+
+
+def _random_operand(rng, dtype: str, rows: int, cols: int, strides):
+    """(buffer, logical [rows, cols] view) with the operand at the given element strides."""
+    np_type = numpy_dtype(dtype)
+    size = max(1, (rows - 1) * strides[0] + (cols - 1) * strides[1] + 1) if rows and cols else 1
+    if dtype == "pred":
+        buf = rng.integers(0, 2, size).astype(np.bool_)
+    elif np.issubdtype(np_type, np.integer):
+        info = np.iinfo(np_type)   # the whole range: sums must wrap like XLA's
+        buf = rng.integers(info.min, info.max, size, dtype=np_type, endpoint=True)
+    else:
+        buf = rng.uniform(-1, 1, size).astype(np_type)
+    item = buf.itemsize
+    view = np.lib.stride_tricks.as_strided(buf, (rows, cols), (strides[0] * item, strides[1] * item))
+    return buf, view
+
+
+def _reference(spec: GemmSpec, a: np.ndarray, b: np.ndarray):
+    """(exact or f64 result, scale sum_k |a||b| for float tolerances)."""
+    out_type = numpy_dtype(spec.out_dtype)
+    if np.issubdtype(out_type, np.integer):
+        wide = np.uint64 if out_type == np.uint64 else np.int64
+        # numpy's integer matmul wraps; modulo 2^64 then truncated is modulo 2^bits.
+        return (a.astype(wide) @ b.astype(wide)).astype(out_type), None
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    return a64 @ b64, np.abs(a64) @ np.abs(b64)
+
+
+def _check(spec: GemmSpec, got: np.ndarray, a, b) -> None:
+    expected, scale = _reference(spec, a, b)
+    if scale is None:
+        np.testing.assert_array_equal(got, expected)
+        return
+    # The kernel sums in another order than numpy; any order's error is a few eps of
+    # the accumulation type times sum_k |a||b| (f16 accumulates in f32).
+    rel = 1e-12 if spec.out_dtype == "f64" else 1e-5
+    # Rounding to an f16 output adds half an ulp of the result (11 significant bits).
+    out_rounding = 2.0 ** -11 * np.abs(expected) + 6e-8 if spec.out_dtype == "f16" else 0
+    error = np.abs(got.astype(np.float64) - expected)
+    bound = rel * scale + out_rounding
+    worst = np.unravel_index(np.argmax(error - bound), error.shape) if error.size else None
+    assert np.all(error <= bound), (f"{spec}: error {error[worst]:.3g} > bound "
+                                    f"{np.broadcast_to(bound, error.shape)[worst]:.3g} at {worst}")
+
+
+def _run(case, rng, row_chunks=None):
+    spec, _ = case
+    kernel = _compiled_table()[1][case]
+    a_buf, a = _random_operand(rng, spec.lhs_dtype, spec.m, spec.k, spec.lhs_strides)
+    b_buf, b = _random_operand(rng, spec.rhs_dtype, spec.k, spec.n, spec.rhs_strides)
+    out = np.full((spec.m, spec.n), 77, dtype=numpy_dtype(spec.out_dtype))  # poison
+    bounds = row_chunks or [0, spec.m]
+    for begin, end in zip(bounds, bounds[1:]):
+        kernel(a_buf.ctypes.data, b_buf.ctypes.data, out.ctypes.data, begin, end)
+    _check(spec, out, a, b)
+
+
+def _case_id(case):
+    spec, bits = case
+    return (f"{spec.lhs_dtype}x{spec.rhs_dtype}->{spec.out_dtype}-{spec.m}x{spec.n}x{spec.k}"
+            f"-l{spec.lhs_strides}-r{spec.rhs_strides}" + (f"-v{bits}" if bits else ""))
+
+
+@pytest.mark.parametrize("case", F32_CASES, ids=_case_id)
+def test_f32_shapes_and_layouts(case):
+    _run(case, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("case", DTYPE_CASES, ids=_case_id)
+def test_dtype_combinations(case):
+    _run(case, np.random.default_rng(1))
+
+
+@pytest.mark.parametrize("case", NARROW_CASES, ids=_case_id)
+def test_narrow_vector_tilings(case):
+    _run(case, np.random.default_rng(2))
+
+
+@pytest.mark.parametrize("shape", [(385, 20, 256), (50, 1, 40), (29, 65, 1), (15, 33, 513)])
+def test_row_partitions_compose(shape):
+    """Launching [m_begin, m_end) in uneven chunks (as threads would) covers every row once."""
+    case = _case(("f32",) * 3, shape)
+    m = shape[0]
+    chunks = sorted({0, 1, m // 3, m // 3 + 7, m - 1, m} & set(range(m + 1)))
+    _run(case, np.random.default_rng(3), row_chunks=chunks)
+
+
+def test_empty_row_range_writes_nothing():
+    case = _case(("f32",) * 3, (15, 33, 9))
+    spec, _ = case
+    out = np.full((spec.m, spec.n), 5.0, np.float32)
+    a, b = np.ones((15, 9), np.float32), np.ones((9, 33), np.float32)
+    _compiled_table()[1][case](a.ctypes.data, b.ctypes.data, out.ctypes.data, 4, 4)
+    assert np.all(out == 5.0)
+
+
+def test_gemm_partitions():
+    assert gemm_partitions(1024, 1024, 1024, 2) == 2
+    assert gemm_partitions(1024, 1024, 1024, 1) == 1
+    assert gemm_partitions(4, 4, 4, 2) == 1          # too small to be worth a thread hop
+    assert gemm_partitions(1, 4096, 4096, 2) == 1    # one row cannot be split
+    assert gemm_partitions(4096, 1, 4096, 2) == 2    # a large matrix-vector product
+    assert gemm_partitions(14, 4096, 4096, 8) == 1   # one micro-tile of rows
+
+
+def test_plan_respects_cache_budgets():
+    plan = plan_gemm(GemmSpec("f32", "f32", "f32", 1024, 1024, 1024, (1024, 1), (1024, 1)), 512)
+    assert (plan.tile.mr, plan.tile.nr) == (14, 32)
+    assert plan.kc * plan.tile.nr * 4 <= 32 * 1024
+    assert plan.mc % plan.tile.mr == 0 and plan.nc % plan.tile.nr == 0
+    # f16 output: the whole k in one block so partial sums never round through f16.
+    plan16 = plan_gemm(GemmSpec("f16", "f16", "f16", 64, 64, 1000, (1000, 1), (64, 1)), 512)
+    assert plan16.kc == 1000
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(lhs_dtype="c64"), "unsupported lhs element type"),
+    (dict(out_dtype="pred"), "unsupported output element type"),
+    (dict(out_dtype="s32"), "float operands with integer output"),
+    (dict(m=-1), "m must be a non-negative int"),
+    (dict(rhs_strides=(1,)), "rhs_strides must be two ints"),
+])
+def test_bad_arguments_are_clear_errors(kwargs, message):
+    args = dict(lhs_dtype="f32", rhs_dtype="f32", out_dtype="f32", m=2, n=2, k=2,
+                lhs_strides=(2, 1), rhs_strides=(2, 1)) | kwargs
+    with pytest.raises(ValueError, match=message):
+        emit_gemm(ir.Module(), "bad", **args)
+
+
+@pytest.mark.skipif(host_vector_bits() < 512, reason="needs AVX-512")
+def test_microkernel_uses_zmm_fma_with_broadcast_operands():
+    module = ir.Module()
+    _emit(module, "g", GemmSpec("f32", "f32", "f32", 64, 64, 64, (64, 1), (64, 1)), None)
+    ref = llvm_target.parse_and_verify(str(module))
+    llvm_target.optimize(ref)
+    asm = llvm_target.assembly(ref)
+    fmas = [line for line in asm.splitlines() if "vfmadd" in line and "zmm" in line]
+    # 14 x 2 accumulators per k step.
+    assert len(fmas) >= 28
+    # Each broadcast A value feeds two FMAs, so it is broadcast once into a register.
+    assert any("vbroadcastss" in line or "{1to16}" in line for line in asm.splitlines())
