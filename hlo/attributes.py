@@ -219,7 +219,7 @@ def encode_attribute(key: str, value: Any) -> str:
     if key == "window":
         return _encode_window(value)
     if key == "custom_call_target":
-        return json.dumps(value)
+        return json.dumps(value, ensure_ascii=False)
     if isinstance(value, str):
         return value
     raise TypeError(f"cannot print attribute {key}={value!r}")

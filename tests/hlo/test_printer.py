@@ -197,8 +197,28 @@ def generated_modules(draw):
                                                           name=f"{op}.{i}")))
     comp.root = values[-1]
     module = HloModule("generated")
+    if draw(st.booleans()):
+        comp.root = _add_reduction(module, comp, values[-1], draw(st.sampled_from(BINARY[family])))
     module.add_computation(comp, entry=True)
     return module
+
+
+def _add_reduction(module, comp, value, op):
+    """reduce(value, init) over every dimension with a `reducer` computation; returns
+    the new root tuple(value, reduce)."""
+    scalar = Shape(value.shape.element_type, ())
+    reducer = HloComputation("reducer")
+    a = reducer.add_instruction(HloInstruction("parameter", scalar, name="r.a", parameter_number=0))
+    b = reducer.add_instruction(HloInstruction("parameter", scalar, name="r.b", parameter_number=1))
+    reducer.root = reducer.add_instruction(HloInstruction(op, scalar, [a, b], name="r.op"))
+    module.add_computation(reducer)
+    init = comp.add_instruction(HloInstruction(
+        "constant", scalar, name="init", literal=np.zeros((), scalar.dtype.numpy)))
+    reduce = comp.add_instruction(HloInstruction(
+        "reduce", scalar, [value, init], name="reduce",
+        attrs={"dimensions": tuple(range(value.shape.rank)), "to_apply": reducer}))
+    return comp.add_instruction(HloInstruction(
+        "tuple", Shape.tuple_of([value.shape, scalar]), [value, reduce], name="out"))
 
 
 @given(generated_modules())
