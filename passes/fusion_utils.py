@@ -120,6 +120,15 @@ def _remove_operand(fusion: HloInstruction, number: int) -> None:
     fusion.set_operands(fusion.operands[:number] + fusion.operands[number + 1:])
 
 
+def _name_parameters(fusion: HloInstruction) -> None:
+    """Renames fused parameters to `param_<number>` (made unique) after renumbering."""
+    module = fusion.parent.parent
+    for param in fusion.fused_computation.parameters:
+        base = f"param_{param.parameter_number}"
+        if param.name != base and not param.name.startswith(base + "."):
+            param.name = module.uniquify(base) if module is not None else base
+
+
 def _move_into(instr: HloInstruction, comp: HloComputation) -> None:
     """Moves an instruction (name kept) from its computation into `comp`."""
     instr.parent.instructions.remove(instr)
@@ -188,6 +197,7 @@ def fuse_producer(fusion: HloInstruction, producer: HloInstruction,
         _discard_fusion(producer, body)
     elif move:
         _move_into(producer, fusion.fused_computation)
+    _name_parameters(fusion)
     sort_topologically(fusion.fused_computation)
     sort_topologically(comp)
     return value
@@ -277,6 +287,7 @@ def merge_siblings(first: HloInstruction, second: HloInstruction) -> HloInstruct
             user.replace_operand_with(second, first)
             user.attrs["index"] = indices[user.attrs["index"]]
     _discard_fusion(second, body)
+    _name_parameters(first)
     sort_topologically(first.fused_computation)
     sort_topologically(comp)
     return first
