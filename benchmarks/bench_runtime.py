@@ -84,42 +84,54 @@ def bench_launch_overhead(quick: bool) -> None:
         print("  (JAX not installed: no XLA comparison)")
 
 
-def time_kernel(kernel, n: int, threads: int, partitions: int, repeats: int) -> float:
-    pool = ThreadPool(threads, name=f"bench-{threads}")
-    x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
-    out = runtime.empty(n, np.float32)
-    table = make_buffer_table([x.ctypes.data, out.ctypes.data])
-    dims = LaunchDims(n, partitions)
-    launch(kernel, dims, table, pool=pool)       # warm up (and page in) once
-    seconds = median_seconds(lambda: launch(kernel, dims, table, pool=pool), repeats)
-    pool.shutdown()
-    return seconds
+def interleaved(fns: dict, repeats: int) -> dict:
+    """Times each fn once per round, rounds alternating, so that background load
+    hits every variant alike. Returns {name: (median, best)} in seconds."""
+    times = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: (statistics.median(t), min(t)) for name, t in times.items()}
 
 
 def bench_intra_op(quick: bool) -> None:
     n = 1 << 24
-    repeats = 5 if quick else 15
-    print(f"\n== intra-op scaling: 2 threads vs 1 on one launch (median of {repeats}) ==")
-    for label, kernel, n_elems, bytes_per in [
-            ("add_one f32[16M] (memory-bound)", add_one_kernel(), n, 8),
-            ("iterate_fma f32[4M] (compute-bound)", iterate_fma_kernel(), n // 4, 8)]:
-        one = time_kernel(kernel, n_elems, 1, 1, repeats)
-        two = time_kernel(kernel, n_elems, 2, 2, repeats)
-        many = time_kernel(kernel, n_elems, 2, 16, repeats)
-        gbs = lambda s: n_elems * bytes_per / s / 1e9  # noqa: E731
+    repeats = 7 if quick else 21
+    print(f"\n== intra-op scaling: 2 threads vs 1 on one launch ({repeats} interleaved rounds; "
+          f"median / best) ==")
+    pools = {1: ThreadPool(1, name="bench-1"), 2: ThreadPool(2, name="bench-2")}
+    for label, kernel, n_elems in [
+            ("add_one f32[16M] (memory-bound, 128 MiB moved)", add_one_kernel(), n),
+            ("iterate_fma f32[4M] (compute-bound)", iterate_fma_kernel(), n // 4)]:
+        x = np.random.default_rng(0).standard_normal(n_elems).astype(np.float32)
+        out = runtime.empty(n_elems, np.float32)
+        table = make_buffer_table([x.ctypes.data, out.ctypes.data])
+        variants = {(threads, parts): (lambda p=pools[threads], d=LaunchDims(n_elems, parts):
+                                       launch(kernel, d, table, pool=p))
+                    for threads, parts in [(1, 1), (2, 2), (2, 16)]}
+        for fn in variants.values():
+            fn()                                  # warm up: page in, wake the workers
+        result = interleaved(variants, repeats)
+        base_median, base_best = result[(1, 1)]
         print(f"  {label}")
-        print(f"    1 thread               {one * 1e3:8.2f} ms  {gbs(one):6.1f} GB/s")
-        print(f"    2 threads, 2 parts     {two * 1e3:8.2f} ms  {gbs(two):6.1f} GB/s"
-              f"   speed-up {one / two:4.2f}x")
-        print(f"    2 threads, 16 parts    {many * 1e3:8.2f} ms  {gbs(many):6.1f} GB/s"
-              f"   speed-up {one / many:4.2f}x")
+        for (threads, parts), (median, best) in result.items():
+            gbs = n_elems * 8 / best / 1e9
+            line = (f"    {threads} thread(s), {parts:2d} partitions  {median * 1e3:7.2f} / "
+                    f"{best * 1e3:7.2f} ms  ({gbs:5.1f} GB/s best)")
+            if threads > 1:
+                line += f"  speed-up {base_median / median:4.2f}x / {base_best / best:4.2f}x"
+            print(line)
+    for pool in pools.values():
+        pool.shutdown()
 
 
 def bench_inter_op(quick: bool) -> None:
-    repeats = 5 if quick else 11
+    repeats = 7 if quick else 21
     n = 1 << 22
     print(f"\n== inter-op: two independent iterate_fma f32[4M] launches, 1 partition each "
-          f"(median of {repeats}) ==")
+          f"({repeats} interleaved rounds; median / best) ==")
     kernel = iterate_fma_kernel()
     dims = LaunchDims(n, 1)
     xs = [np.random.default_rng(i).standard_normal(n).astype(np.float32) for i in range(2)]
@@ -135,19 +147,21 @@ def bench_inter_op(quick: bool) -> None:
             s.block_host_until_done()
 
     run(streams)
-    one = median_seconds(lambda: run([streams[0], streams[0]]), repeats)
-    two = median_seconds(lambda: run(streams), repeats)
-    print(f"  one stream (serial)     {one * 1e3:8.2f} ms")
-    print(f"  two streams (overlap)   {two * 1e3:8.2f} ms   speed-up {one / two:4.2f}x")
+    result = interleaved({"one": lambda: run([streams[0], streams[0]]),
+                          "two": lambda: run(streams)}, repeats)
+    (one, one_best), (two, two_best) = result["one"], result["two"]
+    print(f"  one stream (serial)     {one * 1e3:8.2f} / {one_best * 1e3:8.2f} ms")
+    print(f"  two streams (overlap)   {two * 1e3:8.2f} / {two_best * 1e3:8.2f} ms   "
+          f"speed-up {one / two:4.2f}x / {one_best / two_best:4.2f}x")
     for x, o in zip(xs, outs):
         np.testing.assert_allclose(o, iterate_fma_reference(x), rtol=1e-5, atol=1e-5)
 
 
 def bench_allocator(quick: bool) -> None:
-    repeats = 5 if quick else 11
+    repeats = 7 if quick else 21
     n = 1 << 24
     print(f"\n== output buffers: fresh numpy.empty vs runtime.empty, f32[16M] x + 1 "
-          f"(median of {repeats}) ==")
+          f"({repeats} interleaved rounds; median / best) ==")
     kernel = add_one_kernel()
     x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
     dims = LaunchDims(n, runtime.get_options().intra_op_threads)
@@ -158,10 +172,13 @@ def bench_allocator(quick: bool) -> None:
         return out
 
     call(runtime.empty)
-    fresh = median_seconds(lambda: call(np.empty), repeats)
-    cached = median_seconds(lambda: call(runtime.empty), repeats)
-    print(f"  numpy.empty output      {fresh * 1e3:8.2f} ms  (page faults on every call)")
-    print(f"  runtime.empty output    {cached * 1e3:8.2f} ms  ({fresh / cached:4.2f}x faster)")
+    result = interleaved({"fresh": lambda: call(np.empty), "cached": lambda: call(runtime.empty)},
+                         repeats)
+    (fresh, fresh_best), (cached, cached_best) = result["fresh"], result["cached"]
+    print(f"  numpy.empty output      {fresh * 1e3:8.2f} / {fresh_best * 1e3:8.2f} ms"
+          f"  (pages fault in on every call)")
+    print(f"  runtime.empty output    {cached * 1e3:8.2f} / {cached_best * 1e3:8.2f} ms"
+          f"  ({fresh / cached:4.2f}x / {fresh_best / cached_best:4.2f}x faster)")
 
 
 def main() -> None:
@@ -170,9 +187,11 @@ def main() -> None:
     args = parser.parse_args()
     desc = runtime.get_platform().executor().description
     options = runtime.get_options()
+    load = os.getloadavg()[0]
     print(f"host: {desc.name}, {desc.cores} cores, {desc.vector_width_bits}-bit vectors; "
           f"intra_op_threads={options.intra_op_threads}, "
-          f"inter_op_threads={options.inter_op_threads}\n")
+          f"inter_op_threads={options.inter_op_threads}; load average {load:.2f} "
+          f"(other processes skew the numbers: compare the 'best' columns)\n")
     bench_launch_overhead(args.quick)
     bench_intra_op(args.quick)
     bench_inter_op(args.quick)
