@@ -95,7 +95,11 @@ def binary_shape(opcode, shapes, attrs, hint):
 
 
 COMPARISON_DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
-COMPARISON_TYPES = ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED")
+# The comparison types that make sense for each element kind (XLA's rule).
+COMPARISON_TYPES_OF_KIND = {
+    "float": ("FLOAT", "TOTALORDER"), "complex": ("FLOAT", "TOTALORDER"),
+    "signed": ("SIGNED",), "unsigned": ("UNSIGNED",), "pred": ("UNSIGNED",),
+}
 
 
 @rule("compare")
@@ -108,8 +112,10 @@ def compare_shape(opcode, shapes, attrs, hint):
     if direction not in COMPARISON_DIRECTIONS:
         fail(f"direction must be one of {', '.join(COMPARISON_DIRECTIONS)}, got {direction!r}")
     ctype = attrs.get("type")
-    if ctype is not None and ctype not in COMPARISON_TYPES:
-        fail(f"type must be one of {', '.join(COMPARISON_TYPES)}, got {ctype!r}")
+    if ctype is not None:
+        allowed = COMPARISON_TYPES_OF_KIND[a.dtype.kind]
+        if ctype not in allowed:
+            fail(f"type={ctype} does not fit {a.element_type} operands (use {' or '.join(allowed)})")
     return a.with_element_type("pred")
 
 
