@@ -25,7 +25,7 @@ from . import contraction, reduction
 from .kernel_ir import KernelIR, delinearize, linearize
 from .llvm_types import I64, constant as llvm_constant, compute_type, is_float, is_signed
 from .loops import i64
-from .scalar_ops import emit_elementwise
+from .scalar_ops import emit_bitcast_convert, emit_elementwise
 
 Generator = Callable[[ir.IRBuilder, list], object]
 
@@ -81,10 +81,12 @@ def remap_reshape(b, index, out_shape: Shape, in_shape: Shape, physical: bool) -
 
 # --- building generators over a computation -------------------------------------------
 
-def build_generators(kernel: KernelIR, comp, param_gens: list[Generator]) -> dict:
-    """Generators of every instruction of `comp`, its parameters bound to `param_gens`."""
+def build_generators(kernel: KernelIR, comp, param_gens: list[Generator], skip=None) -> dict:
+    """Generators of every instruction of `comp` (but `skip`), parameters bound to `param_gens`."""
     gens: dict = {}
     for instr in comp.post_order():
+        if instr is skip:
+            continue
         if instr.opcode == "parameter":
             gens[instr] = param_gens[instr.parameter_number]
         else:
@@ -95,10 +97,8 @@ def build_generators(kernel: KernelIR, comp, param_gens: list[Generator]) -> dic
 def apply_computation(kernel: KernelIR, comp, values: list) -> list:
     """Emits a scalar computation (a reducer, a comparator) on LLVM values; its results."""
     gens = build_generators(kernel, comp, [(lambda b, idx, v=v: v) for v in values])
-    root = comp.root
-    if root.opcode == "tuple":
-        return [gens[o](kernel.b, []) for o in root.operands]
-    return [gens[root](kernel.b, [])]
+    result = gens[comp.root](kernel.b, [])
+    return list(result) if isinstance(result, list) else [result]
 
 
 def make_generator(kernel: KernelIR, instr, srcs: list[Generator]) -> Generator:
@@ -162,7 +162,13 @@ def _broadcast(kernel, instr, srcs):
 def _reshape(kernel, instr, srcs):
     out_shape, in_shape = instr.shape, instr.operands[0].shape
     physical = instr.opcode == "bitcast"
-    return lambda b, index: srcs[0](b, remap_reshape(b, index, out_shape, in_shape, physical))
+    src_t, dst_t = in_shape.element_type, out_shape.element_type
+
+    def gen(b, index):
+        value = srcs[0](b, remap_reshape(b, index, out_shape, in_shape, physical))
+        # A bitcast may also reinterpret the element type (same width).
+        return value if src_t == dst_t else emit_bitcast_convert(b, value, src_t, dst_t)
+    return gen
 
 
 def _transpose(kernel, instr, srcs):
@@ -326,8 +332,13 @@ def _get_tuple_element(kernel, instr, srcs):
     return lambda b, index: srcs[0](b, index)[k]
 
 
+def _tuple(kernel, instr, srcs):
+    return lambda b, index: [src(b, index) for src in srcs]
+
+
 _MOVEMENT = {
     "constant": _constant,
+    "tuple": _tuple,
     "broadcast": _broadcast,
     "reshape": _reshape,
     "bitcast": _reshape,

@@ -92,7 +92,7 @@ class Program:
                 block = keep[slot]
             dt = numpy_dtype(shape.element_type)
             count = shape.numel
-            results.append(block.view(np.uint8)[:count * dt.itemsize].view(dt)
+            results.append(block.reshape(-1).view(np.uint8)[:count * dt.itemsize].view(dt)
                            .reshape(physical_dims(shape)))
         del arena
         return results

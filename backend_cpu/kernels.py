@@ -31,8 +31,9 @@ def emit_kernel(kernel: KernelIR, instr, operand_gens: list, outputs: list[Buffe
     """Emits the body of `kernel` computing `instr` into `outputs`; the partition extent."""
     if instr.opcode == "fusion":
         comp = instr.fused_computation
-        gens = elemental.build_generators(kernel, comp, operand_gens)
         root = comp.root
+        skip = root if root.opcode in _IN_PLACE else None
+        gens = elemental.build_generators(kernel, comp, operand_gens, skip=skip)
         return _emit_root(kernel, root, [gens[o] for o in root.operands], outputs, gens.get(root))
     return _emit_root(kernel, instr, operand_gens, outputs, None)
 

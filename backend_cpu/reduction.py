@@ -165,6 +165,7 @@ def window_source(b, index, loop: dict, window, in_dims):
             bounds = in_range(b, pos, 0, in_dims[d])
             ok = bounds if ok is None else b.and_(ok, bounds)
             pos = clamp_index(b, pos, 0, in_dims[d] - 1)
-        valid = ok if valid is None else b.and_(valid, ok)
+        if ok is not None:
+            valid = ok if valid is None else b.and_(valid, ok)
         source.append(pos)
     return valid, source
