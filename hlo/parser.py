@@ -140,12 +140,16 @@ class _ToSyntax(Transformer):
 
     def array_shape(self, children):
         element_type, *rest = children
-        if element_type not in DTYPES or element_type.startswith("%"):
+        if element_type not in DTYPES:
             close = difflib.get_close_matches(str(element_type), DTYPES, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise _Located(f"unknown element type {str(element_type)!r}{hint}", element_type)
-        layout = rest.pop() if rest and isinstance(rest[-1], tuple) else None
-        return Shape(str(element_type), tuple(_dimension(t) for t in rest), layout)
+        layout = rest.pop() if rest and isinstance(rest[-1], Layout) else None
+        dims = tuple(_dimension(t) for t in rest)
+        if layout is not None and sorted(layout) != list(range(len(dims))):
+            raise _Located(f"layout {{{','.join(map(str, layout))}}} is not a permutation of "
+                           f"the {len(dims)} dimensions", layout.token)
+        return Shape(str(element_type), dims, layout)
 
     def tuple_shape(self, children):
         lpar, *elements = children
@@ -155,7 +159,17 @@ class _ToSyntax(Transformer):
         return shape
 
     def layout(self, children):
-        return tuple(int(t) for t in children)
+        brace, *numbers = children
+        return Layout(int(t) for t in numbers).at(brace)
+
+
+class Layout(tuple):
+    """A minor-to-major layout that remembers its `{` token (for error positions)."""
+    token: Any = None
+
+    def at(self, token: Any) -> "Layout":
+        self.token = token
+        return self
 
 
 class _Located(Exception):
@@ -239,7 +253,7 @@ class _ModuleBuilder:
         self.comps: dict[str, HloComputation] = {}
         self.comp_instrs: dict[str, dict[str, HloInstruction]] = {}
         self.instr_names: dict[str, Token] = {}
-        # Work left for after all computations exist: (instr, syntax) pairs.
+        # Work left for when all computations exist: (instruction, its syntax, its computation).
         self.pending: list[tuple[HloInstruction, _InstrSyntax, HloComputation]] = []
 
     def build(self, syntax: _ModuleSyntax) -> HloModule:

@@ -85,6 +85,8 @@ CASES = [
     ("unterminated string", edit("dimensions={0}", 'metadata={op_name="abc}'), 13, 45,
      "unterminated string"),
     ("unterminated comment", edit("c = f32", "/* c = f32"), 11, 3, "unterminated comment"),
+    ("layout of the wrong rank", edit("p = f32[4] parameter", "p = f32[4]{1,0} parameter"), 10, 13,
+     "layout {1,0} is not a permutation"),
     ("misspelled header", edit("HloModule", "HloModul"), 1, 1, "expected 'HloModule'"),
     ("literal as operand", edit("exponential(c)", "exponential(1.5)"), 14, 31,
      "expected an operand name"),
