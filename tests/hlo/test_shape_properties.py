@@ -1,6 +1,6 @@
 """Hypothesis cross-checks: inferred shapes agree with what the evaluator computes.
 
-The evaluator (numpy) derives the result dims of pad, slice, reduce-window,
+The evaluator (numpy) derives the result dims of pad, slice, reduce-window, gather,
 convolution and dot from the data, independently of shape inference; random
 attributes (negative padding, strides, dilations, groups, batch dims) must give
 the same dims both ways.
@@ -132,3 +132,46 @@ def test_dot_general(data):
     rhs_shape, rb, rc = layout(rhs_roles)
     inferred, got = _run(lambda b, x, y: b.dot(x, y, lc, rc, lb, rb), lhs_shape, rhs_shape)
     assert inferred == got
+
+
+@given(data=st.data())
+def test_gather(data):
+    draw = data.draw
+    rank = draw(st.integers(1, 3))
+    dims = [draw(st.integers(1, 4)) for _ in range(rank)]
+    order = draw(st.permutations(range(rank)))
+    n_batching = draw(st.integers(0, min(1, rank - 1)))
+    operand_batching = sorted(order[:n_batching])
+    rest = [d for d in range(rank) if d not in operand_batching]
+    index_map = draw(st.lists(st.sampled_from(rest), min_size=1, max_size=len(rest), unique=True))
+    collapsed = sorted(draw(st.lists(st.sampled_from(rest), max_size=len(rest), unique=True)))
+    sizes = [1 if d in collapsed or d in operand_batching else draw(st.integers(0, dims[d]))
+             for d in range(rank)]
+    # Indices: batch dims (some paired with the operand batching dims) plus the vector dim.
+    batch = [draw(st.integers(1, 3)) for _ in range(draw(st.integers(0, 2)) + n_batching)]
+    paired = draw(st.permutations(range(len(batch))))[:n_batching]
+    for o, i in zip(operand_batching, paired):
+        batch[i] = dims[o]
+    implicit = len(index_map) == 1 and draw(st.booleans())
+    ivd = len(batch) if implicit else draw(st.integers(0, len(batch)))
+    index_dims = list(batch) if implicit else batch[:ivd] + [len(index_map)] + batch[ivd:]
+    indices_batching = [i if i < ivd or implicit else i + 1 for i in paired]
+    n_offset = rank - len(collapsed) - n_batching
+    offset_dims = sorted(draw(st.permutations(range(len(batch) + n_offset)))[:n_offset])
+
+    b = HloBuilder("main")
+    operand = b.parameter(Shape("f32", tuple(dims)))
+    indices = b.parameter(Shape("s32", tuple(index_dims)))
+    try:
+        root = b.gather(operand, indices, offset_dims=offset_dims, collapsed_slice_dims=collapsed,
+                        start_index_map=index_map, index_vector_dim=ivd, slice_sizes=sizes,
+                        operand_batching_dims=operand_batching,
+                        start_indices_batching_dims=indices_batching)
+    except ShapeError:
+        assume(False)    # e.g. batching dims paired out of order
+    module = b.build_module(root)
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(dims).astype(np.float32),
+            rng.integers(-1, 5, size=index_dims).astype(np.int32)]
+    (out,) = evaluate(module, args)
+    assert root.shape.dims == out.shape
