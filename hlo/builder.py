@@ -39,6 +39,7 @@ from .shape import Shape
 from .shape_inference import infer_shape
 from .shape_rules_common import ShapeError
 
+
 def _as_list(x) -> list[HloInstruction]:
     return [x] if isinstance(x, HloInstruction) else list(x)
 
@@ -144,8 +145,8 @@ class HloBuilder:
                    key: int = 0) -> HloComputation:
         """A sort comparator over operands of `dtypes` that compares operand `key`.
 
-        It takes (lhs_0, rhs_0, lhs_1, rhs_1, ...) and returns pred[]; floats use
-        a total order, so NaNs sort last as XLA's do for "LT".
+        It takes (lhs_0, rhs_0, lhs_1, rhs_1, ...) and returns pred[]; floats compare
+        in XLA's total order (-NaN < -inf < ... < -0 < +0 < ... < inf < NaN).
         """
         sub = self.sub_builder(name)
         params = [sub.parameter(Shape.scalar(t), f"{side}{i}")
