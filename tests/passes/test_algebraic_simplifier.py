@@ -1,0 +1,113 @@
+"""The algebraic simplifier never changes a result bit, special values included."""
+import itertools
+
+import numpy as np
+import pytest
+
+import hlo
+from passes import DCE, AlgebraicSimplifier
+from passes.algebraic_simplifier import is_splat, splat_value
+from tests.passes.helpers import parse
+
+SPECIALS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 2.5, -3e38, 1e-30],
+                    dtype=np.float32)
+CONSTANTS = ["0", "-0", "1", "-1", "inf", "-inf", "nan", "2"]
+BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum"]
+
+
+def module_text(op: str, constant: str, constant_first: bool) -> str:
+    operands = "(c, x)" if constant_first else "(x, c)"
+    return f"""
+    HloModule m
+    ENTRY e {{
+      x = f32[10] parameter(0)
+      k = f32[] constant({constant})
+      c = f32[10] broadcast(k), dimensions={{}}
+      ROOT r = f32[10] {op}{operands}
+    }}
+    """
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    """Bit patterns with every NaN made the same NaN (payloads are not compared)."""
+    a = np.where(np.isnan(a), np.float32(np.nan), a).astype(np.float32)
+    return a.view(np.uint32)
+
+
+@pytest.mark.parametrize("op,constant,constant_first",
+                         list(itertools.product(BINARY, CONSTANTS, [False, True])))
+def test_binary_rules_are_bit_exact(op, constant, constant_first):
+    text = module_text(op, constant, constant_first)
+    module = parse(text)
+    AlgebraicSimplifier().run(module)
+    DCE().run(module)
+    hlo.verify(module)
+    expected = hlo.evaluate(parse(text), [SPECIALS])[0]
+    actual = hlo.evaluate(module, [SPECIALS])[0]
+    np.testing.assert_array_equal(bits(actual), bits(expected))
+
+
+@pytest.mark.parametrize("op,constant,simplified", [
+    ("multiply", "1", True), ("multiply", "0", False),       # NaN * 0 is NaN
+    ("add", "-0", True), ("add", "0", False),                 # -0 + +0 is +0
+    ("subtract", "0", True), ("subtract", "-0", False),
+    ("divide", "1", True), ("divide", "-1", False),
+    ("maximum", "-inf", True), ("minimum", "inf", True), ("maximum", "inf", False),
+])
+def test_which_identities_fire(op, constant, simplified):
+    module = parse(module_text(op, constant, constant_first=False))
+    assert AlgebraicSimplifier().run(module) is simplified
+    if simplified:
+        assert module.entry.root.opcode == "parameter"
+
+
+def test_splat_values_tell_signed_zeros_apart():
+    module = parse("""
+    HloModule m
+    ENTRY e {
+      a = f32[3] constant({-0, -0, -0})
+      b = f32[] constant(0)
+      c = f32[2] broadcast(b), dimensions={}
+      d = f32[2] constant({1, 2})
+      ROOT t = (f32[3], f32[2], f32[2]) tuple(a, c, d)
+    }
+    """)
+    a, c, d = module.entry.root.operands
+    assert is_splat(a, -0.0) and not is_splat(a, 0.0)
+    assert is_splat(c, 0.0) and not is_splat(c, -0.0)
+    assert splat_value(d) is None
+
+
+def test_reduce_over_size_one_dims_keeps_other_dims():
+    text = """
+    HloModule m
+    sum {
+      sx = f32[] parameter(0)
+      sy = f32[] parameter(1)
+      ROOT sr = f32[] add(sx, sy)
+    }
+    ENTRY e {
+      x = f32[3,1,5] parameter(0)
+      z = f32[] constant(0)
+      ROOT r = f32[3] reduce(x, z), dimensions={1,2}, to_apply=sum
+    }
+    """
+    module = parse(text)
+    assert AlgebraicSimplifier().run(module)
+    root = module.entry.root
+    assert root.opcode == "reduce" and root.dims() == (1,)
+    assert root.operands[0].opcode == "reshape" and root.operands[0].shape.dims == (3, 5)
+    x = np.arange(15, dtype=np.float32).reshape(3, 1, 5)
+    np.testing.assert_array_equal(hlo.evaluate(module, [x])[0], x.sum(axis=(1, 2)))
+
+
+def test_non_default_layouts_block_reinterpreting_rules():
+    module = parse("""
+    HloModule m
+    ENTRY e {
+      x = f32[2,3]{0,1} parameter(0)
+      r = f32[6] reshape(x)
+      ROOT r2 = f32[3,2] reshape(r)
+    }
+    """)
+    assert AlgebraicSimplifier().run(module) is False

@@ -1,0 +1,173 @@
+"""Fusion policies: what is fused, what is refused and why, and no cycles."""
+from passes import (CpuInstructionFusion, FusionDecision, HorizontalFusion, MultiOutputFusion,
+                    RowFusion)
+from passes.fusion_utils import fusion_kind
+from passes.row_fusion import grow_row_region
+from tests.passes.helpers import assert_same_results, opcodes, parse
+
+SUM = """
+sum {
+  sx = f32[] parameter(0)
+  sy = f32[] parameter(1)
+  ROOT sr = f32[] add(sx, sy)
+}
+"""
+
+
+def test_fusion_decision_is_truthy_only_without_reason():
+    assert FusionDecision()
+    refusal = FusionDecision("producer is the computation root")
+    assert not refusal and refusal.reason == "producer is the computation root"
+
+
+def test_explain_gives_the_reason_per_operand():
+    module = parse("""
+    HloModule m
+    ENTRY e {
+      p = f32[8] parameter(0)
+      x = f32[8] exponential(p)
+      a = f32[8] abs(x)
+      n = f32[8] negate(x)
+      ROOT t = (f32[8], f32[8]) tuple(a, n)
+    }
+    """)
+    fusion = CpuInstructionFusion()
+    assert fusion.explain(module.entry.instruction("a")) == [
+        "a <- x: would duplicate an expensive producer"]
+    assert fusion.explain(module.entry.instruction("x")) == [
+        "x <- p: parameter is not loop-fusible"]
+
+
+def test_expensive_producer_is_not_recomputed_per_broadcast_element():
+    text = """
+    HloModule m
+    ENTRY e {
+      p = f32[8] parameter(0)
+      q = f32[8,64] parameter(1)
+      x = f32[8] exponential(p)
+      xb = f32[8,64] broadcast(x), dimensions={0}
+      ROOT m = f32[8,64] multiply(q, xb)
+    }
+    """
+    module = parse(text)
+    assert CpuInstructionFusion().run(module)
+    entry = module.entry
+    assert "exponential" in opcodes(entry)              # stays a kernel of its own
+    assert "broadcast" in opcodes(entry.root.fused_computation)
+    assert_same_results(text, module)
+
+
+def test_cheap_producers_are_duplicated_into_each_consumer():
+    text = """
+    HloModule m
+    ENTRY e {
+      p = f32[8] parameter(0)
+      a = f32[8] abs(p)
+      n = f32[8] negate(a)
+      s = f32[8] sqrt(a)
+      ROOT t = (f32[8], f32[8]) tuple(n, s)
+    }
+    """
+    module = parse(text)
+    CpuInstructionFusion().run(module)
+    entry = module.entry
+    assert opcodes(entry).count("fusion") == 2 and "abs" not in opcodes(entry)
+    assert_same_results(text, module)
+
+
+def test_reduce_becomes_an_input_fusion_with_its_producers():
+    text = "HloModule m\n" + SUM + """
+    ENTRY e {
+      p = f32[8,16] parameter(0)
+      sq = f32[8,16] multiply(p, p)
+      z = f32[] constant(0)
+      ROOT r = f32[8] reduce(sq, z), dimensions={1}, to_apply=sum
+    }
+    """
+    module = parse(text)
+    CpuInstructionFusion().run(module)
+    root = module.entry.root
+    assert fusion_kind(root) == "input"
+    assert sorted(opcodes(root.fused_computation)) == ["constant", "multiply", "parameter",
+                                                        "reduce"]
+    assert_same_results(text, module)
+
+
+def test_multi_output_fusion_never_creates_a_cycle():
+    # producer -> dot -> consumer and producer -> consumer: merging the producer into
+    # the consumer would make the dot both read and feed the fusion.
+    text = """
+    HloModule m
+    f_p {
+      a0 = f32[4,4] parameter(0)
+      ROOT na = f32[4,4] negate(a0)
+    }
+    f_c {
+      b0 = f32[4,4] parameter(0)
+      b1 = f32[4,4] parameter(1)
+      ROOT ad = f32[4,4] add(b0, b1)
+    }
+    ENTRY e {
+      x = f32[4,4] parameter(0)
+      p = f32[4,4] fusion(x), kind=kLoop, calls=f_p
+      d = f32[4,4] dot(p, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+      ROOT c = f32[4,4] fusion(p, d), kind=kLoop, calls=f_c
+    }
+    """
+    module = parse(text)
+    assert MultiOutputFusion().run(module) is False
+    assert_same_results(text, module)
+
+
+def test_horizontal_fusion_leaves_dependent_kernels_apart():
+    text = "HloModule m\n" + SUM + """
+    ENTRY e {
+      p = f32[8,16] parameter(0)
+      q = f32[3] parameter(1)
+      a = f32[8,16] abs(p)
+      z = f32[] constant(0)
+      s = f32[8] reduce(a, z), dimensions={1}, to_apply=sum
+      l = f32[8] log(s)
+      n = f32[3] negate(q)
+      ROOT t = (f32[8], f32[3], f32[8,16]) tuple(l, n, a)
+    }
+    """
+    module = parse(text)
+    assert HorizontalFusion().run(module)
+    entry = module.entry
+    # abs and negate are independent and merge; log depends on abs through the reduce.
+    fusions = [i for i in entry.instructions if i.opcode == "fusion"]
+    assert len(fusions) == 1 and fusions[0].shape.is_tuple
+    assert {v.opcode for v in fusions[0].fused_computation.root.operands} == {"abs", "negate"}
+    assert "log" in opcodes(entry)
+    assert_same_results(text, module)
+
+
+def test_row_region_requires_a_minor_dimension_reduce():
+    module = parse("HloModule m\n" + SUM + """
+    ENTRY e {
+      p = f32[8,16] parameter(0)
+      z = f32[] constant(0)
+      s = f32[16] reduce(p, z), dimensions={0}, to_apply=sum
+      sb = f32[8,16] broadcast(s), dimensions={1}
+      ROOT d = f32[8,16] divide(p, sb)
+    }
+    """)
+    assert grow_row_region(module.entry.root) is None
+    assert RowFusion().run(module) is False
+
+
+def test_row_fusion_leaves_values_needed_outside_as_operands():
+    text = "HloModule m\n" + SUM + """
+    ENTRY e {
+      p = f32[8,16] parameter(0)
+      z = f32[] constant(0)
+      s = f32[8] reduce(p, z), dimensions={1}, to_apply=sum
+      sb = f32[8,16] broadcast(s), dimensions={0}
+      d = f32[8,16] divide(p, sb)
+      ROOT t = (f32[8,16], f32[8]) tuple(d, s)
+    }
+    """
+    module = parse(text)
+    assert RowFusion().run(module) is False      # the only reduce is needed outside
+    assert_same_results(text, module)
