@@ -81,11 +81,11 @@ def remap_reshape(b, index, out_shape: Shape, in_shape: Shape, physical: bool) -
 
 # --- building generators over a computation -------------------------------------------
 
-def build_generators(kernel: KernelIR, comp, param_gens: list[Generator], skip=None) -> dict:
+def build_generators(kernel: KernelIR, comp, param_gens: list[Generator], skip=()) -> dict:
     """Generators of every instruction of `comp` (but `skip`), parameters bound to `param_gens`."""
     gens: dict = {}
     for instr in comp.post_order():
-        if instr is skip:
+        if skip and instr in skip:
             continue
         if instr.opcode == "parameter":
             gens[instr] = param_gens[instr.parameter_number]

@@ -29,13 +29,18 @@ from .reduction import window_source
 
 def emit_kernel(kernel: KernelIR, instr, operand_gens: list, outputs: list[Buffer]) -> int:
     """Emits the body of `kernel` computing `instr` into `outputs`; the partition extent."""
-    if instr.opcode == "fusion":
-        comp = instr.fused_computation
-        root = comp.root
-        skip = root if root.opcode in _IN_PLACE else None
-        gens = elemental.build_generators(kernel, comp, operand_gens, skip=skip)
-        return _emit_root(kernel, root, [gens[o] for o in root.operands], outputs, gens.get(root))
-    return _emit_root(kernel, instr, operand_gens, outputs, None)
+    if instr.opcode != "fusion":
+        return _emit_root(kernel, instr, operand_gens, outputs)
+    comp = instr.fused_computation
+    root = comp.root
+    # In-place ops get no generator: they are emitted from their operands' generators.
+    in_place = [root] if root.opcode in _IN_PLACE else []
+    if root.opcode == "tuple":
+        in_place = [root] + [e for e in root.operands if e.opcode in _IN_PLACE]
+    gens = elemental.build_generators(kernel, comp, operand_gens, skip=set(in_place))
+    if root.opcode == "tuple":
+        return _emit_tuple_root(kernel, root, gens, outputs)
+    return _emit_root(kernel, root, [gens[o] for o in root.operands], outputs, gens.get(root))
 
 
 def buffer_reader(buffer: Buffer):
@@ -43,39 +48,50 @@ def buffer_reader(buffer: Buffer):
     return lambda b, index: buffer.load(b, index)
 
 
-def _emit_root(kernel, root, operand_gens, outputs, root_gen) -> int:
+def _as_list(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def _emit_root(kernel, root, operand_gens, outputs, root_gen=None) -> int:
     special = _IN_PLACE.get(root.opcode)
     if special is not None:
         special(kernel, root, operand_gens, outputs)
         return 1
-    if root.opcode == "tuple":
-        return _store_all(kernel, list(operand_gens), outputs)
     gen = root_gen or elemental.make_generator(kernel, root, operand_gens)
-    if root.shape.is_tuple:         # a variadic reduce: one call yields every output
-        return _store_together(kernel, lambda b, index: gen(b, index), outputs)
-    return _store_together(kernel, lambda b, index: [gen(b, index)], outputs)
+    return _store_together(kernel, lambda b, index: _as_list(gen(b, index)), outputs)
+
+
+def _emit_tuple_root(kernel, root, gens, outputs) -> int:
+    """A multi-output fusion: one nest when every output has one shape, else one each."""
+    per_element, rest = [], list(outputs)
+    for e in root.operands:
+        count = len(e.shape.leaves())
+        per_element.append((e, rest[:count]))
+        rest = rest[count:]
+    shapes = {(o.shape.dims, o.shape.minor_to_major()) for o in outputs}
+    if len(shapes) == 1 and not any(e.opcode in _IN_PLACE for e in root.operands):
+        return _store_together(
+            kernel, lambda b, index: [v for e in root.operands for v in _as_list(gens[e](b, index))],
+            outputs)
+    for e, outs in per_element:          # serial: one whole nest (or in-place op) each
+        if e.opcode in _IN_PLACE:
+            _IN_PLACE[e.opcode](kernel, e, [gens[o] for o in e.operands], outs)
+            continue
+        for k, out in enumerate(outs):
+            _fill(kernel, out, lambda b, index, g=gens[e], k=k: _as_list(g(b, index))[k])
+    return 1
 
 
 def _store_together(kernel, gen, outputs) -> int:
     """One loop nest over the (common) output shape storing every value of `gen`."""
     shape = outputs[0].shape
-    b = kernel.b
 
     def body(b, index):
         with kernel.scope():
             for out, value in zip(outputs, gen(b, index)):
                 out.store(b, index, value)
-    emit_loop_nest(b, shape, kernel.begin, kernel.end, body)
+    emit_loop_nest(kernel.b, shape, kernel.begin, kernel.end, body)
     return partition_extent(shape)
-
-
-def _store_all(kernel, gens, outputs) -> int:
-    shapes = {(o.shape.dims, o.shape.minor_to_major()) for o in outputs}
-    if len(shapes) == 1:
-        return _store_together(kernel, lambda b, index: [g(b, index) for g in gens], outputs)
-    for gen, out in zip(gens, outputs):      # different shapes: one whole nest each
-        _fill(kernel, out, gen)
-    return 1
 
 
 def _fill(kernel, out: Buffer, gen) -> None:
