@@ -14,7 +14,7 @@ from .shape import Shape
 from .opcodes import OPCODES, OpInfo
 from .ir import (HloComputation, HloInstruction, HloModule, PadDim, RawAttr, SliceDim,
                  Window, WindowDim)
-from .shape_inference import infer_shape
+from .shape_inference import ShapeError, infer_shape
 from .parser import ParseError, parse_module
 from .printer import print_module
 from .verifier import VerifyError, verify
@@ -24,6 +24,6 @@ from .evaluator import EvaluationError, evaluate
 __all__ = [
     "DTYPES", "DType", "dtype", "from_numpy", "numpy_dtype", "Shape", "OPCODES", "OpInfo",
     "HloComputation", "HloInstruction", "HloModule", "PadDim", "RawAttr", "SliceDim",
-    "Window", "WindowDim", "infer_shape", "ParseError", "parse_module", "print_module",
+    "Window", "WindowDim", "ShapeError", "infer_shape", "ParseError", "parse_module", "print_module",
     "VerifyError", "verify", "HloBuilder", "EvaluationError", "evaluate",
 ]
