@@ -38,9 +38,10 @@ from llvmlite import ir
 
 from hlo.dtypes import DTYPES
 from .gemm_gemv import emit_gemv
-from .gemm_ir import (I64, PTR, VOID, Arith, GemmSpec, accumulation_arith, const, convert,
+from .gemm_ir import (I64, PTR, VOID, Arith, GemmSpec, const,
                       element_ptr, entry_alloca, for_range, imin, libc_function, storage_type)
 from .gemm_microkernel import MicroTile, choose_tile, emit_microkernel
+from .gemm_packing import ALIGN, PackLayout, emit_pack
 from . import llvm_target
 
 # Cache budgets of Zen 5 (48 KiB L1D, 1 MiB L2 per core, a shared L3), in bytes:
@@ -60,8 +61,6 @@ STACK_SCRATCH_BYTES = 64 * 1024
 MIN_FLOPS_PER_PARTITION = 1 << 21
 # Matrix-vector work is bound by reading the matrix: one element per multiply-add.
 MIN_GEMV_ELEMENTS_PER_PARTITION = 1 << 18
-# Packed panels are aligned to a cache line (and to one zmm vector).
-ALIGN = 64
 
 _SUPPORTED_DTYPES = ("pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64",
                      "f16", "f32", "f64")
@@ -191,12 +190,15 @@ def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan) -> None:
     micro = _shared(module, f"xlapy.gemm.micro.{shape}.{spec.out_dtype}{'.acc' * may_accumulate}",
                     lambda name: emit_microkernel(module, name, arith, tile, spec.out_dtype,
                                                   may_accumulate))
-    lhs_key = f"{spec.lhs_dtype}.{spec.lhs_strides[0]}_{spec.lhs_strides[1]}"
-    pack_a = _shared(module, f"xlapy.gemm.pack_a.{shape}.{lhs_key}",
-                     lambda name: _emit_pack_a(module, name, spec, arith, tile))
-    rhs_key = f"{spec.rhs_dtype}.{spec.rhs_strides[0]}_{spec.rhs_strides[1]}"
-    pack_b = _shared(module, f"xlapy.gemm.pack_b.{shape}.{rhs_key}",
-                     lambda name: _emit_pack_b(module, name, spec, arith, tile))
+    # A's rows and B's columns are the panels' x axis (gemm_packing.py).
+    a_layout = PackLayout(spec.lhs_dtype, s_x=spec.lhs_strides[0], s_k=spec.lhs_strides[1],
+                          width=tile.mr, lanes=tile.lanes)
+    b_layout = PackLayout(spec.rhs_dtype, s_x=spec.rhs_strides[1], s_k=spec.rhs_strides[0],
+                          width=tile.nr, lanes=tile.lanes)
+    pack_a, pack_b = (
+        _shared(module, f"xlapy.gemm.pack.{arith.type}.{layout.key()}",
+                lambda name, layout=layout: emit_pack(module, name, layout, arith))
+        for layout in (a_layout, b_layout))
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     lhs, rhs, out, m_begin, m_end = fn.args
     a_buf, b_buf, release = _scratch(b, arith, plan.mc * plan.kc, plan.nc * plan.kc)
@@ -206,7 +208,7 @@ def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan) -> None:
         ncb = imin(b, plan.nc, b.sub(const(n), jc))
         with for_range(b, 0, k, plan.kc, name="pc") as pc:
             kcb = imin(b, plan.kc, b.sub(const(k), pc))
-            b.call(pack_b, [b_buf, rhs, pc, kcb, jc, ncb])
+            b.call(pack_b, [b_buf, rhs, jc, ncb, pc, kcb])
             accumulate = b.icmp_signed("!=", pc, const(0))
             with for_range(b, m_begin, m_end, plan.mc, name="ic") as ic:
                 mcb = imin(b, plan.mc, b.sub(m_end, ic))
@@ -249,104 +251,3 @@ def _scratch(b: ir.IRBuilder, arith: Arith, a_elems: int, b_elems: int):
         b.call(free, [a_buf])
         b.call(free, [b_buf])
     return a_buf, b_buf, release
-
-
-def _new_function(module: ir.Module, name: str, nargs_i64: int) -> tuple[ir.Function, ir.IRBuilder]:
-    """An internal `void name(ptr dst, ptr src, i64 x nargs_i64)` and a builder in it."""
-    fn = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR] + [I64] * nargs_i64), name)
-    fn.linkage = "internal"
-    fn.args[0].add_attribute("noalias")
-    fn.args[1].add_attribute("noalias")
-    return fn, ir.IRBuilder(fn.append_basic_block("entry"))
-
-
-def _emit_pack_a(module: ir.Module, name: str, spec: GemmSpec, arith: Arith,
-                 tile: MicroTile) -> ir.Function:
-    """`pack_a(dst, lhs, ic, mcb, pc, kcb)`: lhs[ic:ic+mcb, pc:pc+kcb] into MR-tall
-    micro-panels, dst[p*MR*kcb + kk*MR + r] = lhs[ic + p*MR + r, pc + kk], rows past
-    mcb zero."""
-    fn, b = _new_function(module, name, 4)
-    dst, lhs, ic, mcb, pc, kcb = fn.args
-    s_row, s_col = spec.lhs_strides
-    with for_range(b, 0, mcb, tile.mr, name="p") as p0:
-        panel = element_ptr(b, dst, arith.type, b.mul(p0, kcb))
-        height = b.sub(mcb, p0)
-        first_row = b.add(ic, p0)
-        # Full panels get constant bounds, so the clamps and selects below fold away.
-        with b.if_else(b.icmp_signed(">=", height, const(tile.mr))) as (full, edge):
-            for bound in (full, edge):
-                with bound:
-                    rows = const(tile.mr) if bound is full else height
-                    _copy_a_panel(b, spec, arith, tile, panel, lhs, first_row, rows,
-                                  pc, kcb, s_row, s_col)
-    b.ret_void()
-    return fn
-
-
-def _copy_a_panel(b, spec, arith, tile, panel, lhs, first_row, rows, pc, kcb, s_row, s_col):
-    src_ty = storage_type(spec.lhs_dtype)
-    last = b.sub(rows, const(1))
-    with for_range(b, 0, kcb, name="kk") as kk:
-        col_off = b.mul(b.add(pc, kk), const(s_col))
-        for r in range(tile.mr):
-            # Clamp the row so the load stays inside lhs, then zero the padding rows.
-            row = b.add(first_row, imin(b, r, last))
-            value = b.load(element_ptr(b, lhs, src_ty, b.add(b.mul(row, const(s_row)), col_off)),
-                           typ=src_ty)
-            value = convert(b, value, spec.lhs_dtype, arith.type, arith.is_float)
-            value = b.select(b.icmp_signed("<", const(r), rows), value, arith.zero(arith.type))
-            b.store(value, element_ptr(b, panel, arith.type, b.add(b.mul(kk, const(tile.mr)), const(r))))
-
-
-def _emit_pack_b(module: ir.Module, name: str, spec: GemmSpec, arith: Arith,
-                 tile: MicroTile) -> ir.Function:
-    """`pack_b(dst, rhs, pc, kcb, jc, ncb)`: rhs[pc:pc+kcb, jc:jc+ncb] into NR-wide
-    micro-panels, dst[q*NR*kcb + kk*NR + c] = rhs[pc + kk, jc + q*NR + c], columns past
-    ncb zero."""
-    fn, b = _new_function(module, name, 4)
-    dst, rhs, pc, kcb, jc, ncb = fn.args
-    with for_range(b, 0, ncb, tile.nr, name="q") as q0:
-        panel = element_ptr(b, dst, arith.type, b.mul(q0, kcb))
-        width = b.sub(ncb, q0)
-        first_col = b.add(jc, q0)
-        with b.if_else(b.icmp_signed(">=", width, const(tile.nr))) as (full, edge):
-            with full:
-                _copy_b_panel(b, spec, arith, tile, panel, rhs, first_col, None, pc, kcb)
-            with edge:
-                _copy_b_panel(b, spec, arith, tile, panel, rhs, first_col, width, pc, kcb)
-    b.ret_void()
-    return fn
-
-
-def _copy_b_panel(b, spec, arith, tile, panel, rhs, first_col, width, pc, kcb):
-    """Copies one micro-panel; `width` None means a full NR columns."""
-    s_row, s_col = spec.rhs_strides
-    src_ty = storage_type(spec.rhs_dtype)
-    vector_rows = width is None and s_col == 1
-    with for_range(b, 0, kcb, name="kk") as kk:
-        src_row = b.add(b.mul(b.add(pc, kk), const(s_row)), b.mul(first_col, const(s_col)))
-        dst_row = b.mul(kk, const(tile.nr))
-        if vector_rows:
-            # Row-major B: each panel row is NR contiguous elements, copied as vectors.
-            for v in range(tile.nrv):
-                src = element_ptr(b, rhs, src_ty, b.add(src_row, const(v * tile.lanes)))
-                value = b.load(src, typ=ir.VectorType(src_ty, tile.lanes), align=1)
-                value = convert(b, value, spec.rhs_dtype, arith.type, arith.is_float)
-                dst = element_ptr(b, panel, arith.type, b.add(dst_row, const(v * tile.lanes)))
-                b.store(value, dst, align=min(ALIGN, tile.lanes * arith.nbytes))
-        else:
-            with for_range(b, 0, tile.nr, name="c") as c:
-                _copy_b_element(b, spec, arith, panel, rhs, src_row, dst_row, c, width)
-
-
-def _copy_b_element(b, spec, arith, panel, rhs, src_row, dst_row, c, width):
-    """panel[dst_row + c] = rhs[src_row + c*s_col], or zero if c >= width (not None)."""
-    s_col = spec.rhs_strides[1]
-    src_ty = storage_type(spec.rhs_dtype)
-    # Clamp the column so the load stays inside rhs, then zero the padding columns.
-    col = c if width is None else imin(b, c, b.sub(width, const(1)))
-    src = element_ptr(b, rhs, src_ty, b.add(src_row, b.mul(col, const(s_col))))
-    value = convert(b, b.load(src, typ=src_ty), spec.rhs_dtype, arith.type, arith.is_float)
-    if width is not None:
-        value = b.select(b.icmp_signed("<", c, width), value, arith.zero(arith.type))
-    b.store(value, element_ptr(b, panel, arith.type, b.add(dst_row, c)))

@@ -170,10 +170,13 @@ def narrow(b: ir.IRBuilder, value, arith: Arith, out_dtype: str):
 
 
 @contextmanager
-def for_range(b: ir.IRBuilder, start, stop, step: int = 1, name: str = "i"):
+def for_range(b: ir.IRBuilder, start, stop, step: int = 1, name: str = "i",
+              vectorize: bool = True):
     """`for (i = start; i < stop; i += step)` with a signed i64 counter; yields `i`.
 
     The body is emitted by the `with` block; the builder ends positioned after the loop.
+    `vectorize=False` tells LLVM's loop vectorizer to leave the loop alone (for copies
+    whose strided accesses it would turn into slow-to-compile scatters and gathers).
     """
     start, stop = as_i64(start), as_i64(stop)
     pre = b.block
@@ -188,8 +191,22 @@ def for_range(b: ir.IRBuilder, start, stop, step: int = 1, name: str = "i"):
     b.position_at_end(body)
     yield i
     i.add_incoming(b.add(i, const(step), name=f"{name}.next"), b.block)
-    b.branch(header)
+    latch = b.branch(header)
+    if not vectorize:
+        latch.set_metadata("llvm.loop", _no_vectorize_loop_id(b.module))
     b.position_at_end(done)
+
+
+def _no_vectorize_loop_id(module: ir.Module):
+    """A fresh loop ID `!N = !{!N, !{"llvm.loop.vectorize.enable", i1 0}}` (loop IDs are
+    self-referential so that each loop's is unique)."""
+    hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"),
+                                ir.Constant(I1, 0)])
+    # add_metadata caches by content: a unique placeholder gives a fresh node, whose
+    # first operand is then pointed at itself.
+    loop_id = module.add_metadata([ir.MetaDataString(module, f"loop.{len(module.metadata)}"), hint])
+    loop_id.operands = (loop_id, hint)
+    return loop_id
 
 
 def entry_alloca(b: ir.IRBuilder, ty: ir.Type, count: int = 1, name: str = "",
