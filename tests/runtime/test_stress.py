@@ -46,6 +46,41 @@ def test_eight_threads_each_launching_500_times_on_their_own_streams():
     assert time.perf_counter() - start < 10
 
 
+def test_eight_threads_chaining_two_streams_through_events():
+    # Each client: stream A computes y = x + 1 and records an event, stream B waits
+    # for it and computes z = y + 1, so every launch on B depends on one on A.
+    kernel = add_one_kernel()
+    executor = runtime.get_platform().executor()
+    dims = LaunchDims(N, 3)
+    failures = []
+
+    def client(seed):
+        first, second = executor.create_stream(), executor.create_stream()
+        event = runtime.Event()
+        try:
+            for i in range(200):
+                x = np.full(N, seed * 1000 + i, np.float32)
+                y, z = runtime.empty(N, np.float32), runtime.empty(N, np.float32)
+                first.launch(kernel, dims, make_buffer_table([x.ctypes.data, y.ctypes.data]))
+                first.record_event(event)
+                second.wait_event(event)
+                second.launch(kernel, dims, make_buffer_table([y.ctypes.data, z.ctypes.data]))
+                second.block_host_until_done()
+                if not (z == x + 2).all():
+                    failures.append((seed, i))
+            first.block_host_until_done()
+        except BaseException as exc:                   # noqa: BLE001
+            failures.append((seed, exc))
+
+    threads = [threading.Thread(target=client, args=(s,), daemon=True) for s in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert not any(t.is_alive() for t in threads), "deadlock: clients still running after 20 s"
+    assert failures == []
+
+
 def _resident_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
