@@ -119,6 +119,7 @@ class Stream:
         self._pending: collections.deque = collections.deque()
         self._state = _IDLE
         self._error: BaseException | None = None     # touched only by the running thread
+        self._runner: int | None = None              # ident of the thread running the items
 
     # ----------------------------------------------------------------- enqueueing
     def launch(self, kernel: Kernel, launch_dims: LaunchDims, buffers) -> None:
@@ -171,6 +172,9 @@ class Stream:
     # ----------------------------------------------------------------- synchronization
     def block_host_until_done(self) -> None:
         """Waits for all work enqueued so far; raises the first error since the last sync."""
+        if self._runner == threading.get_ident():
+            raise RuntimeError("Stream.block_host_until_done called from work running on the "
+                               "same stream: it would wait for itself forever")
         with self._lock:
             if not self._pending and self._state == _IDLE:
                 error, self._error = self._error, None
@@ -218,10 +222,12 @@ class Stream:
     def _run(self) -> None:
         """Executes items until the queue is empty or a wait blocks (caller holds RUNNING)."""
         pending = self._pending
+        self._runner = threading.get_ident()
         while True:
             with self._lock:
                 if not pending:
                     self._state = _IDLE
+                    self._runner = None
                     return
                 item = pending.popleft()
             kind = item[0]
@@ -242,6 +248,7 @@ class Stream:
                     with self._lock:
                         pending.appendleft(item)
                         self._state = _BLOCKED
+                        self._runner = None
                     if not signal.add_callback(self._resume):
                         self._resume()            # it fired in between: go on elsewhere
                     return

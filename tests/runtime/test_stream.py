@@ -203,3 +203,11 @@ def test_bad_launch_arguments_are_rejected_at_enqueue(executor):
         stream.launch(lambda *a: None, LaunchDims(1), None)
     with pytest.raises(TypeError, match="LaunchDims"):
         stream.launch(add_one_kernel(), (4, 2), None)
+
+
+@pytest.mark.parametrize("inline", [False, True])
+def test_synchronizing_a_stream_from_its_own_work_is_an_error_not_a_hang(executor, inline):
+    stream = executor.create_stream(inline=inline)
+    stream.then_host_callback(stream.block_host_until_done)
+    with pytest.raises(RuntimeError, match="wait for itself"):
+        stream.block_host_until_done()
