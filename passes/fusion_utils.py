@@ -12,7 +12,10 @@ each as ONE kernel:
 kLoop (`kind=kLoop`, `fusion_kind` "loop")
     The root computes output elements independently: elementwise ops and data
     movement (broadcast, reshape, bitcast, transpose, slice, pad, concatenate,
-    iota, reverse, dynamic-slice), scalar constants, and parameters. A
+    iota, reverse, dynamic-slice, gather), scalar constants, and parameters.
+    It may also hold a `reduce-window`, or a `reduce` whose every output
+    element the loop reads exactly once (`mean = sum / n`, `log(sum)`): their
+    element generators loop over the window / reduced dimensions. A
     multi-output loop fusion has a `tuple` root; its users are
     get-tuple-element instructions. Tuple elements need NOT share dimensions
     (horizontal fusion merges independent loops of any shape): emit one loop

@@ -17,7 +17,13 @@ from .pass_base import HloModulePass, register_pass
 
 # Data movement a loop emitter computes element by element (index remapping only).
 LOOP_MOVEMENT = frozenset({"broadcast", "reshape", "bitcast", "transpose", "slice", "pad",
-                           "concatenate", "iota", "reverse", "dynamic-slice"})
+                           "concatenate", "iota", "reverse", "dynamic-slice", "gather"})
+
+# Ops whose per-element generator loops over many inputs (a window, reduced
+# dimensions). Fusible, but never duplicated, never fused where an element of
+# theirs would be computed more than once, and nothing expensive is fused
+# below them (it would be recomputed for every window position).
+LOOPING = frozenset({"reduce", "reduce-window"})
 
 # Attributes naming computations that run as kernels of their own (a while body),
 # as opposed to scalar computations applied inside an op (a reduce's to_apply).
@@ -38,17 +44,29 @@ YES = FusionDecision()
 
 
 def is_loop_fusible(instr: HloInstruction) -> bool:
-    """Ops a loop emitter computes per output element without materializing inputs."""
+    """Ops a loop emitter computes per output element without materializing inputs
+    (a reduce is one too, but only as the producer of a same-sized loop: see
+    `CpuInstructionFusion.should_fuse`)."""
     if not instr.shape.is_array:
         return False
     if instr.opcode == "constant":
         return instr.shape.is_scalar
+    if instr.opcode == "reduce-window":
+        return len(instr.operands) == 2
     return instr.info.is_elementwise or instr.opcode in LOOP_MOVEMENT
 
 
 def is_cheap(instr: HloInstruction) -> bool:
     """Cheap enough to recompute in every consumer that fuses it."""
-    return is_loop_fusible(instr) and not instr.info.expensive
+    return (is_loop_fusible(instr) and not instr.info.expensive
+            and instr.opcode not in LOOPING)
+
+
+def _rereads(consumer: HloInstruction) -> bool:
+    """True if the consumer reads some input element many times (a window)."""
+    if consumer.opcode == "fusion":
+        return any(i.opcode == "reduce-window" for i in consumer.fused_computation.instructions)
+    return consumer.opcode == "reduce-window"
 
 
 def fusible_computations(module: HloModule) -> list[HloComputation]:
@@ -135,6 +153,8 @@ class CpuInstructionFusion(InstructionFusion):
 
     def should_fuse(self, consumer: HloInstruction, index: int) -> FusionDecision:
         producer = consumer.operands[index]
+        if producer.opcode == "reduce":
+            return self._should_fuse_reduce(consumer, producer)
         if not is_loop_fusible(producer):
             return FusionDecision(f"{producer.opcode} is not loop-fusible")
         if producer.is_root:
@@ -143,12 +163,30 @@ class CpuInstructionFusion(InstructionFusion):
                 and producer.opcode != "constant":
             return FusionDecision("reduce init values stay operands")
         others = [u for u in producer.users if u is not consumer]
-        if others and producer.info.expensive:
+        costly = producer.info.expensive or producer.opcode in LOOPING
+        if others and costly:
             return FusionDecision("would duplicate an expensive producer")
-        if producer.info.expensive and producer.shape.numel < _iteration_size(consumer):
+        if costly and producer.shape.numel < _iteration_size(consumer):
             return FusionDecision("an expensive producer would be recomputed per reuse")
+        if costly and _rereads(consumer):
+            return FusionDecision("an expensive producer would be recomputed per window")
         if others and not is_cheap(producer):
             return FusionDecision("would duplicate a producer that is not cheap")
+        return YES
+
+    def _should_fuse_reduce(self, consumer: HloInstruction,
+                            producer: HloInstruction) -> FusionDecision:
+        # mean = sum / n: the loop over the reduce's output computes each sum once,
+        # so the reduction becomes part of that loop instead of a kernel of its own.
+        if not producer.shape.is_array or producer.is_root:
+            return FusionDecision("a multi-output or root reduce is not fused")
+        if self.consumer_kind(consumer) != LOOP or consumer.opcode == "reduce" \
+                or (consumer.opcode == "fusion" and fusion_kind(consumer) != "loop"):
+            return FusionDecision("a reduce only fuses into a loop consumer")
+        if any(u is not consumer for u in producer.users):
+            return FusionDecision("would duplicate a reduce")
+        if producer.shape.numel != _iteration_size(consumer) or _rereads(consumer):
+            return FusionDecision("the reduce would be recomputed per reuse")
         return YES
 
 
