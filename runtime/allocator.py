@@ -62,7 +62,9 @@ def _new_block(size: int, alignment: int) -> Block:
     """Creates a block of `size` bytes, aligned and with every page already touched."""
     key = (size, alignment)
     if size >= MMAP_THRESHOLD or alignment > MIN_ALIGNMENT:
-        mm = mmap.mmap(-1, size)                 # anonymous, page aligned, not yet paged in
+        # Private and anonymous (Python's default is shared, i.e. shmem, which gets no
+        # transparent huge pages); page aligned and not yet paged in.
+        mm = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         if size >= _HUGE_PAGE and hasattr(mmap, "MADV_HUGEPAGE"):
             try:
                 mm.madvise(mmap.MADV_HUGEPAGE)   # fewer faults and TLB misses; advice only
