@@ -59,6 +59,8 @@ STACK_SCRATCH_BYTES = 64 * 1024
 # Splitting a launch across threads costs a few tens of microseconds; a partition
 # should have at least this much work (about 10 us of one core's FMA throughput).
 MIN_FLOPS_PER_PARTITION = 1 << 21
+# Row partitions are best cut at multiples of the AVX-512 micro-tile height (MR).
+ROW_SPLIT_MULTIPLE = 14
 # Matrix-vector work is bound by reading the matrix: one element per multiply-add.
 MIN_GEMV_ELEMENTS_PER_PARTITION = 1 << 18
 
@@ -116,8 +118,20 @@ def gemm_partitions(m: int, n: int, k: int, threads: int) -> int:
         parts = m * k // MIN_GEMV_ELEMENTS_PER_PARTITION
     else:
         # Each partition should own at least one full micro-tile of rows.
-        parts = min(2 * m * n * max(k, 1) // MIN_FLOPS_PER_PARTITION, math.ceil(m / 14))
+        parts = min(2 * m * n * max(k, 1) // MIN_FLOPS_PER_PARTITION,
+                    math.ceil(m / ROW_SPLIT_MULTIPLE))
     return max(1, min(threads, parts))
+
+
+def gemm_row_split(m: int, parts: int) -> list[tuple[int, int]]:
+    """`parts` row ranges covering [0, m), nearly equal, cut at multiples of the
+    micro-tile height where possible (a cut elsewhere leaves a partial tile on both
+    sides). A caller may split rows any way it likes; this is the cheapest split."""
+    cuts = [0]
+    for i in range(1, parts):
+        cut = round(m * i / parts / ROW_SPLIT_MULTIPLE) * ROW_SPLIT_MULTIPLE
+        cuts.append(min(m, max(cuts[-1], cut)))
+    return list(zip(cuts, cuts[1:] + [m]))
 
 
 def emit_gemm(module: ir.Module, name: str, *, lhs_dtype: str, rhs_dtype: str,

@@ -1,8 +1,9 @@
 """Benchmark of the IR GEMM (backend_cpu/gemm.py) on f32 matmuls, run by hand:
 
-    python3 benchmarks/bench_gemm.py [--sizes 1024 2048] [--repeat 7]
+    python3 benchmarks/bench_gemm.py [--shapes 1024 2048 256x4096x1024] [--repeat 7]
 
-For each size it JIT-compiles one kernel, runs it on 1 and 2 threads (row partitions
+A shape is N (an N^3 matmul) or MxNxK. The defaults are issue 9's two matmuls and
+the two matmuls of its MLP row. For each shape it JIT-compiles one kernel, runs it on 1 and 2 threads (row partitions
 launched from a ThreadPoolExecutor; ctypes releases the GIL while the kernel runs),
 and prints median times, GFLOP/s, the share of the machine's FMA peak, numpy's time
 (OpenBLAS) and XLA CPU's time as measured in issue 9, and checks the result.
@@ -25,21 +26,22 @@ import llvmlite.binding as llvm  # noqa: E402
 from llvmlite import ir  # noqa: E402
 
 from backend_cpu import llvm_target  # noqa: E402
-from backend_cpu.gemm import emit_gemm, gemm_partitions  # noqa: E402
+from backend_cpu.gemm import emit_gemm, gemm_partitions, gemm_row_split  # noqa: E402
 
 # 2 Zen 5 cores x 2 FMA pipes x 16 f32 lanes x 2 flops x ~4 GHz (issue 9's figure).
 PEAK_GFLOPS_2_CORES = 500.0
 # XLA CPU (JAX, device-resident inputs) on this machine, from issue 9, in ms.
-XLA_MS = {1024: 8.2, 2048: 62.0}
+XLA_MS = {(1024, 1024, 1024): 8.2, (2048, 2048, 2048): 62.0}
+DEFAULT_SHAPES = ["1024", "2048", "256x4096x1024", "256x1024x4096"]
 KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                           ctypes.c_int64, ctypes.c_int64)
 
 
-def compile_matmul(n: int):
-    """(engine, ctypes kernel) for f32 [n, n] @ [n, n], both row-major."""
-    module = ir.Module(name=f"matmul{n}")
+def compile_matmul(m: int, n: int, k: int):
+    """(engine, ctypes kernel) for f32 [m, k] @ [k, n], both row-major."""
+    module = ir.Module(name=f"matmul{m}x{n}x{k}")
     emit_gemm(module, "matmul", lhs_dtype="f32", rhs_dtype="f32", out_dtype="f32",
-              m=n, n=n, k=n, lhs_strides=(n, 1), rhs_strides=(n, 1))
+              m=m, n=n, k=k, lhs_strides=(k, 1), rhs_strides=(n, 1))
     ref = llvm_target.parse_and_verify(str(module))
     llvm_target.optimize(ref)
     # MCJIT owns (and frees) the machine it is given: not the cached host machine.
@@ -49,12 +51,6 @@ def compile_matmul(n: int):
     engine = llvm.create_mcjit_compiler(ref, machine)
     engine.finalize_object()
     return engine, KERNEL(engine.get_function_address("matmul"))
-
-
-def row_bounds(m: int, parts: int, multiple: int = 14) -> list[tuple[int, int]]:
-    """`parts` row ranges of nearly equal size, cut at multiples of the micro-tile height."""
-    cuts = [min(m, round(m * i / parts / multiple) * multiple) for i in range(parts)] + [m]
-    return list(zip(cuts, cuts[1:]))
 
 
 def median_ms(fn, repeat: int) -> float:
@@ -67,21 +63,31 @@ def median_ms(fn, repeat: int) -> float:
     return statistics.median(times) * 1e3
 
 
-def bench_size(n: int, repeat: int, pool: ThreadPoolExecutor) -> None:
+def parse_shape(text: str) -> tuple[int, int, int]:
+    dims = [int(d) for d in text.lower().split("x")]
+    if len(dims) == 1:
+        return dims[0], dims[0], dims[0]
+    if len(dims) != 3:
+        raise SystemExit(f"bench_gemm: shape {text!r} is neither N nor MxNxK")
+    return dims[0], dims[1], dims[2]
+
+
+def bench_shape(shape: tuple[int, int, int], repeat: int, pool: ThreadPoolExecutor) -> None:
+    m, n, k = shape
     start = time.perf_counter()
-    engine, kernel = compile_matmul(n)
+    engine, kernel = compile_matmul(m, n, k)
     compile_ms = (time.perf_counter() - start) * 1e3
     rng = np.random.default_rng(0)
-    a = rng.standard_normal((n, n), dtype=np.float32)
-    b = rng.standard_normal((n, n), dtype=np.float32)
-    c = np.empty((n, n), np.float32)
-    flops = 2.0 * n ** 3
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    c = np.empty((m, n), np.float32)
+    flops = 2.0 * m * n * k
+    xla_ms = XLA_MS.get(shape, float("nan"))
     numpy_ms = median_ms(lambda: a @ b, repeat)
-    print(f"matmul f32 {n}^3  (compile {compile_ms:.0f} ms; numpy {numpy_ms:.2f} ms; "
-          f"XLA CPU {XLA_MS.get(n, float('nan'))} ms per issue 9)")
+    print(f"matmul f32 {m}x{n}x{k}  (compile {compile_ms:.0f} ms; numpy {numpy_ms:.2f} ms; "
+          f"XLA CPU {xla_ms} ms per issue 9)")
     for threads in (1, 2):
-        parts = min(threads, gemm_partitions(n, n, n, threads))
-        bounds = row_bounds(n, parts)
+        bounds = gemm_row_split(m, min(threads, gemm_partitions(m, n, k, threads)))
 
         def run():
             list(pool.map(lambda r: kernel(a.ctypes.data, b.ctypes.data, c.ctypes.data, *r),
@@ -91,7 +97,7 @@ def bench_size(n: int, repeat: int, pool: ThreadPoolExecutor) -> None:
         print(f"  {threads} thread(s): {ms:7.2f} ms  {gflops:6.1f} GFLOP/s  "
               f"{100 * gflops / PEAK_GFLOPS_2_CORES:5.1f}% of 2-core peak  "
               f"{100 * gflops / (PEAK_GFLOPS_2_CORES * threads / 2):5.1f}% of {threads}-core peak  "
-              f"xlapy/numpy {ms / numpy_ms:.2f}  xlapy/XLA {ms / XLA_MS.get(n, float('nan')):.2f}")
+              f"xlapy/numpy {ms / numpy_ms:.2f}  xlapy/XLA {ms / xla_ms:.2f}")
     expected = a.astype(np.float64) @ b.astype(np.float64)
     scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
     worst = float(np.max(np.abs(c - expected) / scale))
@@ -101,12 +107,12 @@ def bench_size(n: int, repeat: int, pool: ThreadPoolExecutor) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048])
+    parser.add_argument("--shapes", nargs="+", default=DEFAULT_SHAPES)
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for n in args.sizes:
-            bench_size(n, args.repeat, pool)
+        for shape in args.shapes:
+            bench_shape(parse_shape(shape), args.repeat, pool)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ import pytest
 from llvmlite import ir
 
 from backend_cpu import llvm_target
-from backend_cpu.gemm import emit_gemm, gemm_partitions, host_vector_bits, plan_gemm
+from backend_cpu.gemm import (emit_gemm, gemm_partitions, gemm_row_split, host_vector_bits,
+                              plan_gemm)
 from backend_cpu.gemm_ir import GemmSpec
 from hlo.dtypes import numpy_dtype
 
@@ -209,6 +210,15 @@ def test_gemm_partitions():
     assert gemm_partitions(1, 4096, 4096, 2) == 1    # one row cannot be split
     assert gemm_partitions(4096, 1, 4096, 2) == 2    # a large matrix-vector product
     assert gemm_partitions(14, 4096, 4096, 8) == 1   # one micro-tile of rows
+
+
+@pytest.mark.parametrize("m, parts", [(1024, 2), (100, 3), (5, 2), (0, 2), (29, 1), (28, 4)])
+def test_gemm_row_split_covers_rows_in_order(m, parts):
+    bounds = gemm_row_split(m, parts)
+    assert len(bounds) == parts
+    assert bounds[0][0] == 0 and bounds[-1][1] == m
+    assert all(b0 <= b1 and b1 == nxt for (b0, b1), (nxt, _) in zip(bounds, bounds[1:]))
+    assert all(end - begin == 0 or begin % 14 == 0 for begin, end in bounds)
 
 
 def test_plan_respects_cache_budgets():
