@@ -14,6 +14,8 @@ and the JIT engine are configured in one place.
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import functools
 from typing import Callable, NamedTuple
 
@@ -33,7 +35,32 @@ def initialize() -> None:
         return
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
+    _bind_libm_symbols()
     _initialized = True
+
+
+# Scalar libm functions JIT code may call (f64 slow paths, fmod for remainder, ...).
+_LIBM_FUNCTIONS = ("acos", "asin", "atan", "atan2", "cbrt", "cos", "cosh", "erf", "erfc",
+                   "exp", "exp2", "expm1", "fmod", "hypot", "log", "log10", "log1p",
+                   "log2", "nextafter", "pow", "remainder", "sin", "sinh", "tan", "tanh")
+
+
+def _bind_libm_symbols() -> None:
+    """Points the JIT's libm symbols at the C library's libm explicitly.
+
+    Left to the dynamic search, MCJIT resolves `cbrt` or `sin` to whichever
+    loaded library exports the name first, which changes with the import order
+    of the process (and their results differ in the last bit).
+    """
+    path = ctypes.util.find_library("m")
+    if path is None:
+        return
+    libm = ctypes.CDLL(path)
+    for name in _LIBM_FUNCTIONS:
+        for variant in (name, name + "f"):
+            fn = getattr(libm, variant, None)
+            if fn is not None:
+                llvm.add_symbol(variant, ctypes.cast(fn, ctypes.c_void_p).value)
 
 
 @functools.lru_cache(maxsize=None)

@@ -22,10 +22,10 @@ How each opcode is computed:
   exponential-minus-one,
   log-plus-one, tanh,
   logistic
+  cbrt                    Newton in f64 (vecmath_misc)        Newton + exact residual
   erf                     fitted polynomials (vecmath_misc)   scalar libm erf
   sine, cosine, tan,      in f64 with full-range reduction    scalar libm sin/cos/tan/
-  atan2, power, cbrt      (vecmath_trig, vecmath_explog,      atan2/pow/cbrt, per lane
-                          vecmath_misc)
+  atan2, power            (vecmath_trig, vecmath_explog)      atan2/pow, per lane
   sqrt, rsqrt             the sqrt instruction (+ a divide)   same
 
 f32 never calls libm. f64 calls scalar libm for the functions where an
@@ -46,8 +46,11 @@ from .vecmath_ir import MathBuilder
 
 
 def _libm(name: str) -> Callable:
+    # libm runs in whatever MXCSR mode it finds, but its own code paths (e.g.
+    # sin(x) = x for tiny x) can pass subnormals through: flush both sides.
     def emit(m: MathBuilder, *args):
-        return m.call_libm(name, args)
+        result = m.call_libm(name, [m.flush_denormal(a) for a in args])
+        return m.flush_denormal(result)
     emit.__name__ = f"libm_{name}"
     return emit
 
@@ -72,9 +75,8 @@ _F32: dict[str, Callable] = {
 
 _F64: dict[str, Callable] = {
     **{op: _F32[op] for op in ("exponential", "exponential-minus-one", "log",
-                               "log-plus-one", "tanh", "logistic", "sqrt", "rsqrt")},
+                               "log-plus-one", "tanh", "logistic", "cbrt", "sqrt", "rsqrt")},
     "erf": _libm("erf"),
-    "cbrt": _libm("cbrt"),
     "power": _libm("pow"),
     "sine": _libm("sin"),
     "cosine": _libm("cos"),

@@ -146,6 +146,18 @@ def two_over_pi_chunks(count: int, bits: int = 24) -> list[int]:
     return [(two_over_pi >> (precision - bits * (i + 1))) & mask for i in range(count)]
 
 
+def ln2_parts(hi_bits: int = 53) -> tuple[float, float]:
+    """(hi, lo): hi = ln 2 rounded to `hi_bits` significant bits, lo = ln 2 - hi as a double."""
+    precision = 200
+    ln2_fixed = 0                          # ln 2 = sum_k 1 / (k 2^k)
+    for k in range(1, precision + 8):
+        ln2_fixed += (1 << precision) // (k << k)
+    ln2 = Fraction(ln2_fixed, 1 << precision)
+    scale = 2 ** hi_bits                   # ln 2 is in [0.5, 1): hi has hi_bits bits
+    hi = Fraction(round(ln2 * scale), scale)
+    return float(hi), float(ln2 - hi)
+
+
 def pi_over_2_parts(count: int = 3) -> list[float]:
     """Doubles p0, p1, ... with p0 + p1 + ... = pi/2 to about 53*count bits."""
     precision = 60 * count + 64

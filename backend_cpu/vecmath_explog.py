@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from .vecmath_coeffs import atanh_tail, taylor_exp, taylor_expm1_tail
+from .vecmath_coeffs import atanh_tail, ln2_parts, taylor_exp, taylor_expm1_tail
 from .vecmath_ir import MathBuilder
 
 LN2 = math.log(2.0)
@@ -27,8 +27,8 @@ LOG2E = 1.0 / LN2
 
 # Per float kind: (ln2_hi, exp polynomial degree, expm1 degree, atanh terms,
 #                  exp clamp lo, exp clamp hi, tanh saturation, expm1 "big" threshold)
-_F32_LN2_HI = float.fromhex("0x1.62e430p-1")     # ln2 rounded to 24 bits
-_F64_LN2_HI = LN2
+_F32_LN2_HI, _F32_LN2_LO = ln2_parts(24)
+_F64_LN2_HI, _F64_LN2_LO = ln2_parts(53)
 _PARAMS = {
     "float": dict(ln2_hi=_F32_LN2_HI, exp_degree=7, expm1_degree=8, atanh_terms=4,
                   lo=-104.0, hi=89.0, tanh_one=10.0, expm1_lo=-30.0, expm1_big=20.0,
@@ -40,8 +40,7 @@ _PARAMS = {
 
 
 def _ln2_lo(kind: str) -> float:
-    # The part of ln2 below ln2_hi, computed in double: exact enough for both kinds.
-    return LN2 - _PARAMS[kind]["ln2_hi"]
+    return _F32_LN2_LO if kind == "float" else _F64_LN2_LO
 
 
 def _reduce_exp(m: MathBuilder, x):

@@ -5,8 +5,9 @@ erf (f32, native f32 arithmetic): two fitted polynomials joined by a select,
     |x| >= 0.875: erf(x) = 1 - exp(-x^2) * Q(|x| - 2.4), saturating to 1 past 3.95
   (see vecmath_coeffs for how P and Q are fitted). Rounding x^2 costs little:
   exp(-x^2) moves by x^2 * 2^-24 relative, on a term that is at most 0.16.
-cbrt (f32, in f64): an exponent-thirding bit trick gives a 6% first guess,
-  three Newton steps g <- (2g + a/g^2)/3 bring it to ~1e-10, then one rounding.
+cbrt: an exponent-thirding bit trick gives a 6% first guess, three Newton
+  steps g <- (2g + a/g^2)/3 in f64 bring it to ~1e-10; f32 rounds that, f64
+  first scales to [1, 8) and adds one correction step with an exact residual.
 sqrt is the IEEE instruction (correctly rounded); rsqrt is 1/sqrt(x), two
   correctly rounded steps (<= 1 ulp), not the 14-bit hardware estimate.
 """
@@ -36,21 +37,54 @@ def erf(m: MathBuilder, x):
 _CBRT_MAGIC = round(2 * 127 * 2 ** 23 / 3)
 
 
+def _cbrt_guess(f: MathBuilder, a):
+    """A ~6% first guess of a^(1/3) for f32 a > 0 by thirding the exponent bits."""
+    return f.as_float(f.b.add(f.b.udiv(f.as_int(a), f.iconst(3)), f.iconst(_CBRT_MAGIC)))
+
+
+def _newton_cbrt(d: MathBuilder, a, g, steps: int):
+    """g <- (2g + a/g^2) / 3, each step squaring the relative error."""
+    third_a = d.b.fmul(a, d.const(1.0 / 3.0))
+    for _ in range(steps):
+        g = d.fma(g, d.const(2.0 / 3.0), d.b.fdiv(third_a, d.b.fmul(g, g)))
+    return g
+
+
+def _cbrt_finish(m: MathBuilder, x, ax, root):
+    # 0, inf and NaN are fixed points the bit manipulations do not preserve.
+    exact = m.b.or_(m.b.fcmp_unordered("==", ax, m.const(0.0)),
+                    m.cmp("==", ax, m.const(math.inf)))
+    return m.copysign(m.select(exact, ax, root), x)
+
+
 def cbrt(m: MathBuilder, x):
-    assert m.kind == "float"
     x = m.flush_denormal(x)
     ax = m.fabs(x)
-    guess_bits = m.b.add(m.b.udiv(m.as_int(ax), m.iconst(3)), m.iconst(_CBRT_MAGIC))
-    d = m.with_kind("double")
-    a = m.widen(ax)
-    g = m.widen(m.as_float(guess_bits))
-    third_a = d.b.fmul(a, d.const(1.0 / 3.0))
-    for _ in range(3):
-        g = d.fma(g, d.const(2.0 / 3.0), d.b.fdiv(third_a, d.b.fmul(g, g)))
-    root = m.narrow(g)
-    # 0 and inf are fixed points the bit trick does not reach; NaN passes through.
-    exact = m.b.or_(m.cmp("==", ax, m.const(0.0)), m.cmp("==", ax, m.const(math.inf)))
-    return m.copysign(m.select(exact, ax, root), x)
+    if m.kind == "float":
+        d = m.with_kind("double")
+        root = m.narrow(_newton_cbrt(d, m.widen(ax), m.widen(_cbrt_guess(m, ax)), 3))
+        return _cbrt_finish(m, x, ax, root)
+    return _cbrt_finish(m, x, ax, _cbrt_f64(m, ax))
+
+
+def _cbrt_f64(d: MathBuilder, ax):
+    """cbrt for f64 ax > 0: ax = 2^(3k) * a with a in [1, 8), Newton on a from an f32
+    guess, then one correction step whose residual g^3 - a is computed exactly
+    enough (fma) that the result is within about half an ulp."""
+    b = d.b
+    bits = d.as_int(ax)
+    e = b.sub(b.lshr(bits, d.iconst(52)), d.iconst(1023))
+    k = d.floor(b.fdiv(d.to_float(e), d.const(3.0)))          # exact: e/3 is never near
+    k_int = d.to_int(k)                                        # an integer unless equal to it
+    exp_bits = b.shl(b.add(b.sub(e, b.mul(k_int, d.iconst(3))), d.iconst(1023)), d.iconst(52))
+    a = d.as_float(b.or_(b.and_(bits, d.iconst((1 << 52) - 1)), exp_bits))
+    f = d.with_kind("float")
+    g = _newton_cbrt(d, a, f.widen(_cbrt_guess(f, d.narrow(a))), 3)
+    g2 = b.fmul(g, g)
+    g2_low = d.fma(g, g, b.fneg(g2))                            # g*g = g2 + g2_low exactly
+    residual = b.fadd(d.fma(g2, g, b.fneg(a)), b.fmul(g2_low, g))
+    g = b.fsub(g, b.fdiv(residual, b.fmul(d.const(3.0), g2)))
+    return b.fmul(g, d.pow2i(k_int))
 
 
 def sqrt(m: MathBuilder, x):
