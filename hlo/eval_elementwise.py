@@ -25,7 +25,7 @@ from .opcodes import reference
 
 def _erf(x: np.ndarray) -> np.ndarray:
     """erf in f64 (numpy has none): math.erf applied element by element."""
-    return np.frompyfunc(math.erf, 1, 1)(x).astype(np.float64)
+    return np.asarray(np.frompyfunc(math.erf, 1, 1)(x), dtype=np.float64)
 
 
 def _logistic(x: np.ndarray) -> np.ndarray:
