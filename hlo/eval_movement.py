@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .eval_common import EvaluationError, np_dtype_of
+from .eval_common import EvaluationError, np_dtype_of, to_result
 from .opcodes import reference
 
 
@@ -134,7 +134,7 @@ def iota(instr, operands, ctx):
     axis = instr.attrs["iota_dimension"]
     shape = [1] * len(dims)
     shape[axis] = dims[axis]
-    values = np.arange(dims[axis]).astype(np_dtype_of(instr)).reshape(shape)
+    values = to_result(np.arange(dims[axis]), instr).reshape(shape)
     return np.broadcast_to(values, dims)
 
 

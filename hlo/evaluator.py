@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .eval_common import EvaluationError
+from .eval_common import EvaluationError, round_to_bf16, to_result
 from .opcodes import OPCODES, reference
 # The family modules register their semantics in OPCODES when imported.
 from . import eval_compare_convert, eval_control, eval_dot_conv, eval_elementwise  # noqa: F401
@@ -90,7 +90,13 @@ def _run(instr, operand_values, ctx):
     info = OPCODES[instr.opcode]
     if info.ref is None:
         raise EvaluationError(f"{instr.name}: {instr.opcode} has no reference semantics")
-    value = info.ref(instr, operand_values, ctx)
+    try:
+        value = info.ref(instr, operand_values, ctx)
+    except EvaluationError:
+        raise
+    except (ValueError, TypeError, IndexError, KeyError) as err:
+        # A module the verifier would reject (shapes or attributes that do not fit).
+        raise EvaluationError(f"{instr.name} ({instr.opcode}): cannot evaluate: {err}") from err
     if isinstance(value, tuple):
         return value
     if not isinstance(value, np.ndarray):      # numpy returns scalars for 0-d math
@@ -125,7 +131,6 @@ def _check_arg(param, shape, arg):
     if arg.dtype != expected:
         raise EvaluationError(f"{where}: expected dtype {expected} for {shape}, got {arg.dtype}")
     if shape.element_type == "bf16":
-        from .eval_common import round_to_bf16
         arg = round_to_bf16(arg)
     return arg
 
@@ -156,4 +161,6 @@ def _constant(instr, operands, ctx):
     if instr.literal is None:
         raise EvaluationError(f"{instr.name}: the constant's value was elided ({{...}}) "
                               f"and cannot be evaluated")
-    return np.asarray(instr.literal)
+    if isinstance(instr.literal, tuple):      # a tuple-shaped constant
+        return instr.literal
+    return to_result(instr.literal, instr)

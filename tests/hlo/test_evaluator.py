@@ -207,3 +207,21 @@ def test_call_fusion_and_opt_barrier():
           ROOT o = f32[3] opt-barrier(f)
         }""", np.array([1, 2, 3], np.float32))
     np.testing.assert_array_equal(out[0], [0, 2, 6])
+
+
+def test_tuple_constant_and_malformed_module_errors():
+    out = run_text("""
+        HloModule m
+        ENTRY e {
+          ROOT c = (s32[2], f32[]) constant(({1, 2}, 3))
+        }""")
+    np.testing.assert_array_equal(out[0], [1, 2])
+    assert out[1] == 3
+    # A shape the verifier would reject is an EvaluationError naming the instruction.
+    comp = HloComputation("entry")
+    p = comp.add_instruction(HloInstruction("parameter", Shape("f32", (2, 3)), name="p", parameter_number=0))
+    comp.root = comp.add_instruction(HloInstruction("reshape", Shape("f32", (4,)), [p], name="bad"))
+    module = HloModule("bad")
+    module.add_computation(comp, entry=True)
+    with pytest.raises(EvaluationError, match="bad .reshape."):
+        evaluate(module, [np.zeros((2, 3), np.float32)])
