@@ -17,7 +17,9 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from hlo import HloComputation, HloInstruction, HloModule
+import numpy as np
+
+from hlo import HloComputation, HloInstruction, HloModule, Shape, numpy_dtype
 
 from .hlo_utils import new_instruction
 from .pass_base import HloModulePass, register_pass
@@ -147,6 +149,45 @@ def _noop_convert(instr):
     # convert to the same type, copy to the same layout -> the operand
     value = instr.operands[0]
     return value if can_forward(instr, value) else None
+
+
+@rule("dot")
+def _outer_product_dot(instr):
+    """dot(a[M,1], b[1,N]) with a contraction of one element is an outer product:
+    0 + broadcast(a') * broadcast(b') -- the same single product per element,
+    computed by fusible elementwise ops instead of a GEMM call."""
+    lhs, rhs = instr.operands
+    if instr.dims("lhs_batch_dims") or instr.dims("rhs_batch_dims"):
+        return None
+    lc, rc = instr.dims("lhs_contracting_dims"), instr.dims("rhs_contracting_dims")
+    if any(lhs.shape.dims[d] != 1 for d in lc) or any(rhs.shape.dims[d] != 1 for d in rc):
+        return None
+    etype = instr.shape.element_type
+    if lhs.shape.element_type != etype or rhs.shape.element_type != etype \
+            or not instr.shape.has_default_layout():
+        return None
+    lhs_free = [d for d in range(lhs.shape.rank) if d not in lc]
+    rhs_free = [d for d in range(rhs.shape.rank) if d not in rc]
+    spread = []
+    offset = 0
+    for value, free in ((lhs, lhs_free), (rhs, rhs_free)):
+        dims = tuple(value.shape.dims[d] for d in free)
+        flat = new_instruction(instr.parent, "reshape", value.shape.with_dims(dims), [value],
+                               before=instr)
+        spread.append(new_instruction(instr.parent, "broadcast", instr.shape, [flat],
+                                      before=instr,
+                                      attrs={"dimensions": tuple(range(offset, offset + len(dims)))}))
+        offset += len(dims)
+    product = new_instruction(instr.parent, "multiply", instr.shape, spread, before=instr)
+    if not is_float(instr):
+        return product
+    # A dot accumulates into +0, so a -0 product comes out as +0: keep that with
+    # `+0 + p`, which changes no other value (NaN and infinities included).
+    zero = new_instruction(instr.parent, "constant", Shape.scalar(etype), before=instr,
+                           literal=np.zeros((), numpy_dtype(etype)))
+    zeros = new_instruction(instr.parent, "broadcast", instr.shape, [zero], before=instr,
+                            attrs={"dimensions": ()})
+    return make(instr, "add", [zeros, product])
 
 
 # --- the pass -------------------------------------------------------------------------

@@ -62,11 +62,22 @@ def is_cheap(instr: HloInstruction) -> bool:
             and instr.opcode not in LOOPING)
 
 
-def _rereads(consumer: HloInstruction) -> bool:
-    """True if the consumer reads some input element many times (a window)."""
-    if consumer.opcode == "fusion":
-        return any(i.opcode == "reduce-window" for i in consumer.fused_computation.instructions)
-    return consumer.opcode == "reduce-window"
+def _rereads(consumer: HloInstruction, index: int) -> bool:
+    """True if operand `index` of the consumer is read many times per output element
+    (it feeds a window, possibly through other fused instructions)."""
+    if consumer.opcode != "fusion":
+        return consumer.opcode == "reduce-window"
+    frontier = [consumer.fused_computation.parameter(index)]
+    seen = set()
+    while frontier:
+        instr = frontier.pop()
+        if instr.opcode == "reduce-window":
+            return True
+        for user in instr.users:
+            if id(user) not in seen:
+                seen.add(id(user))
+                frontier.append(user)
+    return False
 
 
 def fusible_computations(module: HloModule) -> list[HloComputation]:
@@ -154,7 +165,7 @@ class CpuInstructionFusion(InstructionFusion):
     def should_fuse(self, consumer: HloInstruction, index: int) -> FusionDecision:
         producer = consumer.operands[index]
         if producer.opcode == "reduce":
-            return self._should_fuse_reduce(consumer, producer)
+            return self._should_fuse_reduce(consumer, index)
         if not is_loop_fusible(producer):
             return FusionDecision(f"{producer.opcode} is not loop-fusible")
         if producer.is_root:
@@ -168,14 +179,14 @@ class CpuInstructionFusion(InstructionFusion):
             return FusionDecision("would duplicate an expensive producer")
         if costly and producer.shape.numel < _iteration_size(consumer):
             return FusionDecision("an expensive producer would be recomputed per reuse")
-        if costly and _rereads(consumer):
+        if costly and _rereads(consumer, index):
             return FusionDecision("an expensive producer would be recomputed per window")
         if others and not is_cheap(producer):
             return FusionDecision("would duplicate a producer that is not cheap")
         return YES
 
-    def _should_fuse_reduce(self, consumer: HloInstruction,
-                            producer: HloInstruction) -> FusionDecision:
+    def _should_fuse_reduce(self, consumer: HloInstruction, index: int) -> FusionDecision:
+        producer = consumer.operands[index]
         # mean = sum / n: the loop over the reduce's output computes each sum once,
         # so the reduction becomes part of that loop instead of a kernel of its own.
         if not producer.shape.is_array or producer.is_root:
@@ -185,7 +196,7 @@ class CpuInstructionFusion(InstructionFusion):
             return FusionDecision("a reduce only fuses into a loop consumer")
         if any(u is not consumer for u in producer.users):
             return FusionDecision("would duplicate a reduce")
-        if producer.shape.numel != _iteration_size(consumer) or _rereads(consumer):
+        if producer.shape.numel != _iteration_size(consumer) or _rereads(consumer, index):
             return FusionDecision("the reduce would be recomputed per reuse")
         return YES
 

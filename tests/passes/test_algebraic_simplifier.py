@@ -111,3 +111,34 @@ def test_non_default_layouts_block_reinterpreting_rules():
     }
     """)
     assert AlgebraicSimplifier().run(module) is False
+
+
+def test_outer_product_dot_becomes_an_exact_multiply():
+    text = """
+    HloModule m
+    ENTRY e {
+      a = f32[5,1] parameter(0)
+      b = f32[1,3] parameter(1)
+      ROOT d = f32[3,5] dot(b, a), lhs_contracting_dims={0}, rhs_contracting_dims={1}
+    }
+    """
+    module = parse(text)
+    assert AlgebraicSimplifier().run(module)
+    DCE().run(module)
+    assert "dot" not in [i.opcode for i in module.entry.instructions]
+    a = np.array([[-0.0], [np.nan], [np.inf], [1.0], [-2.0]], np.float32)
+    b = np.array([[1.0, -np.inf, 0.0]], np.float32)
+    expected = hlo.evaluate(parse(text), [a, b])[0]
+    np.testing.assert_array_equal(bits(hlo.evaluate(module, [a, b])[0]), bits(expected))
+
+
+def test_mixed_type_dot_is_left_alone():
+    module = parse("""
+    HloModule m
+    ENTRY e {
+      a = s8[4,1] parameter(0)
+      b = s8[1,2] parameter(1)
+      ROOT d = s32[4,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+    }
+    """)
+    assert AlgebraicSimplifier().run(module) is False

@@ -171,3 +171,56 @@ def test_row_fusion_leaves_values_needed_outside_as_operands():
     module = parse(text)
     assert RowFusion().run(module) is False      # the only reduce is needed outside
     assert_same_results(text, module)
+
+
+def test_reduce_joins_a_same_sized_loop_but_never_a_broadcast():
+    text = "HloModule m\n" + SUM + """
+    ENTRY e {
+      p = f32[8,16] parameter(0)
+      z = f32[] constant(0)
+      s = f32[8] reduce(p, z), dimensions={1}, to_apply=sum
+      l = f32[8] log(s)
+      s2 = f32[8] reduce(p, z), dimensions={1}, to_apply=sum
+      b = f32[8,16] broadcast(s2), dimensions={0}
+      d = f32[8,16] divide(p, b)
+      ROOT t = (f32[8], f32[8,16]) tuple(l, d)
+    }
+    """
+    module = parse(text)
+    fusion = CpuInstructionFusion()
+    assert fusion.explain(module.entry.instruction("b")) == [
+        "b <- s2: the reduce would be recomputed per reuse"]
+    assert fusion.run(module)
+    loops = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    log_fusion = next(f for f in loops if f.fused_computation.root.opcode == "log")
+    assert fusion_kind(log_fusion) == "loop"
+    assert "reduce" in opcodes(log_fusion.fused_computation)
+    divide_fusion = next(f for f in loops if f.fused_computation.root.opcode == "divide")
+    assert "reduce" not in opcodes(divide_fusion.fused_computation)
+    assert_same_results(text, module)
+
+
+def test_reduce_window_takes_cheap_producers_only():
+    text = """
+    HloModule m
+    add_f32 {
+      ax = f32[] parameter(0)
+      ay = f32[] parameter(1)
+      ROOT ar = f32[] add(ax, ay)
+    }
+    ENTRY e {
+      p = f32[16] parameter(0)
+      a = f32[16] abs(p)
+      x = f32[16] exponential(p)
+      z = f32[] constant(0)
+      w1 = f32[16] reduce-window(a, z), window={size=3 pad=1_1}, to_apply=add_f32
+      w2 = f32[16] reduce-window(x, z), window={size=3 pad=1_1}, to_apply=add_f32
+      ROOT d = f32[16] divide(w1, w2)
+    }
+    """
+    module = parse(text)
+    CpuInstructionFusion().run(module)
+    body = module.entry.root.fused_computation
+    assert opcodes(body).count("reduce-window") == 2 and "abs" in opcodes(body)
+    assert "exponential" in opcodes(module.entry)       # would be recomputed per window
+    assert_same_results(text, module)
