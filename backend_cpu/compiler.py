@@ -33,6 +33,7 @@ from .kernel_ir import KernelIR
 from .thunks import CallThunk, ConditionalThunk, CopyThunk, KernelThunk, WhileThunk
 
 _ALIASES = ("bitcast", "copy", "opt-barrier")
+SMALL_KERNEL_ELEMENTS = 1024
 
 
 @dataclass(frozen=True)
@@ -239,6 +240,10 @@ class ProgramBuilder:
         outputs = [kernel.buffer(s, self.slots[s].shape) for s in writes]
         extent = kernels.emit_kernel(kernel, instr, gens, outputs)
         kernel.finish()
+        if sum(leaf.numel for leaf in instr.shape.leaves()) <= SMALL_KERNEL_ELEMENTS:
+            # Tiny outputs gain nothing from wide vectors and unrolling, but pay for
+            # them in compile time: optimize such kernels for size.
+            kernel.function.attributes.add("optsize")
         out_bytes = sum(self.slots[s].nbytes for s in writes)
         self.thunks.append(KernelThunk(name, extent, out_bytes, reads, writes))
         return writes
