@@ -72,19 +72,35 @@ def exp(m: MathBuilder, x):
     return _scale(m, m.horner(r, taylor_exp(p["exp_degree"])), n_int)
 
 
+def exp_normal_range(m: MathBuilder, x):
+    """e^x for x (and e^x) well inside the normal range: no clamp, one scaling."""
+    n_int, _, r = _reduce_exp(m, x)
+    return m.b.fmul(m.horner(r, taylor_exp(_PARAMS[m.kind]["exp_degree"])), m.pow2i(n_int))
+
+
+def _expm1_reduced(m: MathBuilder, r):
+    """expm1(r) for |r| <= ln2/2: r + r^2 * P(r)."""
+    poly = m.horner(r, taylor_expm1_tail(_PARAMS[m.kind]["expm1_degree"]))
+    return m.fma(m.b.fmul(r, r), poly, r)
+
+
+def _expm1_from(m: MathBuilder, s, em1_r):
+    """e^x - 1 = s * expm1(r) + (s - 1) with s = 2^n: one fused rounding, and
+    s - 1 is exact for the n where it matters (small |x|)."""
+    return m.fma(s, em1_r, m.b.fsub(s, m.const(1.0)))
+
+
 def expm1(m: MathBuilder, x):
-    """e^x - 1, accurate near 0: 2^n * expm1(r) + (2^n - 1), one fused rounding."""
+    """e^x - 1, accurate near 0."""
     p = _PARAMS[m.kind]
     xc = m.clamp(x, p["expm1_lo"], p["hi"])
     n_int, _, r = _reduce_exp(m, xc)
-    poly = m.horner(r, taylor_expm1_tail(p["expm1_degree"]))
-    em1_r = m.fma(m.b.fmul(r, r), poly, r)                      # expm1(r)
-    # Small and moderate x: s*expm1(r) + (s - 1), with s = 2^n capped to stay finite
-    # (the capped value is only used where the select below discards it).
+    em1_r = _expm1_reduced(m, r)
+    # Small and moderate x: 2^n capped to stay finite (the capped value is only
+    # used where the select below discards it).
     cap = m.iconst(p["max_scale"])
-    n_capped = m.select(m.b.icmp_signed(">", n_int, cap), cap, n_int)
-    s = m.pow2i(n_capped)
-    small = m.fma(s, em1_r, m.b.fsub(s, m.const(1.0)))
+    small = _expm1_from(m, m.pow2i(m.select(m.b.icmp_signed(">", n_int, cap), cap, n_int)),
+                        em1_r)
     # Large x: the "-1" is below the rounding of e^x, so reuse the exp path.
     big = _scale(m, m.b.fadd(em1_r, m.const(1.0)), n_int)
     result = m.select(m.cmp(">", xc, m.const(p["expm1_big"])), big, small)
@@ -140,7 +156,9 @@ def tanh(m: MathBuilder, x):
     p = _PARAMS[m.kind]
     a = m.fabs(x)
     a = m.select(m.cmp(">", a, m.const(p["tanh_one"])), m.const(p["tanh_one"]), a)
-    e = expm1(m, m.b.fadd(a, a))
+    # 2a is in [0, 2 * tanh_one]: 2^n stays finite, no clamping or special cases.
+    n_int, _, r = _reduce_exp(m, m.b.fadd(a, a))
+    e = _expm1_from(m, m.pow2i(n_int), _expm1_reduced(m, r))
     return m.copysign(m.b.fdiv(e, m.b.fadd(e, m.const(2.0))), x)
 
 
