@@ -35,10 +35,6 @@ def np_dtype_of(instr) -> np.dtype:
     return d.numpy
 
 
-def element_type(instr) -> str:
-    return instr.shape.element_type
-
-
 def compute_dtype(value: np.ndarray) -> np.dtype:
     """The dtype XLA's CPU backend computes a float op in: f16 is upcast to f32."""
     if value.dtype == np.float16:
@@ -63,7 +59,7 @@ def to_result(value, instr) -> np.ndarray:
     if value.dtype != target:
         with np.errstate(all="ignore"):
             value = value.astype(target)
-    if element_type(instr) == "bf16":
+    if instr.shape.element_type == "bf16":
         value = round_to_bf16(value)
     return value
 
@@ -98,16 +94,8 @@ def flush_all(values, ctx) -> list[np.ndarray]:
 
 # --- recognizing simple reducer computations ------------------------------------
 
-# The binary ops a reducer computation may consist of, with their numpy ufunc.
-# maximum/minimum: np.maximum and np.minimum propagate NaN, like XLA.
-REDUCER_UFUNCS = {
-    "add": np.add,
-    "multiply": np.multiply,
-    "maximum": np.maximum,
-    "minimum": np.minimum,
-    "and": None,      # resolved by dtype: logical for pred, bitwise for ints
-    "or": None,
-}
+# The binary ops a reducer computation may consist of to be run with numpy ufuncs.
+REDUCER_OPCODES = frozenset({"add", "multiply", "maximum", "minimum", "and", "or"})
 
 
 def recognize_binary_reducer(comp) -> str | None:
@@ -117,7 +105,7 @@ def recognize_binary_reducer(comp) -> str | None:
     instead of being evaluated element by element.
     """
     root = comp.root
-    if root is None or root.opcode not in REDUCER_UFUNCS or len(root.operands) != 2:
+    if root is None or root.opcode not in REDUCER_OPCODES or len(root.operands) != 2:
         return None
     params = comp.parameters
     if len(params) != 2 or not root.shape.is_array or root.shape.dims:
@@ -129,12 +117,15 @@ def recognize_binary_reducer(comp) -> str | None:
 
 
 def reducer_ufunc(opcode: str, dtype: np.dtype):
-    """The numpy ufunc combining two values like `opcode` does for `dtype`."""
+    """The numpy ufunc combining two values like `opcode` does for `dtype`.
+
+    np.maximum and np.minimum propagate NaN like XLA (np.fmax would not)."""
     if opcode == "and":
         return np.logical_and if dtype == np.bool_ else np.bitwise_and
     if opcode == "or":
         return np.logical_or if dtype == np.bool_ else np.bitwise_or
-    return REDUCER_UFUNCS[opcode]
+    return {"add": np.add, "multiply": np.multiply,
+            "maximum": np.maximum, "minimum": np.minimum}[opcode]
 
 
 def reducer_identity(opcode: str, dtype: np.dtype):
