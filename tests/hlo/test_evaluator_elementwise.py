@@ -367,3 +367,16 @@ def test_f16_rounds_after_every_op():
     assert out[0] == 0
     p = run_op("multiply", np.array([0.1], np.float16), np.array([3], np.float16))
     assert p[0] == np.float16(np.float32(np.float16(0.1)) * np.float32(3))
+
+
+def test_bf16_rounds_to_nearest_even_after_every_op():
+    # bf16 has 8 significant bits: 1 + 2**-8 is a tie (to 1), 1 + 3 * 2**-8 a tie (to 1 + 2**-6).
+    out = run_text("""
+        HloModule m
+        ENTRY e {
+          x = f32[3] parameter(0)
+          b = bf16[3] convert(x)
+          ROOT s = bf16[3] add(b, b)
+        }""", f32(1 + 2**-8, 1 + 3 * 2**-8, 3e38))
+    assert out[0].dtype == np.float32          # bf16 values are held in f32
+    np.testing.assert_array_equal(out[0], f32(2, 2 * (1 + 2**-6), inf))
