@@ -1,4 +1,5 @@
-"""Small IR helpers shared by the passes: cloning, placing instructions, ordering."""
+"""Small IR helpers shared by the passes: creating and placing instructions, ordering,
+reachability, and the kernel count of issue 3."""
 from __future__ import annotations
 
 import heapq
@@ -38,13 +39,6 @@ def move_before(comp: HloComputation, instr: HloInstruction, anchor: HloInstruct
     comp.instructions.insert(comp.instructions.index(anchor), instr)
 
 
-def replace_instruction(old: HloInstruction, new: HloInstruction) -> None:
-    """Every use of `old` reads `new`; `old` is removed from its computation."""
-    comp = old.parent
-    old.replace_all_uses_with(new)
-    comp.remove_instruction(old)
-
-
 def add_computation_before(module: HloModule, comp: HloComputation,
                            anchor: HloComputation | None) -> HloComputation:
     """Adds `comp` to the module, listed before `anchor` (callees print before callers)."""
@@ -76,15 +70,6 @@ def sort_topologically(comp: HloComputation) -> None:
                 heapq.heappush(heap, (index[id(r)], r.name, r))
     assert len(order) == len(comp.instructions), f"cycle in {comp.name}"
     comp.instructions[:] = order
-
-
-def scalar_constant(comp: HloComputation, value, element_type: str, *,
-                    before: HloInstruction | None = None) -> HloInstruction:
-    """A new scalar `constant(value)` of `element_type`."""
-    from hlo import numpy_dtype
-    literal = np.array(value, dtype=numpy_dtype(element_type))
-    return new_instruction(comp, "constant", Shape.scalar(element_type), before=before,
-                           literal=literal)
 
 
 def is_kernel(instr: HloInstruction) -> bool:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from hlo import HloComputation, HloInstruction, HloModule
 
-from .fusion_utils import LOOP, create_fusion, fusion_kind, merge_siblings
+from .fusion_utils import LOOP, create_fusion, fusion_kind, merge_siblings, outputs
 from .hlo_utils import Reachability
 from .instruction_fusion import fusible_computations, is_loop_fusible
 from .pass_base import HloModulePass, register_pass
@@ -14,7 +14,7 @@ def _is_candidate(instr: HloInstruction) -> bool:
     if instr.is_root:
         return False
     if instr.opcode == "fusion":
-        return fusion_kind(instr) == "loop"
+        return fusion_kind(instr) == "loop" and all(v.shape.is_array for v in outputs(instr))
     return is_loop_fusible(instr) and instr.opcode != "constant"
 
 

@@ -16,6 +16,8 @@ def iteration_space(fusion: HloInstruction) -> tuple | None:
     an input fusion over its reduce operand's dimensions and reduced dimensions.
     """
     values = outputs(fusion)
+    if any(not v.shape.is_array for v in values):
+        return None        # a variadic reduce (argmax) already returns a tuple: keep it flat
     kind = fusion_kind(fusion)
     if kind == "loop":
         spaces = {("loop", v.shape.dims) for v in values}

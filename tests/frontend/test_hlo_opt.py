@@ -113,3 +113,16 @@ def test_console_script_runs_as_a_process():
     result = subprocess.run([sys.executable, "-m", "frontend.hlo_opt", "nope.hlo"],
                             capture_output=True, text=True, cwd=ROOT_DIR, timeout=60)
     assert result.returncode == 1 and result.stderr.startswith("hlo-opt: error:")
+
+
+def test_emit_llvm_and_asm(capsys, tmp_path):
+    pytest.importorskip("backend_cpu")
+    small = tmp_path / "small.hlo"
+    small.write_text("HloModule small\nENTRY e {\n  p = f32[64] parameter(0)\n"
+                     "  a = f32[64] abs(p)\n  ROOT n = f32[64] negate(a)\n}\n")
+    code, out, err = run([str(small), "--emit=llvm"], capsys)
+    if code != 0 and "not available" in err:
+        pytest.skip("CPU backend not available")
+    assert code == 0 and "define" in out
+    code, out, _ = run([str(small), "--emit=asm"], capsys)
+    assert code == 0 and ("ret" in out or ".text" in out)
