@@ -96,21 +96,25 @@ def sign(instr, operands, ctx):
     return to_result(np.sign(x), instr)
 
 
-@reference("floor", "ceil", "round-nearest-even", "round-nearest-afz")
+def _round_half_away_from_zero(x):
+    # x - trunc(x) is exact, so the tie test is exact (x + 0.5 would round first).
+    t = np.trunc(x)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t)
+
+
+_ROUNDING = {
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "round-nearest-even": np.rint,
+    "round-nearest-afz": _round_half_away_from_zero,
+}
+
+
+@reference(*_ROUNDING)
 def rounding(instr, operands, ctx):
-    x = flush(operands[0], ctx)
-    if instr.opcode == "floor":
-        y = np.floor(x)
-    elif instr.opcode == "ceil":
-        y = np.ceil(x)
-    elif instr.opcode == "round-nearest-even":
-        y = np.rint(x)
-    else:
-        # Half away from zero; x - trunc(x) is exact, so the tie test is exact.
-        t = np.trunc(x)
-        with np.errstate(invalid="ignore"):
-            y = np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t)
-    return to_result(y, instr)
+    # Denormal inputs read as zero: floor(-1e-40) is -0, not -1.
+    return to_result(_ROUNDING[instr.opcode](flush(operands[0], ctx)), instr)
 
 
 @reference("is-finite")
