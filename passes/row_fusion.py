@@ -92,6 +92,8 @@ def grow_row_region(root: HloInstruction) -> list[HloInstruction] | None:
     or None if the pattern does not apply."""
     if not root.shape.is_array or root.shape.rank < 1 or root.opcode == "fusion":
         return None
+    if root.shape.minor_to_major()[0] != root.shape.rank - 1:
+        return None           # a "row" must be contiguous in memory to stay in cache
     pattern = _RowPattern(root)
     if pattern.role(root) != "row":
         return None
