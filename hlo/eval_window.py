@@ -40,6 +40,7 @@ def windows(x: np.ndarray, window, fill):
 def _slide(padded: np.ndarray, window) -> np.ndarray:
     extents = [(w.size - 1) * w.window_dilation + 1 for w in window.dims]
     if any(e > n for e, n in zip(extents, padded.shape)):
+        # The window does not fit anywhere along some dimension: no windows at all.
         out_dims = [max(0, (n - e) // w.stride + 1) for n, e, w in zip(padded.shape, extents, window.dims)]
         return np.zeros(out_dims + [int(np.prod([w.size for w in window.dims]))], padded.dtype)
     view = sliding_window_view(padded, extents)
@@ -47,9 +48,6 @@ def _slide(padded: np.ndarray, window) -> np.ndarray:
     index = tuple(slice(None, None, w.stride) for w in window.dims)
     index += tuple(slice(None, None, w.window_dilation) for w in window.dims)
     view = view[index]
-    if any(w.reversal for w in window.dims):
-        flips = [rank + i for i, w in enumerate(window.dims) if w.reversal]
-        view = np.flip(view, axis=flips)
     return view.reshape(view.shape[:rank] + (-1,))
 
 
