@@ -18,8 +18,15 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from .gemm_ir import (GemmSpec, I32, const, convert, element_ptr, entry_alloca, for_range, narrow,
-                      splat, storage_type)
+from .gemm_ir import (GemmSpec, I32, const, convert, element_ptr, entry_alloca, for_range, imin,
+                      narrow, splat, storage_type)
+
+# Rows of a "dot" product computed together (independent FMA chains sharing vec loads).
+DOT_ROWS = 4
+# Outputs of an "axpy" product accumulated per pass over the matrix: 4 KiB of f32,
+# resident in L1 next to the streaming matrix rows.
+AXPY_BLOCK = 1024
+AXPY_K_UNROLL = 4
 
 
 @dataclass(frozen=True)
@@ -88,18 +95,31 @@ def _scalar_dot(b, spec, mv, o, k_start):
 
 
 def _emit_dot_form(b, spec, mv, out, begin, end, lanes):
-    """Rows contiguous along k: a vector accumulator per output, reduced at the end."""
+    """Rows contiguous along k: DOT_ROWS rows at a time share each load of `vec` and
+    keep DOT_ROWS independent FMA chains in flight; leftover rows go one by one."""
+    rows_end = b.add(begin, b.mul(b.sdiv(b.sub(end, begin), const(DOT_ROWS)), const(DOT_ROWS)))
+    with for_range(b, begin, rows_end, DOT_ROWS, name="o") as o:
+        _emit_dot_rows(b, spec, mv, out, o, DOT_ROWS, lanes)
+    with for_range(b, rows_end, end, name="orem") as o:
+        _emit_dot_rows(b, spec, mv, out, o, 1, lanes)
+
+
+def _emit_dot_rows(b, spec, mv, out, first, nrows, lanes):
+    """out[first + r] for r < nrows: vector accumulators along k, summed at the end."""
     arith = spec.arith
     vty = arith.vector(lanes)
     k_main = spec.k - spec.k % lanes
-    with for_range(b, begin, end, name="o") as o:
-        slot = entry_alloca(b, vty)
+    slots = [entry_alloca(b, vty) for _ in range(nrows)]
+    for slot in slots:
         b.store(arith.zero(vty), slot)
-        row = b.mul(o, const(mv.s_o))
-        with for_range(b, 0, k_main, lanes, name="kv") as k:
+    row_offsets = [b.mul(b.add(first, const(r)), const(mv.s_o)) for r in range(nrows)]
+    with for_range(b, 0, k_main, lanes, name="kv") as k:
+        v = _load_vec_lanes(b, arith, mv, k, lanes)
+        for slot, row in zip(slots, row_offsets):
             m = mv.mat.load(b, arith, b.add(row, k), lanes)
-            v = _load_vec_lanes(b, arith, mv, k, lanes)
             b.store(arith.madd(b, m, v, b.load(slot, typ=vty)), slot)
+    for r, slot in enumerate(slots):
+        o = b.add(first, const(r))
         total = _horizontal_sum(b, arith, b.load(slot, typ=vty), lanes)
         if k_main < spec.k:
             total = arith.add(b, total, _scalar_dot(b, spec, mv, o, k_main))
@@ -130,18 +150,46 @@ def _horizontal_sum(b, arith, vec, lanes):
 
 
 def _emit_axpy_form(b, spec, mv, out, begin, end, lanes):
-    """Columns contiguous along the outputs: acc[o:o+lanes] += mat[o:o+lanes, k] * vec[k]."""
+    """Outputs contiguous in the matrix: out[o] += mat[o, k] * vec[k], k outer.
+
+    The matrix is read row after row (sequential, prefetch-friendly) while a block of
+    AXPY_BLOCK accumulators stays in L1; AXPY_K_UNROLL rows of k are folded into each
+    pass over the accumulators to halve their loads and stores.
+    """
     arith = spec.arith
-    vty = arith.vector(lanes)
-    count = b.sub(end, begin)
-    vector_end = b.add(begin, b.and_(count, const(-lanes)))
-    with for_range(b, begin, vector_end, lanes, name="o") as o:
-        slot = entry_alloca(b, vty)
-        b.store(arith.zero(vty), slot)
-        with for_range(b, 0, spec.k, name="k") as k:
-            m = mv.mat.load(b, arith, b.add(o, b.mul(k, const(mv.s_k))), lanes)
-            v = splat(b, mv.vec.load(b, arith, b.mul(k, const(mv.s_v))), lanes)
-            b.store(arith.madd(b, m, v, b.load(slot, typ=vty)), slot)
-        _store(b, spec, out, o, b.load(slot, typ=vty), lanes)
-    with for_range(b, vector_end, end, name="orem") as o:
-        _store(b, spec, out, o, _scalar_dot(b, spec, mv, o, 0))
+    acc = entry_alloca(b, arith.type, AXPY_BLOCK, name="axpy_acc", align=64)
+    k_main = spec.k - spec.k % AXPY_K_UNROLL
+    with for_range(b, begin, end, AXPY_BLOCK, name="ob") as ob:
+        width = imin(b, AXPY_BLOCK, b.sub(end, ob))
+        with for_range(b, 0, width, name="z") as o:
+            b.store(arith.zero(arith.type), element_ptr(b, acc, arith.type, o))
+        with for_range(b, 0, k_main, AXPY_K_UNROLL, name="k") as k:
+            _emit_axpy_rows(b, spec, mv, acc, ob, width, k, AXPY_K_UNROLL, lanes)
+        with for_range(b, k_main, spec.k, name="krem") as k:
+            _emit_axpy_rows(b, spec, mv, acc, ob, width, k, 1, lanes)
+        with for_range(b, 0, width, name="st") as o:
+            value = b.load(element_ptr(b, acc, arith.type, o), typ=arith.type)
+            _store(b, spec, out, b.add(ob, o), value)
+
+
+def _emit_axpy_rows(b, spec, mv, acc, ob, width, k, nrows, lanes):
+    """acc[o] += sum_{u < nrows} mat[ob + o, k + u] * vec[k + u] for o < width."""
+    arith = spec.arith
+    scalars = [mv.vec.load(b, arith, b.mul(b.add(k, const(u)), const(mv.s_v)))
+               for u in range(nrows)]
+    rows = [b.mul(b.add(k, const(u)), const(mv.s_k)) for u in range(nrows)]
+    vector_width = b.and_(width, const(-lanes))
+
+    def update(o, count):
+        ty = arith.vector(count) if count > 1 else arith.type
+        slot = element_ptr(b, acc, arith.type, o)
+        value = b.load(slot, typ=ty, align=arith.nbytes)
+        for x, row in zip(scalars, rows):
+            m = mv.mat.load(b, arith, b.add(b.add(ob, o), row), count if count > 1 else None)
+            value = arith.madd(b, m, splat(b, x, count) if count > 1 else x, value)
+        b.store(value, slot, align=arith.nbytes)
+
+    with for_range(b, 0, vector_width, lanes, name="ov") as o:
+        update(o, lanes)
+    with for_range(b, vector_width, width, name="os", vectorize=False) as o:
+        update(o, 1)

@@ -27,12 +27,14 @@ KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_
                           ctypes.c_int64, ctypes.c_int64)
 
 # Tile edges (MR=14, NR=32 with AVX-512), the k block (256 f32), the m block (384
-# rows at kc=256) and the n panel (2048 columns) each met at -1, exactly, +1.
+# rows at kc=256) and the n panel (2048 columns) each met at -1, exactly, +1; matrix-
+# vector shapes cross the 4-row dot group and the 1024-output axpy block.
 F32_SHAPES = [
     (1, 1, 1), (2, 3, 5), (7, 11, 13), (13, 31, 5), (14, 32, 8), (15, 33, 9),
     (28, 64, 3), (29, 65, 1), (17, 33, 1), (20, 40, 255), (20, 40, 256), (20, 40, 257),
     (15, 33, 513), (300, 2, 17), (2, 300, 17), (1, 40, 50), (50, 1, 40), (1, 1, 100),
-    (64, 1, 3), (3, 1, 64), (1, 64, 3), (385, 20, 256), (5, 2049, 300), (5, 7, 0),
+    (64, 1, 3), (3, 1, 64), (1, 64, 3), (1, 1030, 7), (1030, 1, 7), (385, 20, 256),
+    (5, 2049, 300), (5, 7, 0),
 ]
 LAYOUTS = ("row", "col", "padded")
 # (lhs, rhs, out) element types; operands convert to the output's accumulation type.
