@@ -13,7 +13,22 @@ operand_values, ctx)`. The semantics live in the family modules imported
 below; `ctx` (an `EvalContext`) lets them evaluate called computations
 (`ctx.call(comp, args)`) and carries the denormal mode.
 
-Values are numpy arrays (0-d for scalars) or tuples of values.
+Values are numpy arrays (0-d for scalars) or tuples of values. Reducers,
+comparators and combiners are evaluated on whole arrays of "scalars" at once,
+so the semantics of scalar ops never depend on the value's shape.
+
+Where the semantics live:
+
+    eval_elementwise.py      unary and binary arithmetic, bit ops
+    eval_compare_convert.py  compare, select, clamp, convert, bitcast-convert
+    eval_movement.py         broadcast, reshape, bitcast, slices, pad, iota, tuples
+    eval_reduce.py           reduce (and the vectorized reducer helpers)
+    eval_window.py           reduce-window, select-and-scatter
+    eval_sort.py             sort
+    eval_gather_scatter.py   gather, scatter
+    eval_dot_conv.py         dot, convolution
+    eval_control.py          call, fusion, while, conditional; unsupported ops
+    eval_common.py           EvaluationError, the float model (f16 upcast, FTZ)
 """
 from __future__ import annotations
 
