@@ -205,10 +205,11 @@ def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan) -> None:
                     lambda name: emit_microkernel(module, name, arith, tile, spec.out_dtype,
                                                   may_accumulate))
     # A's rows and B's columns are the panels' x axis (gemm_packing.py).
-    a_layout = PackLayout(spec.lhs_dtype, s_x=spec.lhs_strides[0], s_k=spec.lhs_strides[1],
-                          width=tile.mr, lanes=tile.lanes)
-    b_layout = PackLayout(spec.rhs_dtype, s_x=spec.rhs_strides[1], s_k=spec.rhs_strides[0],
-                          width=tile.nr, lanes=tile.lanes)
+    a_strides = [const(s) for s in spec.lhs_strides]            # (s_x, s_k)
+    b_strides = [const(s) for s in reversed(spec.rhs_strides)]
+    a_layout = PackLayout.of(spec.lhs_dtype, *spec.lhs_strides, width=tile.mr, lanes=tile.lanes)
+    b_layout = PackLayout.of(spec.rhs_dtype, *reversed(spec.rhs_strides), width=tile.nr,
+                             lanes=tile.lanes)
     pack_a, pack_b = (
         _shared(module, f"xlapy.gemm.pack.{arith.type}.{layout.key()}",
                 lambda name, layout=layout: emit_pack(module, name, layout, arith))
@@ -222,11 +223,11 @@ def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan) -> None:
         ncb = imin(b, plan.nc, b.sub(const(n), jc))
         with for_range(b, 0, k, plan.kc, name="pc") as pc:
             kcb = imin(b, plan.kc, b.sub(const(k), pc))
-            b.call(pack_b, [b_buf, rhs, jc, ncb, pc, kcb])
+            b.call(pack_b, [b_buf, rhs, jc, ncb, pc, kcb, *b_strides])
             accumulate = b.icmp_signed("!=", pc, const(0))
             with for_range(b, m_begin, m_end, plan.mc, name="ic") as ic:
                 mcb = imin(b, plan.mc, b.sub(m_end, ic))
-                b.call(pack_a, [a_buf, lhs, ic, mcb, pc, kcb])
+                b.call(pack_a, [a_buf, lhs, ic, mcb, pc, kcb, *a_strides])
                 with for_range(b, 0, ncb, nr, name="jr") as jr:
                     cols = imin(b, nr, b.sub(ncb, jr))
                     b_panel = element_ptr(b, b_buf, arith.type, b.mul(jr, kcb))

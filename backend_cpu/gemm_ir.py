@@ -202,10 +202,12 @@ def _no_vectorize_loop_id(module: ir.Module):
     self-referential so that each loop's is unique)."""
     hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"),
                                 ir.Constant(I1, 0)])
+    no_unroll = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
     # add_metadata caches by content: a unique placeholder gives a fresh node, whose
     # first operand is then pointed at itself.
-    loop_id = module.add_metadata([ir.MetaDataString(module, f"loop.{len(module.metadata)}"), hint])
-    loop_id.operands = (loop_id, hint)
+    loop_id = module.add_metadata([ir.MetaDataString(module, f"loop.{len(module.metadata)}"),
+                                   hint, no_unroll])
+    loop_id.operands = (loop_id, hint, no_unroll)
     return loop_id
 
 

@@ -25,29 +25,46 @@ ALIGN = 64   # bytes; packed buffers and NR-wide panel rows start on a cache lin
 
 @dataclass(frozen=True)
 class PackLayout:
-    """How one operand is read: its element type and strides along x and k, and the
-    panel width W with the vector width used when rows of the panel are contiguous."""
+    """How one operand is packed: its element type, which of its axes has unit stride
+    (that decides the loop order and whether rows copy as vectors), and the panel width
+    W with the vector width. The strides themselves are arguments of the routine, so
+    one routine serves every GEMM of a module with the same layout class."""
     dtype: str
-    s_x: int
-    s_k: int
+    x_unit: bool      # s_x == 1: panel rows are contiguous in the source
+    k_unit: bool      # s_k == 1
     width: int
     lanes: int
 
+    @classmethod
+    def of(cls, dtype: str, s_x: int, s_k: int, width: int, lanes: int) -> "PackLayout":
+        return cls(dtype, s_x == 1, s_k == 1 and s_x != 1, width, lanes)
+
     def key(self) -> str:
-        return f"{self.dtype}.x{self.s_x}.k{self.s_k}.w{self.width}.v{self.lanes}"
+        unit = "x" if self.x_unit else "k" if self.k_unit else "none"
+        return f"{self.dtype}.unit_{unit}.w{self.width}.v{self.lanes}"
 
 
 def emit_pack(module: ir.Module, name: str, layout: PackLayout, arith: Arith) -> ir.Function:
-    """Adds `void name(ptr dst, ptr src, i64 x0, i64 xcount, i64 k0, i64 kcount)`.
+    """Adds `void name(ptr dst, ptr src, i64 x0, i64 xcount, i64 k0, i64 kcount,
+    i64 s_x, i64 s_k)`.
 
-    Packs source elements x0 <= x < x0+xcount, k0 <= k < k0+kcount into ceil(xcount/W)
-    micro-panels of W x kcount elements at dst (W*kcount elements apart).
+    Packs source elements x0 <= x < x0+xcount, k0 <= k < k0+kcount (element (x, k) at
+    x*s_x + k*s_k) into ceil(xcount/W) micro-panels of W x kcount elements at dst
+    (W*kcount elements apart).
     """
-    fn = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR, I64, I64, I64, I64]), name)
+    fn = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR] + [I64] * 6), name)
     fn.linkage = "internal"
+    # Out of line, the routine is compiled once for every block size: inlined, LLVM
+    # would specialize (and fully unroll) it on each call site's constant sizes.
+    fn.attributes.add("noinline")
     for arg in fn.args[:2]:
         arg.add_attribute("noalias")
-    dst, src, x0, xcount, k0, kcount = fn.args
+    dst, src, x0, xcount, k0, kcount, s_x, s_k = fn.args
+    if layout.x_unit:
+        s_x = const(1)    # known: lets LLVM see the contiguous accesses
+    if layout.k_unit:
+        s_k = const(1)
+    strides = (s_x, s_k)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     w = layout.width
     with for_range(b, 0, xcount, w, name="p") as p0:
@@ -56,23 +73,25 @@ def emit_pack(module: ir.Module, name: str, layout: PackLayout, arith: Arith) ->
         width = imin(b, w, b.sub(xcount, p0))
         with b.if_else(b.icmp_signed("==", width, const(w))) as (full, edge):
             with full:
-                if layout.s_x == 1 and w % layout.lanes == 0:
-                    _copy_rows_as_vectors(b, layout, arith, panel, src, first, k0, kcount)
+                if layout.x_unit and w % layout.lanes == 0:
+                    _copy_rows_as_vectors(b, layout, arith, panel, src, first, k0, kcount,
+                                          s_k)
                 else:
-                    _copy_scalars(b, layout, arith, panel, src, first, const(w), k0, kcount)
+                    _copy_scalars(b, layout, arith, panel, src, first, const(w), k0, kcount,
+                                  strides)
             with edge:
-                _copy_scalars(b, layout, arith, panel, src, first, width, k0, kcount)
+                _copy_scalars(b, layout, arith, panel, src, first, width, k0, kcount, strides)
                 _zero_columns(b, layout, arith, panel, width, kcount)
     b.ret_void()
     return fn
 
 
-def _copy_rows_as_vectors(b, layout, arith, panel, src, first, k0, kcount):
+def _copy_rows_as_vectors(b, layout, arith, panel, src, first, k0, kcount, s_k):
     """x contiguous in the source: each panel row is W/lanes vector loads and stores."""
     src_ty = storage_type(layout.dtype)
     vec_align = min(ALIGN, layout.lanes * arith.nbytes)
     with for_range(b, 0, kcount, name="kk") as kk:
-        src_row = b.add(first, b.mul(b.add(k0, kk), const(layout.s_k)))
+        src_row = b.add(first, b.mul(b.add(k0, kk), s_k))
         dst_row = b.mul(kk, const(layout.width))
         for v in range(0, layout.width, layout.lanes):
             value = b.load(element_ptr(b, src, src_ty, b.add(src_row, const(v))),
@@ -82,13 +101,12 @@ def _copy_rows_as_vectors(b, layout, arith, panel, src, first, k0, kcount):
                     align=vec_align)
 
 
-def _copy_scalars(b, layout, arith, panel, src, first, width, k0, kcount):
+def _copy_scalars(b, layout, arith, panel, src, first, width, k0, kcount, strides):
     """Element by element, the inner loop along the source's unit-stride axis when
     there is one (sequential reads; the writes then stride by W, which stays in L1)."""
     def copy(x, kk):
         src_ty = storage_type(layout.dtype)
-        offset = b.add(b.mul(b.add(first, x), const(layout.s_x)),
-                       b.mul(b.add(k0, kk), const(layout.s_k)))
+        offset = b.add(b.mul(b.add(first, x), strides[0]), b.mul(b.add(k0, kk), strides[1]))
         value = b.load(element_ptr(b, src, src_ty, offset), typ=src_ty)
         value = convert(b, value, layout.dtype, arith.type, arith.is_float)
         b.store(value, element_ptr(b, panel, arith.type,
@@ -96,13 +114,13 @@ def _copy_scalars(b, layout, arith, panel, src, first, width, k0, kcount):
 
     # Strided copies are left scalar: vectorized, they become gathers or scatters that
     # cost more compile time than they save (packing is a few % of the GEMM).
-    if layout.s_k == 1 and layout.s_x != 1:
+    if layout.k_unit:
         with for_range(b, 0, width, name="x") as x:
             with for_range(b, 0, kcount, name="kk", vectorize=False) as kk:
                 copy(x, kk)
     else:
         with for_range(b, 0, kcount, name="kk") as kk:
-            with for_range(b, 0, width, name="x", vectorize=layout.s_x == 1) as x:
+            with for_range(b, 0, width, name="x", vectorize=layout.x_unit) as x:
                 copy(x, kk)
 
 
