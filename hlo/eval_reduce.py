@@ -86,7 +86,8 @@ def reduce(instr, operands, ctx):
         partial = ufunc_reduce(opcode, inputs[0], axes, ctx)
         return combine_with_init(opcode, partial, inits[0], ctx, instr)
     # Generic reducer: reduced axes last, flattened to one; fold; then combine the init.
-    moved = [np.transpose(x, kept + list(axes)).reshape(out_dims + (-1,)) for x in inputs]
+    count = int(np.prod([inputs[0].shape[d] for d in axes]))
+    moved = [np.transpose(x, kept + list(axes)).reshape(out_dims + (count,)) for x in inputs]
     partial = fold_pairwise(comp, ctx, moved)
     results = call_reducer(comp, ctx, [np.broadcast_to(i, out_dims) for i in inits], partial)
     results = tuple(np.broadcast_to(r, out_dims) for r in results)

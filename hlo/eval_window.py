@@ -48,7 +48,7 @@ def _slide(padded: np.ndarray, window) -> np.ndarray:
     index = tuple(slice(None, None, w.stride) for w in window.dims)
     index += tuple(slice(None, None, w.window_dilation) for w in window.dims)
     view = view[index]
-    return view.reshape(view.shape[:rank] + (-1,))
+    return view.reshape(view.shape[:rank] + (int(np.prod(view.shape[rank:])),))
 
 
 @reference("reduce-window")

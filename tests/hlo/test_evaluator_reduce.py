@@ -275,3 +275,35 @@ def test_descending_sort_and_non_strict_comparator():
           ROOT s = s32[6] sort(x), dimensions={0}, to_apply=cmp
         }"""
         np.testing.assert_array_equal(run_text(text, x)[0], sorted(x.tolist(), reverse=True))
+
+
+def test_long_rows_sort_stably_with_nans_last():
+    # 3000 elements: the vectorized merge sort, checked against numpy's stable argsort.
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 40, size=(2, 3000)).astype(np.float32)
+    x[x == 3] = nan
+    idx = np.broadcast_to(np.arange(3000, dtype=np.int32), x.shape).copy()
+    text = "HloModule m\n" + _comparator(["f32", "s32"], "LT", "TOTALORDER") + """
+    ENTRY e {
+      x = f32[2,3000] parameter(0)
+      i = s32[2,3000] parameter(1)
+      ROOT s = (f32[2,3000], s32[2,3000]) sort(x, i), dimensions={1}, is_stable=true, to_apply=cmp
+    }"""
+    _, perm = run_text(text, x, idx)
+    np.testing.assert_array_equal(perm, np.argsort(x, axis=1, kind="stable"))
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (3, 0), (0, 0)])
+def test_zero_size_sort_reduce_and_reduce_window(shape):
+    x = np.zeros(shape, np.float32)
+    text = "HloModule m\n" + _comparator(["f32"], "LT") + _abs_max_computation() + f"""
+    ENTRY e {{
+      x = f32[{shape[0]},{shape[1]}] parameter(0)
+      z = f32[] constant(1)
+      s = f32[{shape[0]},{shape[1]}] sort(x), dimensions={{1}}, to_apply=cmp
+      r = f32[{shape[0]}] reduce(x, z), dimensions={{1}}, to_apply=absmax
+      ROOT t = (f32[{shape[0]},{shape[1]}], f32[{shape[0]}]) tuple(s, r)
+    }}"""
+    s, r = run_text(text, x)
+    assert s.shape == shape and r.shape == (shape[0],)
+    assert (r == 1).all()
