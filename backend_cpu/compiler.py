@@ -99,10 +99,25 @@ def _compile_module(module, start: float) -> CpuExecutable:
     ref = llvm_target.parse_and_verify(ir_text)
     llvm_target.optimize(ref)
     optimized = str(ref)
+    _check_external_symbols(ref)
     jit = llvm_target.jit_compile(optimized, optimize_ir=False)
     program.link(jit.lookup)
     return CpuExecutable(program, module.entry, jit=jit, llvm_ir=optimized,
                          hlo_text=module.to_text(), compile_seconds=time.perf_counter() - start)
+
+
+def _check_external_symbols(ref) -> None:
+    """Refuses to JIT calls to functions the process cannot resolve.
+
+    MCJIT would bind an unknown symbol to address 0, and the first call would
+    crash the process; a compile-time error names the function instead.
+    """
+    import llvmlite.binding as llvm
+    for fn in ref.functions:
+        if fn.is_declaration and not fn.name.startswith("llvm.") \
+                and not llvm.address_of_symbol(fn.name):
+            raise NotImplementedError(f"backend_cpu: kernels call {fn.name}, which is not "
+                                      f"available in this process")
 
 
 def _symbol(name: str) -> str:

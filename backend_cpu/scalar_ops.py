@@ -300,6 +300,8 @@ def emit_convert(b, x, src: str, dst: str) -> ir.Value:
         if is_float(dst):
             if bits(src) < bits(dst):
                 return b.fpext(x, dty)
+            if src == "f64" and dst == "f16":
+                return _f64_to_f16(b, x)
             return b.fptrunc(x, dty)
         if x.type == HALF:
             x = b.fpext(x, FLOAT)
@@ -313,6 +315,25 @@ def emit_convert(b, x, src: str, dst: str) -> ir.Value:
     if x.type.width > dty.width:
         return b.trunc(x, dty)
     return b.sext(x, dty) if is_signed(src) else b.zext(x, dty)
+
+
+def _f64_to_f16(b, x):
+    """f64 -> f16 without the `__truncdfhf2` libcall the JIT cannot resolve.
+
+    Rounding twice (f64 -> f32 -> f16) can be off by one ulp at ties, unless the
+    first step rounds to odd: f32 keeps more than 2 * 11 + 2 significant bits, so a
+    round-to-odd f32 then rounds to the correctly rounded f16.
+    """
+    t = b.fptrunc(x, FLOAT)
+    back = b.fpext(t, x.type)
+    inexact = b.fcmp_ordered("!=", back, x)            # false for NaN
+    away = b.fcmp_ordered(">", call_intrinsic(b, "llvm.fabs", [back]),
+                          call_intrinsic(b, "llvm.fabs", [x]))
+    i32 = ir.IntType(32)
+    t_bits = b.bitcast(t, i32)
+    toward_zero = b.select(away, b.sub(t_bits, const(i32, 1)), t_bits)
+    odd = b.select(inexact, b.or_(toward_zero, const(i32, 1)), t_bits)
+    return b.fptrunc(b.bitcast(odd, FLOAT), HALF)
 
 
 def emit_bitcast_convert(b, x, src: str, dst: str) -> ir.Value:
