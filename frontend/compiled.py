@@ -1,0 +1,127 @@
+"""Compiled: a lowered function after the pass pipeline, ready to run.
+
+With the CPU backend it wraps a `backend_cpu.CpuExecutable`; with the
+interpreter backend it runs the optimized module on the reference evaluator.
+Either way it shows the HLO after passes and a cost analysis computed from it.
+"""
+from __future__ import annotations
+
+from . import pytree
+from .cost import cost_analysis
+
+_NO_PASSES = (None, "none", "O0")
+
+
+def check_pipeline(pipeline) -> None:
+    """An error now (not at the first call) for a pipeline jit_compile cannot use."""
+    if pipeline in _NO_PASSES or pipeline == "default":
+        return
+    if isinstance(pipeline, str):
+        from passes import PassError, named_pipeline
+        try:
+            named_pipeline(pipeline)
+        except PassError as e:
+            raise ValueError(f"jit_compile: {e}") from None
+    elif not (callable(pipeline) or hasattr(pipeline, "run")):
+        raise TypeError(f"jit_compile: pipeline must be a name, a callable or a pass, "
+                        f"got {pipeline!r}")
+
+
+def _pipeline_callable(pipeline):
+    """What the backend's CompileOptions.pipeline takes: None, "default" or a callable."""
+    if pipeline in _NO_PASSES:
+        return None
+    if pipeline == "default":
+        return "default"
+    if isinstance(pipeline, str):
+        from passes import named_pipeline
+        return named_pipeline(pipeline)
+    return pipeline
+
+
+def _run_pipeline(module, pipeline):
+    """A copy of `module` after `pipeline` (for the interpreter backend)."""
+    from hlo import parse_module
+    copy = parse_module(module.to_text())
+    p = _pipeline_callable(pipeline)
+    if p == "default":
+        from passes import cpu_pipeline
+        p = cpu_pipeline()
+    if p is not None:
+        p.run(copy) if hasattr(p, "run") else p(copy)
+    return copy
+
+
+class Compiled:
+    """The executable for one signature: `__call__`, HLO after passes, LLVM IR, assembly."""
+
+    def __init__(self, lowered):
+        self.lowered = lowered
+        jit = lowered.jit
+        self.backend = jit.backend
+        if self.backend == "cpu":
+            self._executable = _compile_cpu(lowered.module, jit.pipeline, jit.intra_op_threads)
+            self._optimized_text = self._executable.as_hlo_text()
+            self._optimized = None
+        else:
+            self._executable = None
+            self._optimized = _run_pipeline(lowered.module, jit.pipeline)
+            self._optimized_text = self._optimized.to_text()
+
+    def __call__(self, *args, **kwargs):
+        arrays = self.lowered.check_call(args, kwargs)
+        if self._executable is not None:
+            results = self._executable.run(*arrays)
+        else:
+            from hlo import evaluate
+            results = evaluate(self._optimized, arrays)
+        return pytree.unflatten(self.lowered.out_tree, list(results))
+
+    def as_hlo_text(self) -> str:
+        """The HLO module after the pass pipeline."""
+        return self._optimized_text
+
+    def as_hlo_module(self):
+        if self._optimized is None:
+            from hlo import parse_module
+            self._optimized = parse_module(self._optimized_text)
+        return self._optimized
+
+    def as_llvm_ir(self) -> str:
+        return self._need_cpu("as_llvm_ir").as_llvm_ir()
+
+    def as_asm(self) -> str:
+        return self._need_cpu("as_asm").as_asm()
+
+    def cost_analysis(self) -> dict:
+        """{"flops", "transcendentals", "bytes accessed"} of the optimized module."""
+        return cost_analysis(self.as_hlo_module())
+
+    def _need_cpu(self, what: str):
+        if self._executable is None:
+            raise NotImplementedError(f"{what}: the interpreter backend compiles no LLVM code "
+                                      "(use backend='cpu')")
+        return self._executable
+
+
+def _compile_cpu(module, pipeline, intra_op_threads):
+    import backend_cpu
+    import dataclasses
+    fields = {f.name for f in dataclasses.fields(backend_cpu.CompileOptions)}
+    options = {"pipeline": _pipeline_callable(pipeline)}
+    if intra_op_threads is None:
+        return backend_cpu.compile(module, backend_cpu.CompileOptions(**options))
+    for name in ("intra_op_threads", "threads"):
+        if name in fields:
+            options[name] = intra_op_threads
+            return backend_cpu.compile(module, backend_cpu.CompileOptions(**options))
+    # The backend fixes each kernel's partition count when it links, from the
+    # runtime's options: link under the requested count, bypassing the backend's
+    # cache (its key does not include the thread count).
+    import runtime
+    previous = runtime.get_options().intra_op_threads
+    runtime.configure(intra_op_threads=intra_op_threads)
+    try:
+        return backend_cpu.compile(module, backend_cpu.CompileOptions(cache=False, **options))
+    finally:
+        runtime.configure(intra_op_threads=previous)

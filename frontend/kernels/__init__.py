@@ -1,0 +1,2 @@
+"""The kernels, grouped by family; importing the package registers them all."""
+from . import elementwise, activations, reduction, shape, nn, linalg, conv, indexing  # noqa: F401

@@ -1,0 +1,177 @@
+"""Elementwise kernels: arithmetic, comparisons, logic, math functions, casts.
+
+Binary kernels broadcast by numpy's rules (as tf2xla's binary ops do) and
+expect one element type (the ops layer promotes first). Most kernels are one
+HLO opcode and are made from the tables below; the rest are small classes.
+"""
+from __future__ import annotations
+
+from ..registry import XlaOpKernel, register_xla_op
+from .common import broadcast_all, is_float, require_float, require_same_types
+
+# op name -> HLO opcode
+BINARY = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide",
+          "Pow": "power", "Maximum": "maximum", "Minimum": "minimum"}
+LOGICAL = {"LogicalAnd": "and", "LogicalOr": "or"}
+COMPARE = {"Equal": "EQ", "NotEqual": "NE", "Less": "LT", "LessEqual": "LE",
+           "Greater": "GT", "GreaterEqual": "GE"}
+UNARY = {"Neg": "negate", "Abs": "abs", "Sign": "sign"}
+FLOAT_UNARY = {"Exp": "exponential", "Log": "log", "Log1p": "log-plus-one",
+               "Expm1": "exponential-minus-one", "Sqrt": "sqrt", "Rsqrt": "rsqrt",
+               "Tanh": "tanh", "Sigmoid": "logistic", "Erf": "erf", "Sin": "sine",
+               "Cos": "cosine", "Floor": "floor", "Ceil": "ceil",
+               "Round": "round-nearest-even"}
+
+
+def binary_operands(ctx):
+    """The two inputs, checked for one element type and broadcast together."""
+    x, y = ctx.input(0), ctx.input(1)
+    require_same_types([x, y])
+    return broadcast_all(ctx.builder, [x, y])
+
+
+def _binary_kernel(name: str, opcode: str):
+    class Binary(XlaOpKernel):
+        def compile(self, ctx):
+            x, y = binary_operands(ctx)
+            ctx.set_output(0, ctx.builder.op(opcode, [x, y]))
+    Binary.__name__ = Binary.__qualname__ = name
+    Binary.__doc__ = f"{name}(x, y) = {opcode}(x, y), broadcast by numpy's rules."
+    return register_xla_op(name)(Binary)
+
+
+def _logical_kernel(name: str, opcode: str):
+    class Logical(XlaOpKernel):
+        def compile(self, ctx):
+            x, y = binary_operands(ctx)
+            if x.shape.element_type != "pred":
+                raise TypeError(f"operands must be bool, got {x.shape.element_type}")
+            ctx.set_output(0, ctx.builder.op(opcode, [x, y]))
+    Logical.__name__ = Logical.__qualname__ = name
+    return register_xla_op(name)(Logical)
+
+
+def _compare_kernel(name: str, direction: str):
+    class Compare(XlaOpKernel):
+        def compile(self, ctx):
+            x, y = binary_operands(ctx)
+            ctx.set_output(0, ctx.builder.compare(x, y, direction))
+    Compare.__name__ = Compare.__qualname__ = name
+    Compare.__doc__ = f"{name}(x, y): compare {direction}, a bool result."
+    return register_xla_op(name)(Compare)
+
+
+def _unary_kernel(name: str, opcode: str, float_only: bool):
+    class Unary(XlaOpKernel):
+        def compile(self, ctx):
+            x = ctx.input(0)
+            if float_only:
+                require_float(x)
+            elif x.shape.element_type == "pred":
+                raise TypeError("input must be a number, got bool")
+            ctx.set_output(0, ctx.builder.op(opcode, [x]))
+    Unary.__name__ = Unary.__qualname__ = name
+    Unary.__doc__ = f"{name}(x) = {opcode}(x)."
+    return register_xla_op(name)(Unary)
+
+
+for _name, _opcode in BINARY.items():
+    _binary_kernel(_name, _opcode)
+for _name, _opcode in LOGICAL.items():
+    _logical_kernel(_name, _opcode)
+for _name, _direction in COMPARE.items():
+    _compare_kernel(_name, _direction)
+for _name, _opcode in UNARY.items():
+    _unary_kernel(_name, _opcode, float_only=False)
+for _name, _opcode in FLOAT_UNARY.items():
+    _unary_kernel(_name, _opcode, float_only=True)
+
+
+@register_xla_op("LogicalNot")
+class LogicalNot(XlaOpKernel):
+    def compile(self, ctx):
+        x = ctx.input(0)
+        if x.shape.element_type != "pred":
+            raise TypeError(f"input must be bool, got {x.shape.element_type}")
+        ctx.set_output(0, ctx.builder.not_(x))
+
+
+@register_xla_op("Square")
+class Square(XlaOpKernel):
+    def compile(self, ctx):
+        x = ctx.input(0)
+        ctx.set_output(0, ctx.builder.multiply(x, x))
+
+
+@register_xla_op("FloorDiv")
+class FloorDiv(XlaOpKernel):
+    """Division rounded toward -inf (Python's //); HLO divide truncates integers."""
+
+    def compile(self, ctx):
+        b = ctx.builder
+        x, y = binary_operands(ctx)
+        if is_float(x.shape.element_type):
+            ctx.set_output(0, b.floor(b.divide(x, y)))
+            return
+        # q = trunc(x / y); step down when the remainder is non-zero and the
+        # signs of x and y differ: -7 // 2 = -4, not -3.
+        q = b.divide(x, y)
+        r = b.remainder(x, y)
+        zero = ctx.zeros_like(x)
+        adjust = b.and_(b.compare(r, zero, "NE"),
+                        b.compare(b.compare(r, zero, "LT"), b.compare(y, zero, "LT"), "NE"))
+        ctx.set_output(0, b.select(adjust, b.subtract(q, ctx.full_like(1, q)), q))
+
+
+@register_xla_op("FloorMod")
+class FloorMod(XlaOpKernel):
+    """Remainder with the sign of the divisor (Python's %); HLO remainder truncates."""
+
+    def compile(self, ctx):
+        b = ctx.builder
+        x, y = binary_operands(ctx)
+        r = b.remainder(x, y)
+        zero = ctx.zeros_like(x)
+        # r + y when r is non-zero and its sign differs from y's: -7 % 2 = 1.
+        adjust = b.and_(b.compare(r, zero, "NE"),
+                        b.compare(b.compare(r, zero, "LT"), b.compare(y, zero, "LT"), "NE"))
+        ctx.set_output(0, b.select(adjust, b.add(r, y), r))
+
+
+@register_xla_op("Select")
+class Select(XlaOpKernel):
+    """Select(cond, x, y): x where cond else y; the three broadcast together."""
+
+    def compile(self, ctx):
+        cond, x, y = ctx.inputs
+        if cond.shape.element_type != "pred":
+            raise TypeError(f"condition must be bool, got {cond.shape.element_type}")
+        require_same_types([x, y], "the two branches")
+        cond, x, y = broadcast_all(ctx.builder, [cond, x, y])
+        ctx.set_output(0, ctx.builder.select(cond, x, y))
+
+
+@register_xla_op("ClipByValue")
+class ClipByValue(XlaOpKernel):
+    """min(max(x, lo), hi), broadcast together (numpy's clip; NaN stays NaN)."""
+
+    def compile(self, ctx):
+        b = ctx.builder
+        require_same_types(ctx.inputs)
+        x, lo, hi = broadcast_all(b, ctx.inputs)
+        ctx.set_output(0, b.minimum(b.maximum(x, lo), hi))
+
+
+@register_xla_op("Cast")
+class Cast(XlaOpKernel):
+    """Cast(x, dtype=HLO type name). To bool means x != 0 (numpy's astype(bool))."""
+
+    def compile(self, ctx):
+        b, x = ctx.builder, ctx.input(0)
+        target = ctx.attr("dtype")
+        if target == x.shape.element_type:
+            ctx.set_output(0, x)
+        elif target == "pred":
+            ctx.set_output(0, b.compare(x, ctx.zeros_like(x), "NE"))
+        else:
+            ctx.set_output(0, b.convert(x, target))

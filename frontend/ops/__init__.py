@@ -1,0 +1,26 @@
+"""frontend.ops: the user-facing functions, with TensorFlow's names and signatures.
+
+Each function records one (or a few) op nodes in the current trace; inside a
+`jit_compile`d function they take Tensors, numpy arrays and Python scalars:
+
+    @jit_compile
+    def mlp(x, w1, b1, w2):
+        h = ops.relu(ops.bias_add(ops.matmul(x, w1), b1))
+        return ops.softmax(h @ w2)
+"""
+from .core import apply, apply_multi, cast, constant, promote, to_tensor
+from .math import (abs, add, argmax, argmin, ceil, clip_by_value, cos, cumsum, divide, equal,
+                   erf, exp, expm1, floor, floordiv, floormod, greater, greater_equal, less,
+                   less_equal, log, log1p, logical_and, logical_not, logical_or, maximum,
+                   minimum, mod, multiply, neg, negative, not_equal, pow, reduce_all,
+                   reduce_any, reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum,
+                   round, rsqrt, select, sigmoid, sign, sin, sqrt, square, subtract, tanh,
+                   truediv, where)
+from .array import (broadcast_to, concat, expand_dims, fill, gather, getitem, identity,
+                    one_hot, ones, ones_like, pad, range, reshape, slice, split, squeeze,
+                    stack, strided_slice, tile, transpose, zeros, zeros_like)
+from .linalg import batch_matmul, einsum, matmul
+from .nn import (avg_pool2d, bias_add, conv2d, depthwise_conv2d, elu, gelu, layer_norm,
+                 leaky_relu, log_softmax, max_pool2d, relu, relu6, rms_norm, selu, silu,
+                 softmax, softmax_cross_entropy_with_logits, softplus,
+                 sparse_softmax_cross_entropy_with_logits, swish)

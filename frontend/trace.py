@@ -1,0 +1,130 @@
+"""Tracing: a Python function run on symbolic tensors records a graph of ops.
+
+While a function is traced, every op the user calls appends one `Node` to
+the current `Graph`: the op name (a registered kernel), its input tensors,
+its attributes and its output tensors. Nodes are appended in program order,
+so the node list is already a topological order; lowering walks it forward,
+and a gradient registry can walk it backwards (each node has everything a
+TensorFlow-style gradient function needs: op, inputs, attrs, outputs).
+
+    graph = Graph("f")
+    with tracing(graph):
+        x = graph.parameter((2, 3), np.float32)
+        y = graph.add_node("Relu", [x], {})[0]
+
+Output shapes come from the kernel itself (`registry.abstract_eval`), so an
+op that cannot accept its inputs fails here, at the user's line: the error
+names the op, the input shapes and the first stack frame outside frontend/.
+"""
+from __future__ import annotations
+
+import contextlib
+import linecache
+import os
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hlo import ShapeError
+
+from . import registry
+from .tensor import Tensor
+
+_FRONTEND_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_stack: list["Graph"] = []
+
+
+@dataclass(eq=False)
+class Node:
+    """One traced op: `outputs = op(*inputs, **attrs)`, recorded at `source`."""
+    op: str
+    inputs: list[Tensor]
+    attrs: dict
+    outputs: list[Tensor] = field(default_factory=list)
+    source: str = ""
+
+    def __repr__(self) -> str:
+        ins = ", ".join(t.aval_text() for t in self.inputs)
+        return f"Node({self.op}({ins}) -> {[t.aval_text() for t in self.outputs]})"
+
+
+class Graph:
+    """The ops of one traced function, in program order, and its parameters."""
+
+    def __init__(self, name: str = "main"):
+        self.name = name
+        self.nodes: list[Node] = []
+        self.params: list[Tensor] = []
+
+    def parameter(self, shape, dtype) -> Tensor:
+        """A symbolic input (the next ENTRY parameter)."""
+        t = Tensor(self, None, len(self.params), tuple(int(d) for d in shape), np.dtype(dtype))
+        self.params.append(t)
+        return t
+
+    def add_node(self, op: str, inputs, attrs: dict) -> list[Tensor]:
+        """Records `op(inputs, attrs)` and returns its output tensors."""
+        inputs = list(inputs)
+        for t in inputs:
+            if not isinstance(t, Tensor):
+                raise TypeError(f"{op}: input {t!r} is not a traced Tensor")
+            if t.graph is not self:
+                raise ValueError(f"{op}: input {t.aval_text()} belongs to another trace "
+                                 "(a tensor leaked out of the function that made it)")
+        source = user_source_line()
+        try:
+            avals = registry.abstract_eval(op, [(t.shape, t.dtype) for t in inputs], attrs)
+        except (ShapeError, ValueError, TypeError) as e:
+            kind = TypeError if isinstance(e, TypeError) else ValueError
+            raise kind(describe_error(op, inputs, e, source)) from None
+        node = Node(op, inputs, dict(attrs), source=source)
+        node.outputs = [Tensor(self, node, i, shape, dt) for i, (shape, dt) in enumerate(avals)]
+        self.nodes.append(node)
+        return node.outputs
+
+    def reachable_nodes(self, outputs) -> list[Node]:
+        """The nodes `outputs` depend on, in program order (dead code left out)."""
+        live: set[int] = set()
+        work = [t.node for t in outputs if t.node is not None]
+        while work:
+            node = work.pop()
+            if id(node) in live:
+                continue
+            live.add(id(node))
+            work.extend(t.node for t in node.inputs if t.node is not None)
+        return [n for n in self.nodes if id(n) in live]
+
+
+def describe_error(op: str, inputs, error: Exception, source: str) -> str:
+    shapes = ", ".join(t.aval_text() for t in inputs) or "no inputs"
+    where = f"\n  at {source}" if source else ""
+    return f"{op}: {error} (inputs: {shapes}){where}"
+
+
+def user_source_line() -> str:
+    """"file:line: code" of the innermost frame outside frontend/ (the user's line)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not filename.startswith(_FRONTEND_DIR):
+            code = linecache.getline(filename, frame.f_lineno).strip()
+            return f"{filename}:{frame.f_lineno}: {code}"
+        frame = frame.f_back
+    return ""
+
+
+# --- the current trace ----------------------------------------------------------------
+
+@contextlib.contextmanager
+def tracing(graph: Graph):
+    """Makes `graph` the current trace inside the `with` block."""
+    _stack.append(graph)
+    try:
+        yield graph
+    finally:
+        _stack.pop()
+
+
+def current_graph() -> Graph | None:
+    return _stack[-1] if _stack else None
