@@ -7,6 +7,7 @@ and the JIT engine are configured in one place.
 
     initialize()                 idempotent LLVM setup for the native target
     host_target_machine()        cached TargetMachine for this CPU, O3, JIT code model
+    host_has_feature(name)       e.g. "avx512f": lets emitters pick instructions
     parse_and_verify(ir_text)    llvm.ModuleRef, verified
     optimize(module_ref)         runs the O3 module pipeline in place
     assembly(module_ref)         the machine assembly as text (for checks and --emit=asm)
@@ -65,13 +66,28 @@ def _bind_libm_symbols() -> None:
 
 @functools.lru_cache(maxsize=None)
 def host_target_machine() -> llvm.TargetMachine:
-    """The TargetMachine of the host CPU (its name and all its features), at O3."""
+    """The TargetMachine of the host CPU (its name and all its features), at O3.
+
+    Shared and cached: use it for optimizing and printing assembly, never hand
+    it to an execution engine (see `jit_compile`).
+    """
+    return _new_host_target_machine()
+
+
+def _new_host_target_machine() -> llvm.TargetMachine:
     initialize()
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(
         cpu=llvm.get_host_cpu_name(),
         features=llvm.get_host_cpu_features().flatten(),
         opt=3, reloc="default", codemodel="jitdefault")
+
+
+@functools.lru_cache(maxsize=None)
+def host_has_feature(name: str) -> bool:
+    """True if the host CPU has feature `name` (LLVM spelling: "avx512f", "fma")."""
+    initialize()
+    return bool(llvm.get_host_cpu_features().get(name, False))
 
 
 def parse_and_verify(ir_text: str) -> llvm.ModuleRef:
@@ -122,7 +138,9 @@ def jit_compile(ir_text: str, *, optimize_ir: bool = True) -> JitModule:
     module = parse_and_verify(ir_text)
     if optimize_ir:
         optimize(module)
-    engine = llvm.create_mcjit_compiler(module, host_target_machine())
+    # MCJIT takes ownership of the TargetMachine it is given and frees it with the
+    # engine, so every engine gets a fresh one (not the shared cached machine).
+    engine = llvm.create_mcjit_compiler(module, _new_host_target_machine())
     engine.finalize_object()
     engine.run_static_constructors()
 

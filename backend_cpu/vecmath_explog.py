@@ -56,13 +56,6 @@ def _reduce_exp(m: MathBuilder, x):
     return n_int, n_float, r
 
 
-def _scale(m: MathBuilder, value, n_int):
-    """value * 2^n in two steps, so that 2^n itself never overflows or underflows."""
-    half = m.b.ashr(n_int, m.iconst(1))
-    rest = m.b.sub(n_int, half)
-    return m.b.fmul(m.b.fmul(value, m.pow2i(half)), m.pow2i(rest))
-
-
 def exp(m: MathBuilder, x, degree: int | None = None):
     """e^x. Clamping x keeps 2^n in range; overflow and underflow then come out
     of the final multiplications as inf and 0 (flushed to 0 under FTZ).
@@ -70,13 +63,13 @@ def exp(m: MathBuilder, x, degree: int | None = None):
     p = _PARAMS[m.kind]
     x = m.clamp(x, p["lo"], p["hi"])
     n_int, _, r = _reduce_exp(m, x)
-    return _scale(m, m.horner(r, taylor_exp(degree or p["exp_degree"])), n_int)
+    return m.ldexp(m.horner(r, taylor_exp(degree or p["exp_degree"])), n_int)
 
 
 def exp_normal_range(m: MathBuilder, x):
     """e^x for x (and e^x) well inside the normal range: no clamp, one scaling."""
     n_int, _, r = _reduce_exp(m, x)
-    return m.b.fmul(m.horner(r, taylor_exp(_PARAMS[m.kind]["exp_degree"])), m.pow2i(n_int))
+    return m.ldexp(m.horner(r, taylor_exp(_PARAMS[m.kind]["exp_degree"])), n_int)
 
 
 def _expm1_reduced(m: MathBuilder, r):
@@ -103,7 +96,7 @@ def expm1(m: MathBuilder, x):
     small = _expm1_from(m, m.pow2i(m.select(m.b.icmp_signed(">", n_int, cap), cap, n_int)),
                         em1_r)
     # Large x: the "-1" is below the rounding of e^x, so reuse the exp path.
-    big = _scale(m, m.b.fadd(em1_r, m.const(1.0)), n_int)
+    big = m.ldexp(m.b.fadd(em1_r, m.const(1.0)), n_int)
     result = m.select(m.cmp(">", xc, m.const(p["expm1_big"])), big, small)
     return m.keep_signed_zero(x, result)
 

@@ -17,6 +17,8 @@ from typing import Sequence
 
 from llvmlite import ir
 
+from . import llvm_target
+
 F32 = ir.FloatType()
 F64 = ir.DoubleType()
 
@@ -162,6 +164,27 @@ class MathBuilder:
         """2**n as a float for an integer vector n within the normal exponent range."""
         biased = self.b.add(n, self.iconst(self.bias))
         return self.as_float(self.b.shl(biased, self.iconst(self.mant_bits)))
+
+    def ldexp(self, value, n):
+        """value * 2^n for an integer vector n of any size, rounding once.
+
+        On AVX-512 this is one `vscalef` instruction that gets overflow (inf),
+        underflow (0 under FTZ) and NaN right by itself. Elsewhere LLVM would
+        expand a vector ldexp into libm calls, so it is done as two exact
+        power-of-two multiplications instead (n must then be within twice the
+        normal exponent range).
+        """
+        if llvm_target.host_has_feature("avx512f"):
+            n32 = n if self.bits == 32 else self.b.trunc(n, self._shaped(ir.IntType(32)))
+            fn_name = f"llvm.ldexp.{_intrinsic_suffix(self.ty)}.{_intrinsic_suffix(n32.type)}"
+            fn = self.b.module.globals.get(fn_name)
+            if fn is None:
+                fn = ir.Function(self.b.module, ir.FunctionType(self.ty, [self.ty, n32.type]),
+                                 name=fn_name)
+            return self.b.call(fn, [value, n32])
+        half = self.b.ashr(n, self.iconst(1))
+        rest = self.b.sub(n, half)
+        return self.b.fmul(self.b.fmul(value, self.pow2i(half)), self.pow2i(rest))
 
     def to_int(self, x_integral):
         """Integer value of a float holding a small integer (no NaN/inf allowed)."""

@@ -214,3 +214,17 @@ def test_scalar_and_vector_emission_agree(op, dtype):
     vector = math_kernel(op, dtype, LANES[dtype])(*args)
     scalar = math_kernel(op, dtype, None)(*args)
     np.testing.assert_array_equal(vector, scalar)
+
+
+def test_scaling_without_avx512_matches(monkeypatch):
+    """Hosts without AVX-512 get 2^n scaling by two multiplications, not vscalef."""
+    from backend_cpu import llvm_target
+    from backend_cpu.vecmath_kernel import MathKernel
+    monkeypatch.setattr(llvm_target, "host_has_feature", lambda name: False)
+    x = np.concatenate([_window(88.72, np.float32), _window(-87.33, np.float32),
+                        np.linspace(-110, 110, 10_001, dtype=np.float32),
+                        np.float32([np.inf, -np.inf, np.nan])])
+    for op in ("exponential", "exponential-minus-one", "logistic", "erf"):
+        kernel = MathKernel(op, np.float32, 16)
+        assert "llvm.ldexp" not in kernel.ir_text
+        np.testing.assert_array_equal(kernel(x), run(op, np.float32, x))
