@@ -216,6 +216,8 @@ def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan) -> None:
         for layout in (a_layout, b_layout))
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     lhs, rhs, out, m_begin, m_end = fn.args
+    with b.if_then(b.icmp_signed(">=", m_begin, m_end)):
+        b.ret_void()   # an empty partition: do not even pack B
     a_buf, b_buf, release = _scratch(b, arith, plan.mc * plan.kc, plan.nc * plan.kc)
     n, k, mr, nr = spec.n, spec.k, tile.mr, tile.nr
     out_ty = storage_type(spec.out_dtype)
