@@ -1,0 +1,156 @@
+"""The executable's contract: argument checks, the compile cache, buffer assignment,
+introspection (IR, assembly, HLO), partitioned launches and compile-time errors."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import backend_cpu
+import hlo
+import runtime
+from tests.backend_cpu.helpers import compiled
+
+ELEMENTWISE = """HloModule ew
+ENTRY e {
+  x = f32[64,256] parameter(0)
+  y = f32[64,256] parameter(1)
+  a = f32[64,256] add(x, y)
+  m = f32[64,256] multiply(a, x)
+  ROOT n = f32[64,256] negate(m)
+}"""
+
+CHAIN = """HloModule chain
+ENTRY e {
+  x = f32[128,128] parameter(0)
+  a = f32[128,128] exponential(x)
+  b = f32[128,128] negate(a)
+  c = f32[128,128] abs(b)
+  d = f32[128,128] sqrt(c)
+  ROOT f = f32[128,128] add(d, x)
+}"""
+
+
+def test_run_checks_argument_count_dtype_and_shape():
+    _, exe = compiled(ELEMENTWISE)
+    x = np.ones((64, 256), np.float32)
+    with pytest.raises(TypeError, match="expected 2 arguments"):
+        exe.run(x)
+    with pytest.raises(TypeError, match=r"parameter 1 \(y\).*float32"):
+        exe.run(x, x.astype(np.float64))
+    with pytest.raises(ValueError, match=r"parameter 0 \(x\).*\(64, 256\)"):
+        exe.run(np.ones((64, 255), np.float32), x)
+
+
+def test_non_contiguous_and_unaligned_inputs_are_copied():
+    _, exe = compiled(ELEMENTWISE)
+    rng = np.random.default_rng(0)
+    big = rng.standard_normal((256, 64)).astype(np.float32)
+    x = big.T                                          # a transposed view
+    raw = np.zeros(64 * 256 * 4 + 1, np.uint8)[1:]      # misaligned by one byte
+    y = raw.view(np.float32).reshape(64, 256)
+    y[...] = 2.0
+    (out,) = exe.run(x, y)
+    np.testing.assert_allclose(out, -((x + y) * x), rtol=1e-6)
+
+
+def test_compiling_the_same_module_twice_is_free():
+    module = hlo.parse_module(ELEMENTWISE)
+    first = backend_cpu.compile(module)
+    again = backend_cpu.compile(hlo.parse_module(ELEMENTWISE))
+    assert again is first
+    uncached = backend_cpu.compile(module, backend_cpu.CompileOptions(cache=False))
+    assert uncached is not first
+
+
+def test_temporaries_share_the_arena():
+    """Four 64 KiB temporaries in a chain live two at a time: the arena holds two."""
+    _, exe = compiled(CHAIN)
+    stats = exe.memory_stats()
+    one = 128 * 128 * 4
+    assert stats["num_kernels"] == 5
+    assert stats["arena_bytes"] == 2 * one
+    x = np.random.default_rng(1).standard_normal((128, 128)).astype(np.float32)
+    (out,) = exe.run(x)
+    np.testing.assert_allclose(out, np.sqrt(np.abs(-np.exp(x))) + x, rtol=2e-5, atol=1e-6)
+
+
+def test_aliases_cost_no_kernel_and_results_are_fresh():
+    text = """HloModule alias
+ENTRY e {
+  x = f32[4,6] parameter(0)
+  r = f32[24] reshape(x)
+  b = f32[6,4] bitcast(x)
+  ROOT t = (f32[24], f32[6,4], f32[4,6]) tuple(r, b, x)
+}"""
+    _, exe = compiled(text)
+    assert exe.memory_stats()["num_kernels"] == 0
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    r, b, same = exe.run(x)
+    np.testing.assert_array_equal(r, x.reshape(24))
+    np.testing.assert_array_equal(b, x.reshape(6, 4))
+    np.testing.assert_array_equal(same, x)
+    r[0] = 100
+    assert x[0, 0] == 0 and same[0, 0] == 0       # outputs never alias inputs or each other
+
+
+def test_elementwise_kernel_uses_full_width_vectors():
+    _, exe = compiled(ELEMENTWISE)
+    assert re.search(r"<16 x float>", exe.as_llvm_ir())
+    assert "zmm" in exe.as_asm()
+
+
+def test_row_reduction_is_vectorized():
+    _, exe = compiled("""HloModule rowsum
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[64,1024] parameter(0)
+  zero = f32[] constant(0)
+  ROOT r = f32[64] reduce(x, zero), dimensions={1}, to_apply=add
+}""")
+    assert re.search(r"fadd reassoc <16 x float>", exe.as_llvm_ir())
+    x = np.random.default_rng(2).standard_normal((64, 1024)).astype(np.float32)
+    np.testing.assert_allclose(exe.run(x)[0], x.sum(axis=1, dtype=np.float64), rtol=2e-5, atol=1e-4)
+
+
+def test_as_hlo_text_round_trips():
+    module, exe = compiled(ELEMENTWISE)
+    assert hlo.parse_module(exe.as_hlo_text()).to_text() == module.to_text()
+
+
+def test_partitioned_launch_matches_single_partition():
+    """A large kernel is split over the intra-op pool; the result does not change."""
+    text = """HloModule big
+ENTRY e {
+  x = f32[512,1024] parameter(0)
+  ROOT t = f32[512,1024] tanh(x)
+}"""
+    x = np.random.default_rng(3).standard_normal((512, 1024)).astype(np.float32)
+    _, exe = compiled(text)
+    kernel_thunks = [t for t in exe._program.thunks if hasattr(t, "dims")]
+    assert kernel_thunks[0].dims.total == 512
+    parallel = exe.run(x)[0]
+    saved = runtime.get_options().intra_op_threads
+    runtime.configure(intra_op_threads=1)
+    try:
+        single = backend_cpu.compile(hlo.parse_module(text),
+                                     backend_cpu.CompileOptions(cache=False)).run(x)[0]
+    finally:
+        runtime.configure(intra_op_threads=saved)
+    np.testing.assert_array_equal(parallel, single)
+
+
+def test_unsupported_opcode_fails_at_compile_time():
+    module = hlo.parse_module("""HloModule rng
+ENTRY e {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[4] rng(a, b), distribution=rng_uniform
+}""")
+    with pytest.raises(NotImplementedError, match="backend_cpu: no emitter for rng"):
+        backend_cpu.compile(module)
