@@ -35,11 +35,6 @@ def storage_type(name: str) -> ir.Type:
     raise NotImplementedError(f"gemm: element type {name} is not supported")
 
 
-def is_signed(name: str) -> bool:
-    """Integers extend by sign for s*, by zero for u* and pred."""
-    return hlo_dtype(name).is_signed
-
-
 @dataclass(frozen=True)
 class Arith:
     """The accumulation type of a GEMM and its multiply-add."""
@@ -128,8 +123,8 @@ def element_ptr(b: ir.IRBuilder, base, ety: ir.Type, index) -> ir.Value:
 
 
 def splat(b: ir.IRBuilder, scalar, lanes: int):
-    """<lanes x T> with every lane equal to `scalar` (becomes a broadcast, often folded
-    into the FMA's memory operand as {1toN})."""
+    """<lanes x T> with every lane equal to `scalar` (one vbroadcast instruction, or
+    folded into an FMA's memory operand as {1toN} when used once)."""
     vty = ir.VectorType(scalar.type, lanes)
     undef = ir.Constant(vty, ir.Undefined)
     one = b.insert_element(undef, scalar, ir.Constant(I32, 0))

@@ -46,7 +46,7 @@ def choose_tile(vector_bits: int, arith: Arith) -> MicroTile:
 
     With AVX-512 there are 32 vector registers: 14 rows x 2 vectors = 28 accumulators,
     2 for the B row and 1 for the broadcast A value. Each k step then issues 28 FMAs
-    for 16 loads (2 vector, 14 broadcasts that fold into the FMAs), enough independent
+    for 16 loads (2 vectors, 14 broadcasts each feeding 2 FMAs), enough independent
     FMAs (>= latency 4 x 2 pipes) to keep both FMA units of a Zen 5 core busy.
     Without AVX-512 there are 16 registers: the classic 6 x 2 block (12 accumulators).
     """
