@@ -115,6 +115,8 @@ def _decode_slice(text: str) -> tuple[SliceDim, ...]:
 
 
 def _decode_padding(text: str) -> tuple[PadDim, ...]:
+    if text == "{}":                      # a rank-0 pad (see _encode_padding)
+        return ()
     dims = []
     for part in text.split("x"):
         m = _PAD_DIM_RE.fullmatch(part)
@@ -230,6 +232,8 @@ def _encode_slice_dim(d: SliceDim) -> str:
 
 
 def _encode_padding(dims) -> str:
+    if not dims:
+        return "{}"                       # rank 0: "padding=" alone would not parse back
     # Like XLA: the interior part is written for every dimension once any has one.
     if any(d.interior for d in dims):
         return "x".join(f"{d.low}_{d.high}_{d.interior}" for d in dims)

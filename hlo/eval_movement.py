@@ -111,6 +111,8 @@ def concatenate(instr, operands, ctx):
 def pad(instr, operands, ctx):
     x, value = operands
     padding = instr.attrs["padding"]
+    if not padding:                       # rank 0: nothing to pad (np.pad rejects 0-d)
+        return x
     # Interior padding first: element i lands at i * (interior + 1).
     dilated_dims = [n + max(n - 1, 0) * p.interior for n, p in zip(x.shape, padding)]
     dilated = np.full(dilated_dims, value, dtype=x.dtype)
