@@ -29,11 +29,9 @@ this and stream the matrix once (gemm_gemv.py).
 """
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
-import llvmlite.binding as llvm
 from llvmlite import ir
 
 from hlo.dtypes import DTYPES
@@ -69,17 +67,11 @@ _SUPPORTED_DTYPES = ("pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64
 _SUPPORTED_OUT = ("s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "f16", "f32", "f64")
 
 
-@functools.lru_cache(maxsize=None)
 def host_vector_bits() -> int:
     """The widest vector register of the host: 512 with AVX-512F, 256 with AVX, else 128."""
-    llvm_target.initialize()
-    try:
-        features = llvm.get_host_cpu_features()
-    except RuntimeError:   # LLVM cannot read the features on every host
-        return 128
-    if features.get("avx512f"):
+    if llvm_target.host_has_feature("avx512f"):
         return 512
-    if features.get("avx"):
+    if llvm_target.host_has_feature("avx"):
         return 256
     return 128
 

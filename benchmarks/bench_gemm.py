@@ -22,7 +22,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import llvmlite.binding as llvm  # noqa: E402
 from llvmlite import ir  # noqa: E402
 
 from backend_cpu import llvm_target  # noqa: E402
@@ -42,15 +41,8 @@ def compile_matmul(m: int, n: int, k: int):
     module = ir.Module(name=f"matmul{m}x{n}x{k}")
     emit_gemm(module, "matmul", lhs_dtype="f32", rhs_dtype="f32", out_dtype="f32",
               m=m, n=n, k=k, lhs_strides=(k, 1), rhs_strides=(n, 1))
-    ref = llvm_target.parse_and_verify(str(module))
-    llvm_target.optimize(ref)
-    # MCJIT owns (and frees) the machine it is given: not the cached host machine.
-    machine = llvm.Target.from_default_triple().create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-        opt=3, codemodel="jitdefault")
-    engine = llvm.create_mcjit_compiler(ref, machine)
-    engine.finalize_object()
-    return engine, KERNEL(engine.get_function_address("matmul"))
+    jit = llvm_target.jit_compile(str(module))
+    return jit, KERNEL(jit.lookup("matmul"))
 
 
 def median_ms(fn, repeat: int) -> float:

@@ -12,7 +12,6 @@ import ctypes
 import functools
 import itertools
 
-import llvmlite.binding as llvm
 import numpy as np
 import pytest
 from llvmlite import ir
@@ -74,22 +73,6 @@ NARROW_CASES = [_case(("f32",) * 3, s, "row", "col", bits) for bits, s in NARROW
 ALL_CASES = F32_CASES + DTYPE_CASES + NARROW_CASES
 
 
-def _jit(module: ir.Module) -> llvm.ExecutionEngine:
-    """Optimizes and JITs `module` through llvm_target.
-
-    The engine gets its own TargetMachine: MCJIT takes ownership of the one it is
-    given and frees it with the engine, so it must not be the cached host machine.
-    """
-    ref = llvm_target.parse_and_verify(str(module))
-    llvm_target.optimize(ref)
-    machine = llvm.Target.from_default_triple().create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-        opt=3, codemodel="jitdefault")
-    engine = llvm.create_mcjit_compiler(ref, machine)
-    engine.finalize_object()
-    return engine
-
-
 @functools.lru_cache(maxsize=None)
 def _compiled_table():
     """All kernels of ALL_CASES in one module, compiled once: {case: ctypes function}."""
@@ -98,9 +81,9 @@ def _compiled_table():
     for index, (spec, bits) in enumerate(ALL_CASES):
         names[(spec, bits)] = f"gemm{index}"
         _emit(module, names[(spec, bits)], spec, bits)
-    engine = _jit(module)
-    kernels = {case: KERNEL(engine.get_function_address(name)) for case, name in names.items()}
-    return engine, kernels
+    jit = llvm_target.jit_compile(str(module))
+    kernels = {case: KERNEL(jit.lookup(name)) for case, name in names.items()}
+    return jit, kernels
 
 
 def _emit(module, name, spec, bits):
