@@ -30,9 +30,13 @@ def cpu_pipeline(**options) -> HloPassPipeline:
         HloPassFix(simplify),     # rewrites enable each other (a fold exposes x * 1, ...)
         # Fusion runs on simplified code: producers are already minimal.
         RowFusion(),              # before loop fusion, which would split the row pattern
-        CpuInstructionFusion(),   # loop and input fusion of what is left
-        MultiOutputFusion(),      # after vertical fusion: merges the fusions it made
-        HorizontalFusion(),       # last: packs the remaining independent loops together
+        # Merging kernels can leave a shared producer with a single user, which
+        # loop fusion can then absorb: iterate. Every change removes a kernel.
+        HloPassFix(HloPassPipeline("fusion", [
+            CpuInstructionFusion(),   # loop and input fusion of what is left
+            MultiOutputFusion(),      # after vertical fusion: merges the fusions it made
+            HorizontalFusion(),       # last: packs the remaining independent loops together
+        ])),
         # Clean-up; also makes a second run a no-op: tuple(gte(f, 0), ...) -> f, and
         # bodies merged by fusion may now hold common subexpressions.
         TupleSimplifier(),
