@@ -158,3 +158,28 @@ def test_row_kind_is_marked_in_backend_config():
     assert 'kind=kCustom, backend_config={"fusion_kind":"row"}' in printed
     assert fusion_kind(hlo.parse_module(printed).entry.root) == "row"
     assert_same_results(text, module)
+
+
+def test_fuse_producer_merges_a_producer_fusion_into_its_consumer():
+    text = """
+    HloModule merge
+    ENTRY e {
+      p = f32[4] parameter(0)
+      q = f32[4] parameter(1)
+      a = f32[4] abs(p)
+      s = f32[4] sqrt(a)
+      ROOT m = f32[4] multiply(s, q)
+    }
+    """
+    module = parse(text)
+    entry = module.entry
+    producer = create_fusion(entry.instruction("s"), LOOP)
+    fuse_producer(producer, entry.instruction("a"))
+    consumer = create_fusion(entry.instruction("m"), LOOP)
+    value = fuse_producer(consumer, producer)
+    assert value.name == "s" and value.parent is consumer.fused_computation
+    assert opcodes(entry) == ["parameter", "parameter", "fusion"]
+    assert sorted(opcodes(consumer.fused_computation)) == [
+        "abs", "multiply", "parameter", "parameter", "sqrt"]
+    assert producer.fused_computation not in module.computations
+    assert_same_results(text, module)
