@@ -76,6 +76,9 @@ def emit_pack(module: ir.Module, name: str, layout: PackLayout, arith: Arith) ->
                 if layout.x_unit and w % layout.lanes == 0:
                     _copy_rows_as_vectors(b, layout, arith, panel, src, first, k0, kcount,
                                           s_k)
+                elif layout.k_unit and layout.lanes > 1:
+                    _copy_transposing(b, layout, arith, panel, src, first, k0, kcount,
+                                      strides)
                 else:
                     _copy_scalars(b, layout, arith, panel, src, first, const(w), k0, kcount,
                                   strides)
@@ -99,6 +102,59 @@ def _copy_rows_as_vectors(b, layout, arith, panel, src, first, k0, kcount, s_k):
             value = convert(b, value, layout.dtype, arith.type, arith.is_float)
             b.store(value, element_ptr(b, panel, arith.type, b.add(dst_row, const(v))),
                     align=vec_align)
+
+
+def _copy_transposing(b, layout, arith, panel, src, first, k0, kcount, strides):
+    """k contiguous in the source (row-major A, transposed B): load `lanes` consecutive
+    k of each of `lanes` x at once and transpose the square in registers, so that
+    both the loads and the panel stores are vectors. The k remainder goes scalar."""
+    lanes, w = layout.lanes, layout.width
+    src_vty = ir.VectorType(storage_type(layout.dtype), lanes)
+    k_vec = b.and_(kcount, const(-lanes))
+    with for_range(b, 0, k_vec, lanes, name="kv") as kk:
+        for x_base in range(0, w, lanes):
+            count = min(lanes, w - x_base)
+            rows = []
+            for i in range(count):
+                offset = b.add(b.mul(b.add(first, const(x_base + i)), strides[0]), b.add(k0, kk))
+                row = b.load(element_ptr(b, src, storage_type(layout.dtype), offset),
+                             typ=src_vty, align=1)
+                rows.append(convert(b, row, layout.dtype, arith.type, arith.is_float))
+            rows += [ir.Constant(arith.vector(lanes), None)] * (lanes - count)
+            for j, column in enumerate(transpose_square(b, rows)):
+                if count < lanes:   # a panel narrower than a vector (A's MR rows)
+                    column = b.shuffle_vector(column, column, _mask(range(count)))
+                dst = element_ptr(b, panel, arith.type,
+                                  b.add(b.mul(b.add(kk, const(j)), const(w)), const(x_base)))
+                b.store(column, dst, align=arith.nbytes)
+    rest_panel = element_ptr(b, panel, arith.type, b.mul(k_vec, const(w)))
+    _copy_scalars(b, layout, arith, rest_panel, src, first, const(w), b.add(k0, k_vec),
+                  b.sub(kcount, k_vec), strides)
+
+
+def transpose_square(b, rows: list) -> list:
+    """The transpose of an L x L matrix held as L vectors of L lanes (L a power of 2):
+    log2(L) butterfly stages, each a two-input shufflevector per row (one vpermt2ps
+    on AVX-512). Stage `bit` swaps that bit of the row index with the column index's:
+
+        new[r][c] = old[r with bit := c's bit][c with bit := r's bit]
+    """
+    n = len(rows)
+    bit = 1
+    while bit < n:
+        new = []
+        for r in range(n):
+            low, high = rows[r & ~bit], rows[r | bit]
+            mask = [((c & ~bit) | (bit if r & bit else 0)) + (n if c & bit else 0)
+                    for c in range(n)]
+            new.append(b.shuffle_vector(low, high, _mask(mask)))
+        rows, bit = new, bit * 2
+    return rows
+
+
+def _mask(indices) -> ir.Constant:
+    indices = list(indices)
+    return ir.Constant(ir.VectorType(ir.IntType(32), len(indices)), indices)
 
 
 def _copy_scalars(b, layout, arith, panel, src, first, width, k0, kcount, strides):
