@@ -20,6 +20,7 @@ from backend_cpu import llvm_target
 from backend_cpu.gemm import (emit_gemm, gemm_partitions, gemm_row_split, host_vector_bits,
                               plan_gemm)
 from backend_cpu.gemm_ir import GemmSpec
+from backend_cpu.gemm_packing import transpose_square
 from hlo.dtypes import numpy_dtype
 
 KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
@@ -228,6 +229,26 @@ def test_bad_arguments_are_clear_errors(kwargs, message):
                 lhs_strides=(2, 1), rhs_strides=(2, 1)) | kwargs
     with pytest.raises(ValueError, match=message):
         emit_gemm(ir.Module(), "bad", **args)
+
+
+@pytest.mark.parametrize("lanes", [4, 8, 16])
+def test_transpose_square_in_registers(lanes):
+    module = ir.Module()
+    f32, vty = ir.FloatType(), ir.VectorType(ir.FloatType(), lanes)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * 2), "t")
+    b = ir.IRBuilder(fn.append_basic_block())
+    rows = [b.load(b.gep(fn.args[0], [ir.Constant(ir.IntType(64), i * lanes)], source_etype=f32),
+                   typ=vty, align=4) for i in range(lanes)]
+    for i, column in enumerate(transpose_square(b, rows)):
+        b.store(column, b.gep(fn.args[1], [ir.Constant(ir.IntType(64), i * lanes)],
+                              source_etype=f32), align=4)
+    b.ret_void()
+    jit = llvm_target.jit_compile(str(module))
+    square = np.arange(lanes * lanes, dtype=np.float32).reshape(lanes, lanes)
+    result = np.zeros_like(square)
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(jit.lookup("t"))(
+        square.ctypes.data, result.ctypes.data)
+    np.testing.assert_array_equal(result, square.T)
 
 
 @pytest.mark.skipif(host_vector_bits() < 512, reason="needs AVX-512")
