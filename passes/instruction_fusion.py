@@ -101,7 +101,7 @@ class InstructionFusion(HloModulePass):
         raise NotImplementedError
 
     def consumer_kind(self, consumer: HloInstruction) -> str | None:
-        """The fusion kind `consumer` would start, or None if it cannot be a consumer."""
+        """The kind of fusion `consumer` starts (or is), or None if it takes no producers."""
         raise NotImplementedError
 
     def run(self, module: HloModule) -> bool:
@@ -154,8 +154,8 @@ class CpuInstructionFusion(InstructionFusion):
     name = "instruction-fusion"
 
     def consumer_kind(self, consumer: HloInstruction) -> str | None:
-        if consumer.opcode == "fusion":
-            return LOOP if fusion_kind(consumer) in ("loop", "input") else None
+        if consumer.opcode == "fusion":    # loop and input fusions keep growing
+            return {"loop": LOOP, "input": INPUT}.get(fusion_kind(consumer))
         if consumer.opcode == "reduce":
             return INPUT
         if is_loop_fusible(consumer) and consumer.opcode != "constant":
@@ -191,8 +191,7 @@ class CpuInstructionFusion(InstructionFusion):
         # so the reduction becomes part of that loop instead of a kernel of its own.
         if not producer.shape.is_array or producer.is_root:
             return FusionDecision("a multi-output or root reduce is not fused")
-        if self.consumer_kind(consumer) != LOOP or consumer.opcode == "reduce" \
-                or (consumer.opcode == "fusion" and fusion_kind(consumer) != "loop"):
+        if self.consumer_kind(consumer) != LOOP:
             return FusionDecision("a reduce only fuses into a loop consumer")
         if any(u is not consumer for u in producer.users):
             return FusionDecision("would duplicate a reduce")

@@ -28,7 +28,7 @@ nothing is computed twice; the fusion must contain at least one reduce.
 """
 from __future__ import annotations
 
-from hlo import HloComputation, HloInstruction, HloModule
+from hlo import HloInstruction, HloModule
 
 from .fusion_utils import ROW, create_fusion, fuse_producer
 from .instruction_fusion import fusible_computations
@@ -115,17 +115,12 @@ def grow_row_region(root: HloInstruction) -> list[HloInstruction] | None:
             frontier.append(operand)
     if not any(i.opcode == "reduce" for i in region):
         return None
-    return _users_first(root.parent, region, members)
-
-
-def _users_first(comp: HloComputation, region, members) -> list[HloInstruction]:
-    order = [i for i in reversed(comp.post_order()) if id(i) in members]
-    # An operand rejected earlier may be accepted later by another user; the
-    # post order keeps the result consistent either way.
-    return order if len(order) == len(region) else None
+    # Users before operands, so each producer is fused after everything reading it.
+    return [i for i in reversed(root.parent.post_order()) if id(i) in members]
 
 
 def fuse_row_region(region: list[HloInstruction]) -> HloInstruction:
+    """One row fusion of `region` (root first, users before operands)."""
     fusion = create_fusion(region[0], ROW)
     for producer in region[1:]:
         fuse_producer(fusion, producer)
