@@ -64,7 +64,10 @@ def _new_block(size: int, alignment: int) -> Block:
     if size >= MMAP_THRESHOLD or alignment > MIN_ALIGNMENT:
         # Private and anonymous (Python's default is shared, i.e. shmem, which gets no
         # transparent huge pages); page aligned and not yet paged in.
-        mm = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        try:
+            mm = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        except OSError as e:                     # ENOMEM: say so as Python does
+            raise MemoryError(f"runtime: cannot allocate {size} bytes: {e.strerror}") from None
         if size >= _HUGE_PAGE and hasattr(mmap, "MADV_HUGEPAGE"):
             try:
                 mm.madvise(mmap.MADV_HUGEPAGE)   # fewer faults and TLB misses; advice only
