@@ -75,8 +75,8 @@ class Graph:
         source = user_source_line()
         try:
             avals = registry.abstract_eval(op, [(t.shape, t.dtype) for t in inputs], attrs)
-        except (ShapeError, ValueError, TypeError) as e:
-            kind = TypeError if isinstance(e, TypeError) else ValueError
+        except (ShapeError, ValueError, TypeError, IndexError) as e:
+            kind = next(k for k in (TypeError, IndexError, ValueError) if isinstance(e, k))
             raise kind(describe_error(op, inputs, e, source)) from None
         node = Node(op, inputs, dict(attrs), source=source)
         node.outputs = [Tensor(self, node, i, shape, dt) for i, (shape, dt) in enumerate(avals)]

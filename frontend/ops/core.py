@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import dtypes
 from ..tensor import Tensor
-from ..trace import current_graph
+from ..trace import current_graph, user_source_line
 
 PYTHON_SCALARS = (bool, int, float, complex)
 
@@ -87,6 +87,15 @@ def promote(*values) -> list[Tensor]:
     else:
         target = dtypes.default_dtype(_widest_scalar(values))
     return [to_tensor(v, target) for v in values]
+
+
+def promote_for(op: str, *values) -> list[Tensor]:
+    """`promote`, with errors naming the op and the user's line."""
+    try:
+        return promote(*values)
+    except TypeError as e:
+        where = user_source_line()
+        raise TypeError(f"{op}: {e}" + (f"\n  at {where}" if where else "")) from None
 
 
 def _widest_scalar(values):

@@ -7,11 +7,11 @@ first, as numpy turns them into floats.
 from __future__ import annotations
 
 from .. import dtypes
-from .core import apply, cast, promote, to_float, to_tensor
+from .core import apply, cast, promote, promote_for, to_float, to_tensor
 
 
 def _binary(op: str, x, y):
-    return apply(op, promote(x, y))
+    return apply(op, promote_for(op, x, y))
 
 
 def add(x, y): return _binary("Add", x, y)
