@@ -1,34 +1,51 @@
 """Call inlining: replaces `call` instructions by the body of the called computation."""
 from __future__ import annotations
 
+from collections import Counter
+
 from hlo import HloComputation, HloInstruction, HloModule
 
-from .hlo_utils import clone_instruction
+from .hlo_utils import clone_instruction, move_before
 from .pass_base import HloModulePass, register_pass
 
 
-def inline_call(call: HloInstruction) -> HloInstruction:
-    """Clones the callee's instructions before `call`, with its parameters bound to the
-    call's operands; the call's users then read the cloned root. Returns that root."""
+def inline_call(call: HloInstruction, only_caller: bool = False) -> HloInstruction:
+    """Puts the callee's instructions before `call`, with its parameters bound to the
+    call's operands; the call's users then read the callee's root. Returns that root.
+
+    With `only_caller` (no other instruction refers to the callee) the
+    instructions are moved, keeping their names, and the callee is removed;
+    otherwise they are cloned.
+    """
     comp = call.parent
     callee = call.to_apply
     value: dict[int, HloInstruction] = {}
     for instr in callee.post_order():
         if instr.opcode == "parameter":
             value[id(instr)] = call.operands[instr.parameter_number]
-            continue
-        value[id(instr)] = clone_instruction(instr, comp, [value[id(o)] for o in instr.operands],
-                                             before=call)
+        elif only_caller:
+            for i, op in enumerate(list(instr.operands)):
+                instr.replace_operand(i, value[id(op)])
+            callee.instructions.remove(instr)
+            instr.parent = comp
+            comp.instructions.append(instr)
+            move_before(comp, instr, call)
+            value[id(instr)] = instr
+        else:
+            value[id(instr)] = clone_instruction(instr, comp, [value[id(o)] for o in instr.operands],
+                                                 before=call)
     root = value[id(callee.root)]
     call.replace_all_uses_with(root)
     comp.remove_instruction(call)
+    if only_caller:
+        callee.parent.remove_computation(callee)
     return root
 
 
-def inline_calls(comp: HloComputation) -> bool:
+def inline_calls(comp: HloComputation, references: Counter) -> bool:
     calls = [i for i in comp.instructions if i.opcode == "call" and i.to_apply is not None]
     for call in calls:
-        inline_call(call)
+        inline_call(call, only_caller=references[id(call.to_apply)] == 1)
     return bool(calls)
 
 
@@ -36,15 +53,18 @@ def inline_calls(comp: HloComputation) -> bool:
 class CallInliner(HloModulePass):
     """Inlines every `call` (JAX emits them for jnp helpers such as `clip`).
 
-    Callees are inlined bottom-up, so nested calls disappear in one run; the
-    callees, now unreachable, are left for DCE. True iff any call was inlined.
+    Callees are inlined bottom-up, so nested calls disappear in one run. A
+    callee called once is moved (names kept) and removed; one called from
+    several places is cloned and left for DCE. True iff any call was inlined.
     """
 
     name = "call-inliner"
 
     def run(self, module: HloModule) -> bool:
+        references = Counter(id(callee) for instr in module.instructions()
+                             for callee in instr.called_computations())
         changed = False
         for comp in module.computations_post_order():
             if not comp.is_fusion_computation:
-                changed |= inline_calls(comp)
+                changed |= inline_calls(comp, references)
         return changed
