@@ -5,7 +5,8 @@
     hlo-opt FILE.hlo --pipeline=O0         a named pipeline (default, O0)
     hlo-opt FILE.hlo --emit=hlo|dot|llvm|asm
     hlo-opt FILE.hlo --dump-dir DIR        the module after every pass (NNN-pass.hlo)
-    hlo-opt FILE.hlo --stats               opcode and kernel counts before/after (stderr)
+    hlo-opt FILE.hlo --stats               opcode and kernel counts before/after, and the
+                                           time and changed flag of each pass (stderr)
     hlo-opt FILE.hlo --run [--inputs IN.npz] [--outputs OUT.npz] [--repeat N]
     hlo-opt --list-passes
     hlo-opt - < FILE.hlo                   read standard input; -o FILE writes the output
@@ -100,6 +101,7 @@ def _main(args) -> int:
         hlo.verify(module, context="after the pipeline")
     if before is not None:
         _print_stats(before, _stats(module))
+        _print_pass_times(pipeline.records)
     if args.run:
         return _run(args, module)
     _write(args, _emit(args.emit, module))
@@ -157,6 +159,13 @@ def _print_stats(before: tuple[Counter, int], after: tuple[Counter, int]) -> Non
     for op in sorted(set(ops_b) | set(ops_a)):
         lines.append(f"{op:24s} {ops_b[op]:7d} {ops_a[op]:7d}")
     lines.append(f"{'kernels':24s} {kernels_b:7d} {kernels_a:7d}")
+    print("\n".join(lines), file=sys.stderr)
+
+
+def _print_pass_times(records: list[passes.PassRecord]) -> None:
+    lines = [f"{'pass':24s} {'changed':>7s} {'ms':>8s}"]
+    lines += [f"{r.name:24s} {'yes' if r.changed else 'no':>7s} {r.seconds * 1e3:8.2f}"
+              for r in records]
     print("\n".join(lines), file=sys.stderr)
 
 

@@ -57,6 +57,7 @@ def test_dump_dir_and_stats(capsys, tmp_path):
     assert any(name.endswith("row-fusion.hlo") for name in dumps)
     kernels = [line.split() for line in err.splitlines() if line.startswith("kernels")]
     assert kernels and int(kernels[0][2]) == 1 and int(kernels[0][1]) > 1
+    assert any(line.split()[:2] == ["row-fusion", "yes"] for line in err.splitlines())
 
 
 def test_emit_dot_draws_fusions_as_clusters(capsys):
