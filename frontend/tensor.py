@@ -25,7 +25,9 @@ def _ops():
 class Tensor:
     """A traced value: `shape` (tuple of ints) and `dtype` (numpy dtype)."""
 
-    __array_priority__ = 1000          # numpy_array + tensor defers to Tensor.__radd__
+    # numpy_array + tensor: numpy's ufuncs step aside, Python calls Tensor.__radd__.
+    __array_ufunc__ = None
+    __array_priority__ = 1000
     __hash__ = object.__hash__
 
     def __init__(self, graph, node, index: int, shape: tuple[int, ...], dtype: np.dtype):

@@ -135,6 +135,17 @@ def test_compiled(case):
     _check(case, compiled(f"ew_{case.name}", case.fn, *args), args)
 
 
+@settings(max_examples=40)
+@given(case=st.sampled_from(BINARY + UNARY), pair=broadcastable_pair(max_rank=2),
+       data=st.data(), seed=seeds)
+def test_compiled_hypothesis(case, pair, data, seed):
+    """Compiled runs over drawn ops, shapes (size 0 and 1 too) and every dtype of the op."""
+    dtype = data.draw(st.sampled_from(case.dtypes))
+    args = _inputs(np.random.default_rng(seed), case, pair if case in BINARY else pair[:1],
+                   dtype)
+    _check(case, compiled(f"ew_{case.name}", case.fn, *args), args)
+
+
 @pytest.mark.parametrize("case", [c for c in BINARY if np.int32 in c.dtypes], ids=repr)
 def test_compiled_int32(case):
     args = _inputs(np.random.default_rng(1), case, [(4, 9), (4, 1)], np.int32)
