@@ -30,6 +30,7 @@ import collections
 import ctypes
 import math
 import mmap
+import os
 import threading
 
 import numpy as np
@@ -296,4 +297,11 @@ def _apply_options(options) -> None:
         _default_allocator.trim()
 
 
+def _reset_lock_in_child() -> None:
+    # Another thread may have held the lock at fork time; it never releases it here.
+    if _default_allocator is not None:
+        _default_allocator._lock = threading.Lock()
+
+
 config.on_configure(_apply_options)
+os.register_at_fork(after_in_child=_reset_lock_in_child)

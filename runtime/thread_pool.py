@@ -20,6 +20,7 @@ Two process-wide pools exist (sizes from `runtime.config`):
 from __future__ import annotations
 
 import itertools
+import os
 import queue
 import threading
 import traceback
@@ -191,3 +192,5 @@ def _forget_pools(_options) -> None:
 
 
 config.on_configure(_forget_pools)
+# A forked child has none of the parent's worker threads: start fresh pools there.
+os.register_at_fork(after_in_child=lambda: _forget_pools(None))

@@ -211,3 +211,32 @@ def test_synchronizing_a_stream_from_its_own_work_is_an_error_not_a_hang(executo
     stream.then_host_callback(stream.block_host_until_done)
     with pytest.raises(RuntimeError, match="wait for itself"):
         stream.block_host_until_done()
+
+
+def test_streams_work_in_a_forked_child(executor):
+    import os
+    stream = executor.create_stream()
+    stream.then_host_callback(lambda: None)
+    stream.block_host_until_done()              # the parent's pools are running
+    pid = os.fork()
+    if pid == 0:                                 # child: fresh pools, or this would hang
+        try:
+            child_stream = runtime.get_platform().executor().create_stream()
+            log = []
+            child_stream.then_host_callback(lambda: log.append(1))
+            event = Event()
+            child_stream.record_event(event)
+            event.wait(timeout=5)                # needs a worker: no host-side stealing
+            runtime.empty(1000)
+            os._exit(0 if log == [1] else 1)
+        except BaseException:                    # noqa: BLE001
+            os._exit(2)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.01)
+    os.kill(pid, 9)
+    pytest.fail("the forked child hung")
