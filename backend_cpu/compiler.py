@@ -112,10 +112,12 @@ def _check_external_symbols(ref) -> None:
     MCJIT would bind an unknown symbol to address 0, and the first call would
     crash the process; a compile-time error names the function instead.
     """
+    import ctypes
     import llvmlite.binding as llvm
+    process = ctypes.CDLL(None)          # what the JIT's dlsym lookup will see
     for fn in ref.functions:
         if fn.is_declaration and not fn.name.startswith("llvm.") \
-                and not llvm.address_of_symbol(fn.name):
+                and not llvm.address_of_symbol(fn.name) and not hasattr(process, fn.name):
             raise NotImplementedError(f"backend_cpu: kernels call {fn.name}, which is not "
                                       f"available in this process")
 
@@ -249,18 +251,18 @@ class ProgramBuilder:
         name = self.context.kernel_name(instr.name)
         kernel = KernelIR(self.context.module, name, self.constant_slot)
         reads = [leaves[0] for leaves in operands]
-        gens = [kernels.buffer_reader(kernel.buffer(s, o.shape))
-                for s, o in zip(reads, instr.operands)]
+        inputs = [kernel.buffer(s, o.shape) for s, o in zip(reads, instr.operands)]
         writes = [self._new_slot("temp", leaf) for leaf in instr.shape.leaves()]
         outputs = [kernel.buffer(s, self.slots[s].shape) for s in writes]
-        extent = kernels.emit_kernel(kernel, instr, gens, outputs)
+        extent = kernels.emit_kernel(kernel, instr, inputs, outputs)
         kernel.finish()
         if sum(leaf.numel for leaf in instr.shape.leaves()) <= SMALL_KERNEL_ELEMENTS:
             # Tiny outputs gain nothing from wide vectors and unrolling, but pay for
             # them in compile time: optimize such kernels for size.
             kernel.function.attributes.add("optsize")
         out_bytes = sum(self.slots[s].nbytes for s in writes)
-        self.thunks.append(KernelThunk(name, extent, out_bytes, reads, writes))
+        self.thunks.append(KernelThunk(name, extent, out_bytes, reads, writes,
+                                       kernel.max_partitions))
         return writes
 
     # --- results ---------------------------------------------------------------------------------

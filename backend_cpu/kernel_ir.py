@@ -134,6 +134,7 @@ class KernelIR:
         self.constant_slot = constant_slot   # numpy literal -> slot holding it
         self._slot_pointers: dict[int, ir.Value] = {}
         self._memo: list[dict] = [{}]
+        self.max_partitions: int | None = None   # set by emitters that know better
         self._fp_saved = _set_flush_denormals(self)
 
     # --- entry-block values -------------------------------------------------------

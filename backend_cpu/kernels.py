@@ -21,18 +21,34 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from . import elemental
-from .kernel_ir import Buffer, KernelIR
+from .dot_emitter import View, resolve_view, try_emit_gemm
+from .kernel_ir import Buffer, KernelIR, strides
 from .llvm_types import I1, I64, compute_type
 from .loops import emit_loop_nest, for_range, i64, partition_extent
 from .reduction import window_source
 
 
-def emit_kernel(kernel: KernelIR, instr, operand_gens: list, outputs: list[Buffer]) -> int:
-    """Emits the body of `kernel` computing `instr` into `outputs`; the partition extent."""
+def emit_kernel(kernel: KernelIR, instr, operands: list[Buffer], outputs: list[Buffer]) -> int:
+    """Emits the body of `kernel` computing `instr` from `operands` into `outputs`;
+    returns the partition extent."""
+    operand_gens = [buffer_reader(buffer) for buffer in operands]
+    views = {i: View(buf.pointer, buf.shape.dims, tuple(strides(buf.shape)), buf.etype)
+             for i, buf in enumerate(operands)}
     if instr.opcode != "fusion":
+        if instr.opcode == "dot":
+            fake_params = [_ParamRef(i) for i in range(len(operands))]
+            extent = try_emit_gemm(kernel, instr, *[resolve_view(p, views) for p in fake_params],
+                                   outputs[0])
+            if extent is not None:
+                return extent
         return _emit_root(kernel, instr, operand_gens, outputs)
     comp = instr.fused_computation
     root = comp.root
+    if root.opcode == "dot":
+        extent = try_emit_gemm(kernel, root, resolve_view(root.operands[0], views),
+                               resolve_view(root.operands[1], views), outputs[0])
+        if extent is not None:
+            return extent
     # In-place ops get no generator: they are emitted from their operands' generators.
     in_place = [root] if root.opcode in _IN_PLACE else []
     if root.opcode == "tuple":
@@ -41,6 +57,14 @@ def emit_kernel(kernel: KernelIR, instr, operand_gens: list, outputs: list[Buffe
     if root.opcode == "tuple":
         return _emit_tuple_root(kernel, root, gens, outputs)
     return _emit_root(kernel, root, [gens[o] for o in root.operands], outputs, gens.get(root))
+
+
+class _ParamRef:
+    """Stands for operand i of an unfused instruction when resolving strided views."""
+    opcode = "parameter"
+
+    def __init__(self, number: int):
+        self.parameter_number = number
 
 
 def buffer_reader(buffer: Buffer):

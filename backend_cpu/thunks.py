@@ -32,8 +32,10 @@ def array_at(address: int, shape, dtype) -> np.ndarray:
 
 
 class KernelThunk:
-    def __init__(self, name: str, extent: int, out_bytes: int, reads, writes):
+    def __init__(self, name: str, extent: int, out_bytes: int, reads, writes,
+                 partitions: int | None = None):
         self.name, self.extent, self.out_bytes = name, extent, out_bytes
+        self.partitions = partitions       # the emitter's own choice, if it made one
         self.reads, self.writes = list(reads), list(writes)
         self.kernel = None
         self.dims = None
@@ -42,7 +44,9 @@ class KernelThunk:
         self.kernel = runtime.Kernel(lookup(self.name), self.name)
         threads = runtime.get_options().intra_op_threads
         parts = 1
-        if self.out_bytes >= PARALLEL_MIN_BYTES and self.extent > 1:
+        if self.partitions is not None:
+            parts = max(1, min(self.partitions, threads, self.extent))
+        elif self.out_bytes >= PARALLEL_MIN_BYTES and self.extent > 1:
             parts = min(threads, self.extent)
         self.dims = runtime.LaunchDims(self.extent, parts)
 

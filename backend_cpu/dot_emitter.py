@@ -1,0 +1,134 @@
+"""Dots on the packed GEMM: mapping a `dot` (maybe batched, maybe transposed) onto
+`gemm.emit_gemm`'s row-major out[m, n] = lhs[m, k] @ rhs[k, n].
+
+The operands must be arrays in memory, reached from the kernel's buffers through
+parameters, bitcasts and transposes only: each of those is a *strided view*
+(pointer, dims, element strides), so a transposed operand costs nothing — its
+strides go to the GEMM, which folds them into packing. Several free (or
+contracting) dimensions merge into one when they are contiguous in memory.
+
+Without batch dimensions the kernel's [begin, end) are GEMM rows (partitioned
+by `gemm_partitions`); with batch dimensions they are batch indices, and each
+batch entry runs the whole GEMM on offset pointers.
+
+Small products stay on the generic dot generator (contraction.py): for them the
+packed GEMM costs more compile time than it saves.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+import llvmlite.ir as ir
+
+from .kernel_ir import strides as layout_strides
+from .llvm_types import element_bytes
+from .loops import for_range, i64
+
+# Below this many multiply-adds the generic dot generator is used.
+GEMM_MIN_FLOPS = 32 * 1024
+
+
+@dataclass
+class View:
+    """A strided array in memory: element (i0, i1, ...) is at pointer + sum(i * stride)."""
+    pointer: ir.Value
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+    etype: str
+
+
+def resolve_view(instr, param_views: dict) -> View | None:
+    """The strided view of `instr` if it is a parameter, bitcast or transpose of one."""
+    if instr.opcode == "parameter":
+        return param_views.get(instr.parameter_number)
+    if instr.opcode == "bitcast" and instr.shape.element_type == instr.operands[0].shape.element_type:
+        inner = resolve_view(instr.operands[0], param_views)
+        if inner is None or not _is_dense(inner):
+            return None
+        return View(inner.pointer, instr.shape.dims, tuple(layout_strides(instr.shape)), inner.etype)
+    if instr.opcode == "transpose":
+        inner = resolve_view(instr.operands[0], param_views)
+        if inner is None:
+            return None
+        perm = instr.dims()
+        return View(inner.pointer, tuple(inner.dims[p] for p in perm),
+                    tuple(inner.strides[p] for p in perm), inner.etype)
+    return None
+
+
+def _is_dense(view: View) -> bool:
+    """True when the view covers its elements exactly once in some dimension order."""
+    pairs = sorted((s, d) for s, d in zip(view.strides, view.dims) if d != 1)
+    expected = 1
+    for stride, size in pairs:
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _merge(view: View, dims: list[int]) -> tuple[int, int] | None:
+    """(size, stride) of `dims` taken as one dimension, or None if not contiguous."""
+    dims = [d for d in dims if view.dims[d] != 1]
+    if not dims:
+        return 1, 0
+    for outer, inner in zip(dims, dims[1:]):
+        if view.strides[outer] != view.strides[inner] * view.dims[inner]:
+            return None
+    return prod(view.dims[d] for d in dims), view.strides[dims[-1]]
+
+
+def try_emit_gemm(kernel, dot, lhs: View | None, rhs: View | None, out) -> int | None:
+    """Emits `dot` through the GEMM into `out` (a Buffer); the extent, or None to decline."""
+    from . import gemm
+    if lhs is None or rhs is None or not out.shape.has_default_layout():
+        return None
+    a = dot.attrs
+    lb, rb = list(a.get("lhs_batch_dims", ())), list(a.get("rhs_batch_dims", ()))
+    lc, rc = list(a.get("lhs_contracting_dims", ())), list(a.get("rhs_contracting_dims", ()))
+    lhs_free = [d for d in range(len(lhs.dims)) if d not in lb and d not in lc]
+    rhs_free = [d for d in range(len(rhs.dims)) if d not in rb and d not in rc]
+    merged = [_merge(lhs, lhs_free), _merge(lhs, lc), _merge(rhs, rc), _merge(rhs, rhs_free)]
+    if any(m is None for m in merged):
+        return None
+    (m, sm), (k, slk), (k2, srk), (n, sn) = merged
+    if k != k2 or m * n * k < GEMM_MIN_FLOPS:
+        return None
+    try:
+        fn = gemm.emit_gemm(kernel.function.module, f"{kernel.name}_gemm",
+                            lhs_dtype=lhs.etype, rhs_dtype=rhs.etype,
+                            out_dtype=out.shape.element_type, m=m, n=n, k=k,
+                            lhs_strides=(sm, slk), rhs_strides=(srk, sn))
+    except ValueError:
+        return None
+    b = kernel.b
+    if not lb:
+        b.call(fn, [lhs.pointer, rhs.pointer, out.pointer, kernel.begin, kernel.end])
+        threads = _threads()
+        kernel.max_partitions = gemm.gemm_partitions(m, n, k, threads)
+        return m
+    batch_dims = [dot.shape.dims[i] for i in range(len(lb))]
+    with for_range(b, kernel.begin, kernel.end, "batch") as flat:
+        rest, offsets = flat, [i64(0), i64(0), i64(0)]
+        for i in reversed(range(len(lb))):
+            idx = b.urem(rest, i64(batch_dims[i]))
+            rest = b.udiv(rest, i64(batch_dims[i]))
+            offsets[0] = b.add(offsets[0], b.mul(idx, i64(lhs.strides[lb[i]])))
+            offsets[1] = b.add(offsets[1], b.mul(idx, i64(rhs.strides[rb[i]])))
+        offsets[2] = b.mul(flat, i64(m * n))
+        pointers = [_offset(b, v.pointer, off, v.etype) for v, off in
+                    ((lhs, offsets[0]), (rhs, offsets[1]), (out, offsets[2]))]
+        b.call(fn, pointers + [i64(0), i64(m)])
+    kernel.max_partitions = None
+    return prod(batch_dims)
+
+
+def _offset(b, pointer, elements, etype):
+    return b.gep(pointer, [b.mul(elements, i64(element_bytes(etype)))], inbounds=True,
+                 source_etype=ir.IntType(8))
+
+
+def _threads() -> int:
+    import runtime
+    return runtime.get_options().intra_op_threads
