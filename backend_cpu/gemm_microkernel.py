@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from .gemm_ir import (I1, I64, PTR, VOID, Arith, const, element_ptr, entry_alloca,
+from .gemm_ir import (I1, I32, I64, PTR, VOID, Arith, const, element_ptr, entry_alloca,
                       for_range, narrow, splat, storage_type)
 
 # The k loop body is repeated this many times per iteration: amortizes the loop
@@ -81,11 +81,27 @@ def emit_microkernel(module: ir.Module, name: str, arith: Arith, tile: MicroTile
     for row in accs:
         for slot in row:
             b.store(arith.zero(vty), slot)
+    _prefetch_c(b, arith, tile, c, ldc, out_dtype)
     _emit_k_loop(b, arith, tile, a, bp, kc, accs)
     values = [[b.load(slot, typ=vty) for slot in row] for row in accs]
     _emit_store(b, arith, tile, values, c, ldc, rows, cols, acc_flag, out_dtype, may_accumulate)
     b.ret_void()
     return fn
+
+
+def _prefetch_c(b, arith, tile, c, ldc, out_dtype):
+    """Asks for the C tile's cache lines now: they arrive while the k loop runs, and
+    the stores at the end do not wait for memory (C rows are far apart)."""
+    prefetch = b.module.globals.get("llvm.prefetch.p0") or ir.Function(
+        b.module, ir.FunctionType(VOID, [PTR, I32, I32, I32]), "llvm.prefetch.p0")
+    out_ty = storage_type(out_dtype)
+    line = 64 // (out_ty.width // 8 if isinstance(out_ty, ir.IntType) else arith.nbytes)
+    for r in range(tile.mr):
+        row = b.mul(const(r), ldc)
+        for offset in range(0, tile.nr, line):
+            ptr = element_ptr(b, c, out_ty, b.add(row, const(offset)))
+            # write intent (1), keep in all cache levels (3), data cache (1)
+            b.call(prefetch, [ptr, ir.Constant(I32, 1), ir.Constant(I32, 3), ir.Constant(I32, 1)])
 
 
 def _emit_k_step(b, arith, tile, a, bp, kk, accs):

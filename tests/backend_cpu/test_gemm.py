@@ -17,24 +17,32 @@ import pytest
 from llvmlite import ir
 
 from backend_cpu import llvm_target
-from backend_cpu.gemm import (emit_gemm, gemm_partitions, gemm_row_split, host_vector_bits,
-                              plan_gemm)
+from backend_cpu.gemm import (K_PANEL_BYTES, emit_gemm, gemm_partitions, gemm_row_split,
+                              host_vector_bits, plan_gemm)
 from backend_cpu.gemm_ir import GemmSpec
+from backend_cpu.gemm_microkernel import choose_tile
 from backend_cpu.gemm_packing import transpose_square
 from hlo.dtypes import numpy_dtype
 
 KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                           ctypes.c_int64, ctypes.c_int64)
 
-# Tile edges (MR=14, NR=32 with AVX-512), the k block (256 f32), the m block (384
-# rows at kc=256) and the n panel (2048 columns) each met at -1, exactly, +1; matrix-
-# vector shapes cross the 4-row dot group and the 1024-output axpy block.
+# The blocking of f32 GEMMs on this host: the longest k block, and the m block and n
+# panel of a large GEMM with that k.
+_TILE = choose_tile(host_vector_bits(), GemmSpec("f32", "f32", "f32", 1, 1, 1, (1, 1), (1, 1)).arith)
+KC = K_PANEL_BYTES // (_TILE.nr * 4)
+_BIG = plan_gemm(GemmSpec("f32", "f32", "f32", 8192, 8192, KC, (KC, 1), (8192, 1)),
+                 host_vector_bits())
+MC, NC = _BIG.mc, _BIG.nc
+# Tile edges (MR=14, NR=32 with AVX-512) and the k block met at -1, exactly, +1, one
+# row past the m block and one column past the n panel; matrix-vector shapes cross the
+# 4-row dot group and the 1024-output axpy block.
 F32_SHAPES = [
     (1, 1, 1), (2, 3, 5), (7, 11, 13), (13, 31, 5), (14, 32, 8), (15, 33, 9),
-    (28, 64, 3), (29, 65, 1), (17, 33, 1), (20, 40, 255), (20, 40, 256), (20, 40, 257),
-    (15, 33, 513), (300, 2, 17), (2, 300, 17), (1, 40, 50), (50, 1, 40), (1, 1, 100),
-    (64, 1, 3), (3, 1, 64), (1, 64, 3), (1, 1030, 7), (1030, 1, 7), (385, 20, 256),
-    (5, 2049, 300), (5, 7, 0),
+    (28, 64, 3), (29, 65, 1), (17, 33, 1), (20, 40, KC - 1), (20, 40, KC), (20, 40, KC + 1),
+    (15, 33, 2 * KC + 1), (300, 2, 17), (2, 300, 17), (1, 40, 50), (50, 1, 40), (1, 1, 100),
+    (64, 1, 3), (3, 1, 64), (1, 64, 3), (1, 1030, 7), (1030, 1, 7), (MC + 1, 20, KC),
+    (5, NC + 1, KC), (5, 7, 0),
 ]
 LAYOUTS = ("row", "col", "padded")
 # (lhs, rhs, out) element types; operands convert to the output's accumulation type.
@@ -61,7 +69,7 @@ def _case(dtypes, shape, lhs_layout="row", rhs_layout="row", vector_bits=None):
 
 
 # Every shape row-major, transposed and with padded rows; all nine layout pairs on a few.
-CROSS_SHAPES = {(2, 3, 5), (15, 33, 9), (20, 40, 257), (50, 1, 40), (1, 40, 50)}
+CROSS_SHAPES = {(2, 3, 5), (15, 33, 9), (20, 40, KC + 1), (50, 1, 40), (1, 40, 50)}
 F32_CASES = list(dict.fromkeys(   # layouts coincide for 1 x 1 operands
     _case(("f32",) * 3, s, la, lb)
     for s in F32_SHAPES for la, lb in itertools.product(LAYOUTS, LAYOUTS)
@@ -171,7 +179,7 @@ def test_narrow_vector_tilings(case):
     _run(case, np.random.default_rng(2))
 
 
-@pytest.mark.parametrize("shape", [(385, 20, 256), (50, 1, 40), (29, 65, 1), (15, 33, 513)])
+@pytest.mark.parametrize("shape", [(MC + 1, 20, KC), (50, 1, 40), (29, 65, 1), (15, 33, 2 * KC + 1)])
 def test_row_partitions_compose(shape):
     """Launching [m_begin, m_end) in uneven chunks (as threads would) covers every row once."""
     case = _case(("f32",) * 3, shape)
@@ -210,7 +218,7 @@ def test_gemm_row_split_covers_rows_in_order(m, parts):
 def test_plan_respects_cache_budgets():
     plan = plan_gemm(GemmSpec("f32", "f32", "f32", 1024, 1024, 1024, (1024, 1), (1024, 1)), 512)
     assert (plan.tile.mr, plan.tile.nr) == (14, 32)
-    assert plan.kc * plan.tile.nr * 4 <= 32 * 1024
+    assert plan.kc * plan.tile.nr * 4 <= 96 * 1024 and plan.mc * plan.kc * 4 <= 384 * 1024
     assert plan.mc % plan.tile.mr == 0 and plan.nc % plan.tile.nr == 0
     # f16 output: the whole k in one block so partial sums never round through f16.
     plan16 = plan_gemm(GemmSpec("f16", "f16", "f16", 64, 64, 1000, (1000, 1), (64, 1)), 512)
