@@ -240,6 +240,8 @@ def _concatenate(kernel, instr, srcs):
         if size:
             pieces.append((src, offset, size))
         offset += size
+    if not pieces:     # every operand, so the result too, is empty: the loop never runs,
+        pieces.append((srcs[0], 0, 1))         # but its body needs some value
 
     def gen(b, index):
         result = None
