@@ -76,7 +76,8 @@ def describe(treedef: tuple) -> str:
     if tag == "none":
         return "None"
     if tag == "tuple":
-        return "(" + ", ".join(describe(t) for t in treedef[2]) + ("," if len(treedef[2]) == 1 else "") + ")"
+        inner = ", ".join(describe(t) for t in treedef[2])
+        return f"({inner},)" if len(treedef[2]) == 1 else f"({inner})"
     if tag == "list":
         return "[" + ", ".join(describe(t) for t in treedef[1]) + "]"
     return "{" + ", ".join(f"{k!r}: {describe(t)}" for k, t in zip(treedef[1], treedef[2])) + "}"

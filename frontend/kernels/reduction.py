@@ -6,7 +6,6 @@ as XLA's frontends do, and round once at the end.
 """
 from __future__ import annotations
 
-import numpy as np
 
 from hlo import Shape
 from hlo.builder import make_window

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import dtypes
 from ..tensor import Tensor
-from .core import apply, apply_multi, cast, promote, static_int, to_tensor
+from .core import apply, apply_multi, cast, promote, static_int, to_tensor, user_error
 
 
 def identity(x): return apply("Identity", [to_tensor(x)])
@@ -47,7 +47,7 @@ def concat(values, axis):
     """Joins tensors along `axis` (their dtypes are promoted to one)."""
     values = list(values)
     if not values:
-        raise ValueError("concat: needs at least one tensor")
+        raise user_error(ValueError, "concat: needs at least one tensor")
     return apply("ConcatV2", promote(*values), axis=static_int(axis, "concat: axis"))
 
 
@@ -61,13 +61,14 @@ def split(value, num_or_size_splits, axis=0):
     x = to_tensor(value)
     axis = static_int(axis, "split: axis")
     if not -x.ndim <= axis < x.ndim:
-        raise ValueError(f"split: axis {axis} is out of range for {x.aval_text()}")
+        raise user_error(ValueError, f"split: axis {axis} is out of range for "
+                                     f"{x.aval_text()}")
     n = x.shape[axis]
     if isinstance(num_or_size_splits, numbers.Integral):
         k = int(num_or_size_splits)
         if k <= 0 or n % k:
-            raise ValueError(f"split: dim {axis} of {x.aval_text()} does not split into "
-                             f"{k} equal pieces")
+            raise user_error(ValueError, f"split: dim {axis} of {x.aval_text()} does not "
+                                         f"split into {k} equal pieces")
         sizes = [n // k] * k
     else:
         sizes = [int(s) for s in num_or_size_splits]
@@ -88,14 +89,14 @@ def _static_index_item(item):
     if isinstance(item, builtins.slice):
         parts = (item.start, item.stop, item.step)
         if any(isinstance(p, Tensor) for p in parts):
-            raise TypeError("slice bounds must be known at trace time")
+            raise user_error(TypeError, "slice bounds must be known at trace time")
         if item.step == 0:
-            raise ValueError("slice step cannot be zero")
+            raise user_error(ValueError, "slice step cannot be zero")
         return item
     if isinstance(item, numbers.Integral) and not isinstance(item, bool):
         return int(item)
-    raise TypeError(f"unsupported index {item!r}: use ints, slices, None, ... "
-                    "or one integer tensor (a gather)")
+    raise user_error(TypeError, f"unsupported index {item!r}: use ints, slices, None, "
+                                "... or one integer tensor (a gather)")
 
 
 def getitem(x, index):
@@ -113,7 +114,8 @@ strided_slice = getitem
 
 def pad(tensor, paddings, mode="CONSTANT", constant_values=0):
     if str(mode).upper() != "CONSTANT":
-        raise ValueError(f"pad: only mode='CONSTANT' is supported, got {mode!r}")
+        raise user_error(ValueError, f"pad: only mode='CONSTANT' is supported, "
+                                     f"got {mode!r}")
     return apply("Pad", [to_tensor(tensor)],
                  paddings=tuple(tuple(int(v) for v in p) for p in paddings),
                  constant_values=constant_values)
@@ -127,7 +129,8 @@ def gather(params, indices, axis=0, batch_dims=0):
     """params.take(indices, axis) (negative indices count from the end)."""
     indices = to_tensor(indices)
     if not dtypes.is_integer(indices.dtype):
-        raise TypeError(f"gather: indices must be integers, got {indices.aval_text()}")
+        raise user_error(TypeError, f"gather: indices must be integers, "
+                                    f"got {indices.aval_text()}")
     return apply("GatherV2", [to_tensor(params), indices], axis=int(axis),
                  batch_dims=int(batch_dims))
 

@@ -45,7 +45,8 @@ def to_tensor(value, dtype=None) -> Tensor:
     if isinstance(value, Tensor):
         return value if dtype is None or value.dtype == np.dtype(dtype) else cast(value, dtype)
     if isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in value):
-        raise TypeError("a list holding tensors is not a tensor: use ops.stack or ops.concat")
+        raise user_error(TypeError, "a list holding tensors is not a tensor: "
+                                    "use ops.stack or ops.concat")
     return constant(value, dtype)
 
 
@@ -89,13 +90,18 @@ def promote(*values) -> list[Tensor]:
     return [to_tensor(v, target) for v in values]
 
 
+def user_error(kind: type, message: str) -> Exception:
+    """An exception of `kind` whose message ends with the user's source line."""
+    where = user_source_line()
+    return kind(message + (f"\n  at {where}" if where else ""))
+
+
 def promote_for(op: str, *values) -> list[Tensor]:
     """`promote`, with errors naming the op and the user's line."""
     try:
         return promote(*values)
     except TypeError as e:
-        where = user_source_line()
-        raise TypeError(f"{op}: {e}" + (f"\n  at {where}" if where else "")) from None
+        raise user_error(TypeError, f"{op}: {e}") from None
 
 
 def _widest_scalar(values):
@@ -113,7 +119,8 @@ def to_float(x) -> Tensor:
 def static_int(value, what: str) -> int:
     """A Python int from an int-like static argument (a shape entry, an axis)."""
     if isinstance(value, Tensor):
-        raise TypeError(f"{what} must be known at trace time, got a traced {value.aval_text()}")
+        raise user_error(TypeError, f"{what} must be known at trace time, "
+                                    f"got a traced {value.aval_text()}")
     if not isinstance(value, numbers.Integral):
-        raise TypeError(f"{what} must be an int, got {value!r}")
+        raise user_error(TypeError, f"{what} must be an int, got {value!r}")
     return int(value)

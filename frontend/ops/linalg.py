@@ -2,7 +2,7 @@
 batch_matmul and einsum."""
 from __future__ import annotations
 
-from .core import apply, promote
+from .core import apply, promote, user_error
 
 
 def matmul(a, b, transpose_a=False, transpose_b=False):
@@ -10,11 +10,11 @@ def matmul(a, b, transpose_a=False, transpose_b=False):
     a 1-D operand is a row (a) or column (b) vector that is dropped from the result."""
     a, b = promote(a, b)
     if a.ndim == 0 or b.ndim == 0:
-        raise ValueError(f"matmul: operands must not be scalars, got {a.aval_text()} "
-                         f"and {b.aval_text()}")
+        raise user_error(ValueError, f"matmul: operands must not be scalars, got "
+                                     f"{a.aval_text()} and {b.aval_text()}")
     if a.ndim == 1 or b.ndim == 1:
         if transpose_a or transpose_b:
-            raise ValueError("matmul: transpose_a/b need operands of rank >= 2")
+            raise user_error(ValueError, "matmul: transpose_a/b need operands of rank >= 2")
         from .array import expand_dims, squeeze
         a2 = expand_dims(a, 0) if a.ndim == 1 else a
         b2 = expand_dims(b, -1) if b.ndim == 1 else b

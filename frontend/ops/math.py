@@ -161,7 +161,8 @@ def _arg_reduce(op: str, x, axis, output_type):
             x = reshape(x, [-1])
         axis = 0
     x = cast(x, dtypes.DEFAULT_INT) if dtypes.is_bool(x.dtype) else x
-    return apply(op, [x], axis=int(axis), output_type=dtypes.hlo_name(dtypes.canonical(output_type)))
+    itype = dtypes.hlo_name(dtypes.canonical(output_type))
+    return apply(op, [x], axis=int(axis), output_type=itype)
 
 
 def argmax(x, axis=None, output_type="int64"):

@@ -2,7 +2,7 @@
 losses, convolution and pooling."""
 from __future__ import annotations
 
-from .core import apply, apply_multi, promote, to_float, to_tensor
+from .core import apply, apply_multi, promote, to_float, to_tensor, user_error
 
 
 def _activation(op: str, doc: str):
@@ -78,7 +78,8 @@ def softmax_cross_entropy_with_logits(labels, logits, axis=-1):
     logits = to_float(logits)
     logits, labels = promote(logits, labels)
     if axis not in (-1, logits.ndim - 1):
-        raise ValueError("softmax_cross_entropy_with_logits: only the last axis is supported")
+        raise user_error(ValueError, "softmax_cross_entropy_with_logits: only the last "
+                                     "axis is supported")
     return apply_multi("SoftmaxCrossEntropyWithLogits", [logits, labels])[0]
 
 
