@@ -161,7 +161,8 @@ def _run(case, rng, row_chunks=None):
 def _case_id(case):
     spec, bits = case
     return (f"{spec.lhs_dtype}x{spec.rhs_dtype}->{spec.out_dtype}-{spec.m}x{spec.n}x{spec.k}"
-            f"-l{spec.lhs_strides}-r{spec.rhs_strides}" + (f"-v{bits}" if bits else ""))
+            "-lhs{}.{}-rhs{}.{}".format(*spec.lhs_strides, *spec.rhs_strides)
+            + (f"-v{bits}" if bits else ""))
 
 
 @pytest.mark.parametrize("case", F32_CASES, ids=_case_id)
