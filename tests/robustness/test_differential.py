@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import event, given, settings, strategies as st
+from hypothesis import event, given, note, settings, strategies as st
 
 import backend_cpu
 import hlo
@@ -48,11 +48,19 @@ def scaled(fraction: float):
     return settings(max_examples=max(5, int(settings().max_examples * fraction)))
 
 
+def note_case(module, args) -> None:
+    """Shows the module text and arguments with a falsifying example (a repr is not enough)."""
+    note(hlo.print_module(module))
+    for i, a in enumerate(args):
+        note(f"arg{i} = np.{np.asarray(a).dtype}({np.asarray(a).tolist()!r})")
+
+
 # --- (1) text round trip ---------------------------------------------------------------------
 
 @given(hlo_modules())
 def test_print_parse_round_trip(module):
     text = hlo.print_module(module)
+    note(text)
     reparsed = hlo.parse_module(text)
     hlo.verify(reparsed)
     assert hlo.print_module(reparsed) == text
@@ -71,6 +79,7 @@ def optimized_copy(module) -> hlo.HloModule:
 @given(hlo_cases())
 def test_cpu_pipeline_keeps_the_numbers(case):
     module, args = case
+    note_case(module, args)
     expected = hlo.evaluate(module, args)
     optimized = optimized_copy(module)
     got = hlo.evaluate(optimized, args)
@@ -92,6 +101,7 @@ def run_backend(module, args, pipeline=None):
 
 
 def check_backend(module, args, pipeline=None) -> bool:
+    note_case(module, args)
     expected = hlo.evaluate(module, args)
     got = run_backend(module, args, pipeline)
     if got is None:
