@@ -124,9 +124,10 @@ def _mxcsr_intrinsic(module: ir.Module, name: str) -> ir.Function:
 def emit_set_flush_denormals(builder: ir.IRBuilder) -> ir.Value:
     """Sets MXCSR's FTZ and DAZ bits; returns a stack slot holding the previous MXCSR.
 
-    Call it in the kernel's entry block (it allocates two i32 stack slots there)
-    and `emit_restore_fp_mode(builder, saved)` before every return, so the
-    caller's floating-point mode is left as it was.
+    Call it once per kernel before any loop (it allocates two i32 stack slots
+    at the builder's position; the entry block is best) and
+    `emit_restore_fp_mode(builder, saved)` before every return, so the caller's
+    floating-point mode is left as it was.
     """
     module = builder.module
     saved = builder.alloca(_I32, name="mxcsr.saved")
