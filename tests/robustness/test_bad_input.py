@@ -206,3 +206,51 @@ def test_float_to_int_saturates():
         SPECIAL_F32, SPECIAL_F32)
     assert list(converted[:6]) == [0, 0, I32.max, I32.min, 0, 0]   # NaN -> 0, +-inf saturate
     assert converted[7] == I32.max
+
+
+# --- the same through jit_compile ---------------------------------------------------------------
+
+def _relu_sum(x, y):
+    from frontend import ops
+    return ops.relu(x + y)
+
+
+def _huge(a):
+    from frontend import ops
+    return ops.broadcast_to(a, (1 << 20, 1 << 20))
+
+
+F32 = np.arange(-3, 3, dtype=np.float32).reshape(2, 3)
+JIT_CASES = [
+    ("too few arguments", _relu_sum, lambda: [F32], (TypeError, "missing a required argument")),
+    ("too many arguments", _relu_sum, lambda: [F32] * 3, (TypeError, "too many positional")),
+    ("shapes that do not broadcast", _relu_sum, lambda: [F32, np.ones((3, 2), np.float32)],
+     (ValueError, "cannot be broadcast together")),
+    ("an object", _relu_sum, lambda: [F32, object()], (TypeError, "is not an array")),
+    ("a string", _relu_sum, lambda: [F32, "abc"], (TypeError, "is not an array")),
+    ("None", _relu_sum, lambda: [F32, None], (TypeError, "has no HLO element type")),
+    ("int too large for int32", _relu_sum, lambda: [np.ones(3, np.int32), 2 ** 40],
+     (OverflowError, "out of bounds for int32")),
+    ("4 TiB result", _huge, lambda: [np.float32(1)], (MemoryError, "cannot allocate")),
+    ("read-only", _relu_sum, lambda: [_read_only(F32), _read_only(F32)], None),
+    ("strided", _relu_sum, lambda: [np.ones((4, 6), np.float32)[::2, ::2], F32], None),
+    ("NaN and inf", _relu_sum, lambda: [SPECIAL_F32, SPECIAL_F32[::-1].copy()], None),
+    ("empty", _relu_sum, lambda: [np.ones((0, 3), np.float32)] * 2, None),
+    ("float16", _relu_sum, lambda: [F32.astype(np.float16)] * 2, None),
+]
+
+
+@pytest.mark.parametrize("name,fn,make_args,expected", JIT_CASES, ids=[c[0] for c in JIT_CASES])
+def test_jit_compile_bad_input_table(name, fn, make_args, expected):
+    from frontend import jit_compile
+    f = jit_compile(fn)
+    args = make_args()
+    if expected is not None:
+        error, fragment = expected
+        with pytest.raises(error) as info:
+            f(*args)
+        assert fragment in str(info.value)
+        return
+    got = np.asarray(f(*args))
+    want = np.maximum(args[0] + args[1], 0)
+    assert_same_numbers([got], [want], [hlo.from_numpy(want.dtype).name], name)
