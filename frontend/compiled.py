@@ -69,7 +69,10 @@ class Compiled:
             self._optimized_text = self._optimized.to_text()
 
     def __call__(self, *args, **kwargs):
-        arrays = self.lowered.check_call(args, kwargs)
+        return self.run_flat(self.lowered.check_call(args, kwargs))
+
+    def run_flat(self, arrays):
+        """Runs on the flattened argument arrays (already checked); returns the pytree."""
         if self._executable is not None:
             results = self._executable.run(*arrays)
         else:

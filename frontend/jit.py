@@ -32,7 +32,7 @@ import numbers
 
 from . import pytree
 from .compiled import Compiled, check_pipeline
-from .signature import CallSignature, has_tensor, make_signature
+from .signature import CallSignature, check_arguments, make_signature
 from .trace import Graph, tracing
 from .lowering import lower_graph
 
@@ -71,19 +71,27 @@ class JitFunction:
 
     # --- calling -------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if has_tensor(args, kwargs):
+        sig = make_signature(self.name, self.static_argnums, args, kwargs)
+        if sig is None:
             # Called from inside another trace: inline the function into that trace.
             return self.fn(*args, **kwargs)
-        return self.lower(*args, **kwargs).compile()(*args, **kwargs)
+        return self._lower(sig, args, kwargs).compile().run_flat(sig.arrays)
 
     def signature_of(self, args, kwargs) -> CallSignature:
-        return make_signature(self.name, self._signature, self.static_argnums, args, kwargs)
+        sig = make_signature(self.name, self.static_argnums, args, kwargs)
+        if sig is None:
+            raise TypeError(f"{self.name}: lower() and compiled calls take arrays, "
+                            "not traced tensors")
+        return sig
 
     def lower(self, *args, **kwargs) -> "Lowered":
         """The traced and lowered function for these arguments' signature (cached)."""
-        sig = self.signature_of(args, kwargs)
+        return self._lower(self.signature_of(args, kwargs), args, kwargs)
+
+    def _lower(self, sig: CallSignature, args, kwargs) -> "Lowered":
         lowered = self._cache.get(sig.key)
         if lowered is None:
+            check_arguments(self.name, self._signature, args, kwargs)
             lowered = self._trace(sig)
             self._cache[sig.key] = lowered
         return lowered

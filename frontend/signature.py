@@ -26,11 +26,6 @@ def is_number_list(value) -> bool:
                or is_number_list(v) for v in value)
 
 
-def has_tensor(args, kwargs) -> bool:
-    leaves, _ = pytree.flatten((args, kwargs))
-    return any(isinstance(leaf, Tensor) for leaf in leaves)
-
-
 def _as_leaf_array(leaf, i: int) -> np.ndarray:
     try:
         return dtypes.as_array(leaf)
@@ -79,12 +74,22 @@ class CallSignature:
                                  f"the compiled function takes {list(want[0])}")
 
 
-def make_signature(name, py_signature, static_argnums, args, kwargs) -> CallSignature:
+def check_arguments(name, py_signature, args, kwargs) -> None:
+    """TypeError when the call does not fit the function's Python signature.
+
+    Only needed on a cache miss: a call with other arguments has another pytree
+    structure, hence another key, so it never hits an entry made by a valid call.
+    """
     if py_signature is not None:
         try:
             py_signature.bind(*args, **kwargs)
         except TypeError as e:
             raise TypeError(f"{name}(): {e}") from None
+
+
+def make_signature(name, static_argnums, args, kwargs) -> CallSignature | None:
+    """The call's signature, or None when an argument is a traced Tensor (the call
+    comes from inside another trace)."""
     n = len(args)
     static_pos = set()
     for i in static_argnums:
@@ -101,5 +106,7 @@ def make_signature(name, py_signature, static_argnums, args, kwargs) -> CallSign
                             f"{type(value).__name__}") from None
     dyn_args = tuple(None if i in static_pos else a for i, a in enumerate(args))
     leaves, treedef = pytree.flatten((dyn_args, dict(kwargs)), is_leaf=is_number_list)
+    if any(isinstance(leaf, Tensor) for leaf in leaves):
+        return None
     arrays = [_as_leaf_array(leaf, i) for i, leaf in enumerate(leaves)]
     return CallSignature(name, static, treedef, arrays, n)
