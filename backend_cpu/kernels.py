@@ -25,7 +25,7 @@ from .dot_emitter import View, resolve_view, try_emit_gemm
 from .kernel_ir import Buffer, KernelIR, strides
 from .llvm_types import I1, I64, compute_type
 from .loops import emit_loop_nest, for_range, i64, partition_extent
-from .reduction import window_source
+from .reduction import emit_column_reduce, is_column_reduce, window_source
 
 
 def emit_kernel(kernel: KernelIR, instr, operands: list[Buffer], outputs: list[Buffer]) -> int:
@@ -81,6 +81,8 @@ def _emit_root(kernel, root, operand_gens, outputs, root_gen=None) -> int:
     if special is not None:
         special(kernel, root, operand_gens, outputs)
         return 1
+    if root.opcode == "reduce" and is_column_reduce(root):
+        return emit_column_reduce(kernel, root, operand_gens, outputs)
     gen = root_gen or elemental.make_generator(kernel, root, operand_gens)
     return _store_together(kernel, lambda b, index: _as_list(gen(b, index)), outputs)
 

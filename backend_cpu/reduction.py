@@ -20,7 +20,7 @@ import llvmlite.ir as ir
 
 from .kernel_ir import KernelIR
 from .llvm_types import compute_type, is_float
-from .loops import for_range, i64, major_to_minor
+from .loops import emit_loop_nest, for_range, i64, major_to_minor, partition_extent
 from .scalar_ops import BINARY
 
 # Reducers emitted as one flagged instruction when the computation is just `op(p0, p1)`.
@@ -169,3 +169,62 @@ def window_source(b, index, loop: dict, window, in_dims):
             valid = ok if valid is None else b.and_(valid, ok)
         source.append(pos)
     return valid, source
+
+
+# --- the streaming column reduce ---------------------------------------------------------
+
+def is_column_reduce(instr) -> bool:
+    """True when the input's minor-most physical dimension is kept: reading the input
+    element by element for each output would stride through memory, so the kernel
+    streams the input once instead, accumulating into the output."""
+    in_shape = instr.operands[0].shape
+    return in_shape.rank > 0 and in_shape.minor_to_major()[0] not in set(instr.dims()) \
+        and bool(instr.dims())
+
+
+def emit_column_reduce(kernel: KernelIR, instr, srcs, outputs) -> int:
+    """out = init; for every input index in memory order: out[kept] = f(out[kept], in).
+
+    `[begin, end)` ranges over the output's major-most physical dimension, so the
+    partitions write disjoint parts of the output and never race.
+
+        for i in [0, rows):             # reduced
+          for j in [begin, end):        # kept, unit stride: vectorized
+            out[j] = out[j] + in[i, j]
+    """
+    n = len(instr.operands) // 2
+    inputs, inits = srcs[:n], srcs[n:]
+    in_shape = instr.operands[0].shape
+    out_shape = outputs[0].shape
+    reduced = set(instr.dims())
+    kept = [d for d in range(in_shape.rank) if d not in reduced]
+    etypes = [o.shape.element_type for o in instr.operands[:n]]
+    step = make_reducer(kernel, instr.to_apply, etypes)
+    b = kernel.b
+    init_values = [g(b, []) for g in inits]
+
+    def init_body(b, index):
+        for out, value in zip(outputs, init_values):
+            out.store(b, index, value)
+    emit_loop_nest(b, out_shape, kernel.begin, kernel.end, init_body, name="ci")
+
+    partition_dim = kept[major_to_minor(out_shape)[0]] if out_shape.rank else None
+    order = major_to_minor(in_shape)
+    full: list = [None] * in_shape.rank
+
+    def nest(level):
+        if level == len(order):
+            with kernel.scope():
+                out_index = [full[d] for d in kept]
+                values = [g(b, list(full)) for g in inputs]
+                olds = [out.load(b, out_index) for out in outputs]
+                for out, value in zip(outputs, step(b, olds, values)):
+                    out.store(b, out_index, value)
+            return
+        d = order[level]
+        lo, hi = (kernel.begin, kernel.end) if d == partition_dim else (0, in_shape.dims[d])
+        with for_range(b, lo, hi, f"c{d}") as i:
+            full[d] = i
+            nest(level + 1)
+    nest(0)
+    return partition_extent(out_shape)
