@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from hlo import HloComputation, HloInstruction, HloModule, Shape, numpy_dtype
+from hlo import OPCODES, HloComputation, HloInstruction, HloModule, Shape, numpy_dtype
 
 from .hlo_utils import new_instruction
 from .pass_base import HloModulePass, register_pass
@@ -142,6 +142,28 @@ def _double_negation(instr):
     if inner.opcode == instr.opcode and can_forward(instr, inner.operands[0]):
         return inner.operands[0]
     return None
+
+
+def _is_scalar_broadcast(instr: HloInstruction) -> bool:
+    return instr.opcode == "broadcast" and instr.operands[0].shape.is_scalar
+
+
+def _sink_broadcasts(instr):
+    # f(broadcast(a), broadcast(b)) -> broadcast(f(a, b)): one scalar op instead of
+    # one per element, and constant folding can then fold f(a, b).
+    if not instr.info.is_elementwise or not instr.shape.is_array or not instr.shape.dims \
+            or instr.opcode == "bitcast-convert" \
+            or not all(_is_scalar_broadcast(op) for op in instr.operands):
+        return None         # (a bitcast-convert may change the rank: leave it)
+    scalar = new_instruction(instr.parent, instr.opcode, Shape.scalar(instr.shape.element_type),
+                             [op.operands[0] for op in instr.operands], before=instr,
+                             attrs={k: v for k, v in instr.attrs.items() if k != "metadata"})
+    return make(instr, "broadcast", [scalar], dimensions=())
+
+
+for _opcode, _info in OPCODES.items():
+    if _info.is_elementwise:
+        rule(_opcode)(_sink_broadcasts)
 
 
 @rule("convert", "copy")

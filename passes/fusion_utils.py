@@ -6,7 +6,7 @@ A fusion is printed in XLA's form
 
 and calls a computation of its own (`is_fusion_computation = True`) whose
 parameter i stands for operand i of the fusion. Every fusion xlapy creates has
-one of four forms; `fusion_kind(instr)` tells them apart and a backend emits
+one of three forms; `fusion_kind(instr)` tells them apart and a backend emits
 each as ONE kernel:
 
 kLoop (`kind=kLoop`, `fusion_kind` "loop")

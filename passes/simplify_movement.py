@@ -11,6 +11,17 @@ from .algebraic_simplifier import can_forward, make, rule
 from .hlo_utils import new_instruction
 
 
+@rule("reshape", "transpose", "slice", "reverse", "broadcast")
+def _move_scalar_broadcast(instr):
+    # reshape/transpose/slice/reverse/broadcast(broadcast(s)) -> broadcast(s): every
+    # element is still s. Keeps splats symbolic, so fusion and folding see them.
+    value = instr.operands[0]
+    if (value.opcode == "broadcast" and value.operands[0].shape.is_scalar
+            and instr.shape.is_array and _default_layouts(instr)):
+        return make(instr, "broadcast", [value.operands[0]], dimensions=())
+    return None
+
+
 @rule("reshape", "bitcast")
 def _noop_reshape(instr):
     # reshape(x) -> x when the dimensions already match

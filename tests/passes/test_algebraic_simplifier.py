@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import hlo
+import passes
 from passes import DCE, AlgebraicSimplifier
 from passes.algebraic_simplifier import is_splat, splat_value
 from tests.passes.helpers import parse
@@ -142,3 +143,24 @@ def test_mixed_type_dot_is_left_alone():
     }
     """)
     assert AlgebraicSimplifier().run(module) is False
+
+
+def test_splats_stay_symbolic_and_fold():
+    text = """
+    HloModule m
+    ENTRY e {
+      two = f32[] constant(2)
+      three = f32[] constant(3)
+      a = f32[4,6] broadcast(two), dimensions={}
+      b = f32[4,6] broadcast(three), dimensions={}
+      s = f32[4,6] multiply(a, b)
+      r = f32[24] reshape(s)
+      ROOT t = f32[6,4] transpose(s), dimensions={1,0}
+    }
+    """
+    module = parse(text)
+    passes.HloPassFix(passes.pipeline_from_text(
+        "algebraic-simplifier,constant-folding,dce")).run(module)
+    root = module.entry.root
+    assert root.opcode == "broadcast" and root.operands[0].literal == 6
+    assert [i.opcode for i in module.entry.instructions] == ["constant", "broadcast"]
