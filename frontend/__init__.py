@@ -20,10 +20,11 @@ from . import kernels  # noqa: F401  (registers every kernel)
 from . import ops
 from .jit import JitFunction, Lowered, jit_compile
 from .compiled import Compiled
-from .registry import XlaOpContext, XlaOpKernel, lookup, register_xla_op, registered_ops
+from .registry import (UnknownOpError, XlaOpContext, XlaOpKernel, lookup, register_xla_op,
+                       registered_ops)
 from .tensor import Tensor
 from .trace import Graph, Node, tracing
 
 __all__ = ["jit_compile", "JitFunction", "Lowered", "Compiled", "ops", "Tensor", "Graph",
            "Node", "tracing", "XlaOpKernel", "XlaOpContext", "register_xla_op", "lookup",
-           "registered_ops"]
+           "registered_ops", "UnknownOpError"]

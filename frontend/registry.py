@@ -35,6 +35,13 @@ _REGISTRY: dict[str, type["XlaOpKernel"]] = {}
 _REQUIRED = object()
 
 
+class UnknownOpError(KeyError):
+    """No kernel is registered under the name (a KeyError that prints plainly)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class XlaOpKernel:
     """Base class: lower one op to HLO in `compile(ctx)`; one instance per op kind."""
 
@@ -56,13 +63,13 @@ def register_xla_op(name: str):
 
 
 def lookup(name: str) -> XlaOpKernel:
-    """The kernel of op `name`; an unknown name is a KeyError listing close names."""
+    """The kernel of op `name`; an unknown name is an UnknownOpError listing close names."""
     try:
         return _REGISTRY[name]()
     except KeyError:
         close = difflib.get_close_matches(name, _REGISTRY, n=5, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise KeyError(f"no kernel registered for op {name!r}{hint}") from None
+        raise UnknownOpError(f"no kernel registered for op {name!r}{hint}") from None
 
 
 def registered_ops() -> list[str]:

@@ -48,9 +48,15 @@ def test_trace_time_errors(fn, args, kind, pattern):
         interpret(fn, *args)
 
 
+def test_ops_level_errors_carry_the_source_line():
+    with pytest.raises(ValueError, match=r"split: dim 1 of float32\[2,3\](.|\n)*test_tracing.py"):
+        interpret(lambda x: ops.split(x, 2, axis=1), np.ones((2, 3), np.float32))
+
+
 def test_unknown_op_lists_close_names():
-    with pytest.raises(KeyError, match="did you mean.*Softmax"):
+    with pytest.raises(KeyError, match="did you mean.*Softmax") as info:
         lookup("Sofmax")
+    assert str(info.value).startswith("no kernel registered for op 'Sofmax'")
     g = Graph("g")
     with tracing(g):
         x = g.parameter((2,), np.float32)
