@@ -14,7 +14,7 @@ lane with a select:
   |x| * 2/pi = sum_j M * D_j * 2^(E - 24(j+1)), D_j the 24-bit chunks of 2/pi.
   Chunks whose term is a multiple of 4 do not change the quadrant or the
   remainder, so the sum starts at chunk k0 = ceil((E - 25) / 24) and keeps
-  five chunks. Each product M * D_j is exact in f64 (48 bits); the two leading
+  five chunks (k0 is 1..4 there). Each product M * D_j is exact in f64; the two leading
   terms are reduced mod 4 exactly, and the small terms are added last so that
   cancellation near a multiple of pi/2 stays accurate. k0 takes only 5 values
   for f32, so the chunk "gather" is a chain of selects, not a memory access.
@@ -57,18 +57,23 @@ def _reduce_payne_hanek(m: MathBuilder, d: MathBuilder, ax):
     bits = m.as_int(ax)
     exponent = b.sub(b.lshr(bits, m.iconst(23)), m.iconst(150))           # E
     mantissa = b.or_(b.and_(bits, m.iconst(0x7FFFFF)), m.iconst(0x800000))  # M
-    clamped = m.select(b.icmp_signed("<", exponent, m.iconst(2)), m.iconst(2), exponent)
-    k0 = b.udiv(b.sub(clamped, m.iconst(2)), m.iconst(24))
+    # k0 = ceil((E - 25) / 24), which is 1..4 on this path (E >= 26); smaller E
+    # (lanes the select in _reduce discards) is treated as E = 26 for the index.
+    at_least = m.select(b.icmp_signed("<", exponent, m.iconst(26)), m.iconst(26), exponent)
+    k0 = b.udiv(b.sub(at_least, m.iconst(2)), m.iconst(24))
     a = b.sub(b.sub(exponent, b.mul(k0, m.iconst(24))), m.iconst(24))
-    mant_d = d.to_float(b.sext(mantissa, d.int_ty))
-    is_k0 = [b.icmp_signed("==", k0, m.iconst(k)) for k in range(1, 5)]
+    # M * 2^a once; term j is (M * 2^a) * (D[k0+j] * 2^(-24j)), exact in f64.
+    scaled_mant = d.b.fmul(d.to_float(b.sext(mantissa, d.int_ty)),
+                           d.pow2i(b.sext(a, d.int_ty)))
+    is_k0 = [(k, b.icmp_signed("==", k0, m.iconst(k))) for k in range(2, 5)]
 
     def term(j):
-        chunk = d.const(float(_CHUNKS[j]))
-        for k, cond in enumerate(is_k0, start=1):
-            chunk = d.select(cond, d.const(float(_CHUNKS[k + j])), chunk)
-        scale = d.pow2i(b.sext(b.sub(a, m.iconst(24 * j)), d.int_ty))
-        return d.b.fmul(d.b.fmul(mant_d, chunk), scale)
+        # The chunk "gather": a select chain in f32 (24-bit chunks times powers
+        # of two are exact there), on twice as many lanes per instruction.
+        chunk = m.const(math.ldexp(_CHUNKS[1 + j], -24 * j))
+        for k, cond in is_k0:
+            chunk = m.select(cond, m.const(math.ldexp(_CHUNKS[k + j], -24 * j)), chunk)
+        return d.b.fmul(scaled_mant, m.widen(chunk))
 
     t = [term(j) for j in range(5)]
     head = d.b.fadd(_mod4(d, t[0]), _mod4(d, t[1]))          # exact: < 8, 49 bits
@@ -91,8 +96,10 @@ def _reduce(m: MathBuilder, ax):
 
 def _sin_cos_poly(d: MathBuilder, r):
     z = d.b.fmul(r, r)
-    sin_r = d.fma(d.b.fmul(r, z), d.horner(z, sin_tail(6)), r)
-    cos_r = d.horner(z, cos_series(8))
+    # Through r^11 and r^12: truncation below 2e-10 relative for |r| <= pi/4,
+    # which is what an f32 result needs.
+    sin_r = d.fma(d.b.fmul(r, z), d.horner(z, sin_tail(5)), r)
+    cos_r = d.horner(z, cos_series(7))
     return sin_r, cos_r
 
 
