@@ -84,7 +84,8 @@ def _emit_root(kernel, root, operand_gens, outputs, root_gen=None) -> int:
     if root.opcode == "reduce" and is_column_reduce(root):
         return emit_column_reduce(kernel, root, operand_gens, outputs)
     gen = root_gen or elemental.make_generator(kernel, root, operand_gens)
-    return _store_together(kernel, lambda b, index: _as_list(gen(b, index)), outputs)
+    return _store_together(kernel, lambda b, index: _as_list(gen(b, index)), outputs,
+                           tile_dim=_transposed_dim(root))
 
 
 def _emit_tuple_root(kernel, root, gens, outputs) -> int:
@@ -108,7 +109,7 @@ def _emit_tuple_root(kernel, root, gens, outputs) -> int:
     return 1
 
 
-def _store_together(kernel, gen, outputs) -> int:
+def _store_together(kernel, gen, outputs, tile_dim=None) -> int:
     """One loop nest over the (common) output shape storing every value of `gen`."""
     shape = outputs[0].shape
 
@@ -116,8 +117,23 @@ def _store_together(kernel, gen, outputs) -> int:
         with kernel.scope():
             for out, value in zip(outputs, gen(b, index)):
                 out.store(b, index, value)
-    emit_loop_nest(kernel.b, shape, kernel.begin, kernel.end, body)
+    emit_loop_nest(kernel.b, shape, kernel.begin, kernel.end, body, tile_dim=tile_dim)
     return partition_extent(shape)
+
+
+def _transposed_dim(root) -> int | None:
+    """For a root that moves data across the minor dimension (a transpose, or a copy
+    changing the layout), the output dimension its input's minor dimension becomes:
+    the loop nest tiles it against the output's own minor dimension."""
+    if root.opcode not in ("transpose", "copy") or root.shape.rank < 2:
+        return None
+    operand = root.operands[0].shape
+    source_minor = operand.minor_to_major()[0]
+    if root.opcode == "transpose":
+        out_dim = root.dims().index(source_minor)
+    else:
+        out_dim = source_minor
+    return None if out_dim == root.shape.minor_to_major()[0] else out_dim
 
 
 def _fill(kernel, out: Buffer, gen) -> None:

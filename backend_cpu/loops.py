@@ -30,8 +30,8 @@ def i64(value: int) -> ir.Constant:
 
 
 @contextmanager
-def for_range(b: ir.IRBuilder, start, stop, name: str = "i") -> Iterator[ir.Value]:
-    """`for i in range(start, stop)` with an i64 induction variable.
+def for_range(b: ir.IRBuilder, start, stop, name: str = "i", step: int = 1) -> Iterator[ir.Value]:
+    """`for i in range(start, stop, step)` with an i64 induction variable.
 
     The body is emitted inside the `with` block; on exit the builder is
     positioned after the loop.
@@ -49,7 +49,7 @@ def for_range(b: ir.IRBuilder, start, stop, name: str = "i") -> Iterator[ir.Valu
     b.cbranch(b.icmp_signed("<", index, stop), body, exit_)
     b.position_at_end(body)
     yield index
-    nxt = b.add(index, i64(1), name=f"{name}.next", flags=("nsw", "nuw"))
+    nxt = b.add(index, i64(step), name=f"{name}.next", flags=("nsw", "nuw"))
     index.add_incoming(nxt, b.block)
     b.branch(header)
     b.position_at_end(exit_)
@@ -68,24 +68,60 @@ def partition_extent(shape) -> int:
 
 
 def emit_loop_nest(b: ir.IRBuilder, shape, begin: ir.Value, end: ir.Value,
-                   body: Callable[[ir.IRBuilder, list], None], name: str = "e") -> None:
-    """Calls `body(b, index)` for every logical index of `shape`, outermost in [begin, end)."""
+                   body: Callable[[ir.IRBuilder, list], None], name: str = "e",
+                   tile_dim: int | None = None, tile: int = 32) -> None:
+    """Calls `body(b, index)` for every logical index of `shape`, outermost in [begin, end).
+
+    With `tile_dim` (a dimension other than the minor-most one), that dimension and
+    the minor-most one are walked in tile x tile blocks, so a kernel that reads its
+    input transposed touches a tile of cache lines on both sides at a time:
+
+        for a0 in [.., step tile):  ...  for b0 in [0, B, step tile):
+            for a in [a0, min(a0 + tile, ..)):  for b in [b0, min(b0 + tile, B)):
+    """
     if shape.rank == 0:
         # A scalar is one partition of extent 1: run the body iff it is ours.
         with for_range(b, begin, end, f"{name}.s"):
             body(b, [])
         return
     order = major_to_minor(shape)
+    minor = order[-1]
+    if tile_dim == minor:
+        tile_dim = None
     index: list = [None] * shape.rank
+    outer_of: dict = {}
+
+    def bounds(level, dim):
+        return (begin, end) if level == 0 else (i64(0), i64(shape.dims[dim]))
+
+    def inner_range(dim, lo, hi):
+        start = outer_of[dim]
+        stop = b.add(start, i64(tile))
+        return start, b.select(b.icmp_signed("<", stop, hi), stop, hi)
 
     def nest(level: int) -> None:
+        if level == len(order):
+            body(b, list(index))
+            return
         dim = order[level]
-        lo, hi = (begin, end) if level == 0 else (0, shape.dims[dim])
+        lo, hi = bounds(level, dim)
+        if tile_dim is not None and dim == tile_dim:
+            with for_range(b, lo, hi, f"{name}.t{dim}", step=tile) as t:
+                outer_of[dim] = t
+                nest(level + 1)
+            return
+        if tile_dim is not None and dim == minor:
+            with for_range(b, lo, hi, f"{name}.t{dim}", step=tile) as t:
+                outer_of[dim] = t
+                a_lo, a_hi = bounds(order.index(tile_dim), tile_dim)
+                with for_range(b, *inner_range(tile_dim, a_lo, a_hi), f"{name}.d{tile_dim}") as a:
+                    index[tile_dim] = a
+                    with for_range(b, *inner_range(dim, lo, hi), f"{name}.d{dim}") as i:
+                        index[dim] = i
+                        body(b, list(index))
+            return
         with for_range(b, lo, hi, f"{name}.d{dim}") as i:
             index[dim] = i
-            if level + 1 < len(order):
-                nest(level + 1)
-            else:
-                body(b, list(index))
+            nest(level + 1)
 
     nest(0)
