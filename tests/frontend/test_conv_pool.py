@@ -134,3 +134,16 @@ def test_conv_errors_name_op_and_shapes():
         interpret(lambda a, b: ops.conv2d(a, b), x, f)
     with pytest.raises(ValueError, match="padding must be"):
         interpret(lambda a: ops.max_pool2d(a, 2, 2, "FULL"), x)
+
+
+@settings(max_examples=10)
+@given(case=conv_cases(), seed=seeds)
+def test_conv_compiled_hypothesis(case, seed):
+    """Compiled convolution and max pooling over drawn windows, strides, paddings."""
+    (n, h, w, c), k, s, d, padding = case
+    rng = np.random.default_rng(seed)
+    x = random_array(rng, (n, h, w, c), np.float32)
+    f = random_array(rng, (*k, c, 2), np.float32)
+    got = compiled(f"conv_h_{k}_{s}_{d}_{padding}",
+                   lambda a, b: ops.conv2d(a, b, strides=s, padding=padding, dilations=d), x, f)
+    assert_close(got, np_conv2d(x, f, s, padding, d), scale=20)

@@ -156,3 +156,16 @@ def test_einsum_compiled_and_errors():
         interpret(lambda x: ops.einsum("ii->i", x), np.zeros((3, 3), np.float32))
     with pytest.raises(ValueError, match="Einsum.*letter 'j'"):
         interpret(lambda x, y: ops.einsum("ij,jk->ik", x, y), a[0], b[0, :3])
+
+
+@settings(max_examples=12)
+@given(shape=shapes(2, 3, min_side=1, max_side=6), seed=seeds, dtype=F32_F64)
+def test_nn_compiled_hypothesis(shape, seed, dtype):
+    """Compiled softmax, layer norm and a matmul over drawn shapes and dtypes."""
+    x = _x(shape, dtype, seed) * 5
+    w = _x(shape[-1:] + (3,), dtype, seed + 1)
+    got = compiled("nn_h", lambda t, u: (ops.softmax(t), ops.layer_norm(t), t @ u), x, w)
+    x64 = x.astype(np.float64)
+    assert_close(got[0], np.exp(np_log_softmax(x64)), scale=10)
+    assert_close(got[1], np_layer_norm(x64, 1.0, 0.0), scale=50)
+    assert_close(got[2], x64 @ w, scale=10)

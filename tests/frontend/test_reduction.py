@@ -137,3 +137,20 @@ def test_tensor_methods():
     assert_close(got[2], x.max(-1, keepdims=True))
     assert_close(got[3], x.min())
     np.testing.assert_array_equal(got[4], x.argmax(1))
+
+
+@settings(max_examples=15)
+@given(name=st.sampled_from(sorted(REDUCTIONS)), sa=shape_and_axis(min_side=1),
+       keepdims=st.booleans(), data=st.data(), seed=seeds)
+def test_reduction_compiled_hypothesis(name, sa, keepdims, data, seed):
+    """Compiled reductions over drawn shapes, axes and dtypes."""
+    fn, ref, types = REDUCTIONS[name]
+    shape, axis = sa
+    dtype = data.draw(st.sampled_from(types))
+    x = random_array(np.random.default_rng(seed), shape, dtype,
+                     "small" if name == "prod" else "any")
+    got = compiled(f"red_h_{name}_{axis}_{keepdims}",
+                   lambda t: fn(t, axis=axis, keepdims=keepdims), x)
+    assert got.dtype == dtype
+    assert_close(got, np.asarray(ref(upcast(x), axis=axis, keepdims=keepdims)).astype(dtype),
+                 scale=10)

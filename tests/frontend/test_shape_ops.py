@@ -150,3 +150,24 @@ def test_broadcast_to_and_size_zero_elementwise():
     got = interpret(lambda t: (ops.exp(t) + 1, ops.broadcast_to(ops.reshape(t, [0, 1, 3]),
                                                                  (2, 0, 4, 3))), x)
     assert got[0].shape == (0, 3) and got[1].shape == (2, 0, 4, 3)
+
+
+@settings(max_examples=15)
+@given(shape=shapes(1, 3, min_side=1, max_side=5), items=st.lists(_slice_items, max_size=3),
+       perm_seed=seeds, dtype=st.sampled_from([np.float32, np.int8, np.float64]))
+def test_movement_compiled_hypothesis(shape, items, perm_seed, dtype):
+    """Compiled slicing, transposes, concatenation and tiling over drawn shapes/dtypes."""
+    x = random_array(np.random.default_rng(perm_seed), shape, dtype)
+    index = tuple(items)
+    try:
+        want = x[index]
+    except IndexError:
+        return
+    perm = tuple(np.random.default_rng(perm_seed).permutation(len(shape)))
+    got = compiled(f"move_{index}_{perm}", lambda t: (t[index], ops.transpose(t, perm),
+                                                      ops.concat([t, t], -1),
+                                                      ops.tile(t, [2] + [1] * (t.ndim - 1))), x)
+    np.testing.assert_array_equal(got[0], want)
+    np.testing.assert_array_equal(got[1], np.transpose(x, perm))
+    np.testing.assert_array_equal(got[2], np.concatenate([x, x], -1))
+    np.testing.assert_array_equal(got[3], np.tile(x, [2] + [1] * (x.ndim - 1)))
