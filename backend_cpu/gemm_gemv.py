@@ -8,8 +8,10 @@ streams the matrix straight from memory. Both cases are one problem,
 with (mat, vec) = (lhs, rhs) when n == 1 and (rhs, lhs) when m == 1. The loop order
 follows the matrix's layout so that vector loads are contiguous:
 
-    s_k == 1  "dot":  per output, a vector accumulator along k, summed at the end
-    s_o == 1  "axpy": per block of `lanes` outputs, acc += mat[o:o+lanes, k] * vec[k]
+    s_k == 1  "dot":  a few outputs at a time, vector accumulators along k, each
+                      summed across its lanes at the end
+    s_o == 1  "axpy": k outer; acc[o:o+lanes] += mat[o:o+lanes, k] * vec[k] over a block
+                      of outputs kept in L1, the matrix read row after row
     otherwise         a scalar loop (no contiguous direction to vectorize)
 """
 from __future__ import annotations
@@ -31,6 +33,7 @@ AXPY_K_UNROLL = 4
 
 @dataclass(frozen=True)
 class _Operand:
+    """One operand of the product: its base pointer and element type."""
     ptr: ir.Value
     dtype: str
 
@@ -38,12 +41,14 @@ class _Operand:
         """Element(s) at `index` converted to the accumulation type (contiguous if lanes)."""
         ety = storage_type(self.dtype)
         ptr = element_ptr(b, self.ptr, ety, index)
-        value = b.load(ptr, typ=ir.VectorType(ety, lanes) if lanes else ety, align=1 if lanes else None)
+        value = b.load(ptr, typ=ir.VectorType(ety, lanes) if lanes else ety,
+                       align=1 if lanes else None)
         return convert(b, value, self.dtype, arith.type, arith.is_float)
 
 
 @dataclass(frozen=True)
 class _MatVec:
+    """The product as out[o] = sum_k mat[o*s_o + k*s_k] * vec[k*s_v]."""
     mat: _Operand
     vec: _Operand
     s_o: int
