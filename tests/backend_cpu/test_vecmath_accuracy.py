@@ -101,6 +101,16 @@ def random_bits(rng, n, dtype) -> np.ndarray:
     return rng.integers(0, 2 ** 64, n, dtype=np.uint64, endpoint=False).view(np.float64)
 
 
+def near_multiples_of_half_pi(rng, n, dtype) -> np.ndarray:
+    """Floats nearest to k*pi/2 for small k and for huge k at every exponent:
+    the inputs whose reduced argument cancels the most."""
+    k = rng.integers(1, 2 ** 20, n // 2).astype(np.float64)
+    small = (k * (np.pi / 2)).astype(dtype)
+    exponents = rng.integers(0, 126 if dtype == np.float32 else 1000, n - n // 2)
+    huge = np.ldexp(rng.uniform(1, 2, exponents.size) * (np.pi / 2), exponents).astype(dtype)
+    return np.concatenate([small, huge])
+
+
 def sweeps(op: str, dtype, n: int):
     """[(label, args)] of inputs for `op`: random bits plus dense ordinary ranges."""
     rng = np.random.default_rng(1234)
@@ -113,6 +123,8 @@ def sweeps(op: str, dtype, n: int):
         cases = [("bits", (random_bits(rng, n, dtype),)),
                  ("range", (np.linspace(lo, hi, n),)),
                  ("near 0", (np.linspace(-1e-3, 1e-3, n // 4),))]
+        if op in ("sine", "cosine", "tan"):
+            cases.append(("near k*pi/2", (near_multiples_of_half_pi(rng, n // 4, dtype),)))
     return [(label, tuple(np.asarray(a, dtype) for a in args)) for label, args in cases]
 
 
