@@ -107,14 +107,20 @@ def combine_in_order(comp, ctx, targets: list[np.ndarray], index: np.ndarray,
         with np.errstate(all="ignore"):
             reducer_ufunc(opcode, targets[0].dtype).at(targets[0], index, updates[0])
         return
-    remaining = np.arange(index.size)
-    while remaining.size:
-        # One round: the first remaining occurrence of every index, vectorized.
-        _, first = np.unique(index[remaining], return_index=True)
-        now = remaining[np.sort(first)]
+    # Round k applies the k-th occurrence of every index: within a round the
+    # indices are distinct, so it is one vectorized evaluation of the combiner.
+    by_index = np.argsort(index, kind="stable")
+    sorted_index = index[by_index]
+    group_start = np.r_[True, sorted_index[1:] != sorted_index[:-1]] if index.size else np.ones(0, bool)
+    first_of_group = np.maximum.accumulate(np.where(group_start, np.arange(index.size), 0))
+    occurrence = np.empty(index.size, dtype=np.int64)
+    occurrence[by_index] = np.arange(index.size) - first_of_group
+    by_round = np.argsort(occurrence, kind="stable")
+    bounds = np.searchsorted(occurrence[by_round], np.arange(occurrence.max(initial=-1) + 2))
+    for k in range(len(bounds) - 1):
+        now = by_round[bounds[k]:bounds[k + 1]]
         at = index[now]
         current = [t[at] for t in targets]
         new = call_reducer(comp, ctx, current, [u[now] for u in updates])
         for t, v in zip(targets, new):
             t[at] = np.broadcast_to(v, at.shape)
-        remaining = np.setdiff1d(remaining, now, assume_unique=True)
