@@ -138,6 +138,8 @@ def _check_arg(param, shape, arg):
             raise EvaluationError(f"{where}: expected a tuple of {len(shape.tuple_shapes)} "
                                   f"values for {shape}")
         return tuple(_check_arg(param, s, a) for s, a in zip(shape.tuple_shapes, arg))
+    if not shape.is_array:
+        raise EvaluationError(f"{where}: {shape} values are not supported by the evaluator")
     arg = np.asarray(arg)
     expected = shape.dtype.numpy
     if tuple(arg.shape) != shape.dims:
