@@ -25,8 +25,16 @@ from .vecmath_ir import MathBuilder
 LN2 = math.log(2.0)
 LOG2E = 1.0 / LN2
 
-# Per float kind: (ln2_hi, exp polynomial degree, expm1 degree, atanh terms,
-#                  exp clamp lo, exp clamp hi, tanh saturation, expm1 "big" threshold)
+# Per float kind:
+#   ln2_hi          ln2 rounded to the format (ln2_lo, below, holds the rest)
+#   exp_degree      Taylor degree of e^r; expm1_degree likewise for expm1(r)
+#   atanh_terms     terms of the 2*atanh(s) series in log
+#   lo, hi          exp clamps x to [lo, hi]: beyond, e^x is 0 (even unflushed) or inf
+#   tanh_one        tanh(x) rounds to 1 for |x| above this
+#   expm1_lo        expm1(x) rounds to -1 below this
+#   expm1_big       above this, expm1(x) rounds like e^x
+#   max_scale       largest n for which 2^n is built directly in expm1's small path
+#   magic           1.5 * 2^(mantissa bits): adding it rounds to an integer
 _F32_LN2_HI, _F32_LN2_LO = ln2_parts(24)
 _F64_LN2_HI, _F64_LN2_LO = ln2_parts(53)
 _PARAMS = {
@@ -44,7 +52,7 @@ def _ln2_lo(kind: str) -> float:
 
 
 def _reduce_exp(m: MathBuilder, x):
-    """Returns (n as an integer vector, n as float, r) with x = n*ln2 + r."""
+    """Returns (n as an integer vector, r) with x = n*ln2 + r, |r| <= ln2/2."""
     p = _PARAMS[m.kind]
     magic = m.const(p["magic"])
     shifted = m.b.fadd(m.b.fmul(x, m.const(LOG2E)), magic)
@@ -53,22 +61,22 @@ def _reduce_exp(m: MathBuilder, x):
     neg_n = m.b.fneg(n_float)
     r = m.fma(neg_n, m.const(p["ln2_hi"]), x)
     r = m.fma(neg_n, m.const(_ln2_lo(m.kind)), r)
-    return n_int, n_float, r
+    return n_int, r
 
 
 def exp(m: MathBuilder, x, degree: int | None = None):
-    """e^x. Clamping x keeps 2^n in range; overflow and underflow then come out
-    of the final multiplications as inf and 0 (flushed to 0 under FTZ).
+    """e^x. Clamping x keeps n small; overflow and underflow then come out of
+    the final scaling by 2^n as inf and 0 (flushed to 0 under FTZ).
     `degree` overrides the polynomial degree (pow needs less than full f64)."""
     p = _PARAMS[m.kind]
     x = m.clamp(x, p["lo"], p["hi"])
-    n_int, _, r = _reduce_exp(m, x)
+    n_int, r = _reduce_exp(m, x)
     return m.ldexp(m.horner(r, taylor_exp(degree or p["exp_degree"])), n_int)
 
 
 def exp_normal_range(m: MathBuilder, x):
     """e^x for x (and e^x) well inside the normal range: no clamp, one scaling."""
-    n_int, _, r = _reduce_exp(m, x)
+    n_int, r = _reduce_exp(m, x)
     return m.ldexp(m.horner(r, taylor_exp(_PARAMS[m.kind]["exp_degree"])), n_int)
 
 
@@ -88,7 +96,7 @@ def expm1(m: MathBuilder, x):
     """e^x - 1, accurate near 0."""
     p = _PARAMS[m.kind]
     xc = m.clamp(x, p["expm1_lo"], p["hi"])
-    n_int, _, r = _reduce_exp(m, xc)
+    n_int, r = _reduce_exp(m, xc)
     em1_r = _expm1_reduced(m, r)
     # Small and moderate x: 2^n capped to stay finite (the capped value is only
     # used where the select below discards it).
@@ -156,7 +164,7 @@ def tanh(m: MathBuilder, x):
     a = m.fabs(x)
     a = m.select(m.cmp(">", a, m.const(p["tanh_one"])), m.const(p["tanh_one"]), a)
     # 2a is in [0, 2 * tanh_one]: 2^n stays finite, no clamping or special cases.
-    n_int, _, r = _reduce_exp(m, m.b.fadd(a, a))
+    n_int, r = _reduce_exp(m, m.b.fadd(a, a))
     e = _expm1_from(m, m.pow2i(n_int), _expm1_reduced(m, r))
     return m.copysign(m.b.fdiv(e, m.b.fadd(e, m.const(2.0))), x)
 
