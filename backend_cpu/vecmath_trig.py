@@ -14,10 +14,11 @@ lane with a select:
   |x| * 2/pi = sum_j M * D_j * 2^(E - 24(j+1)), D_j the 24-bit chunks of 2/pi.
   Chunks whose term is a multiple of 4 do not change the quadrant or the
   remainder, so the sum starts at chunk k0 = ceil((E - 25) / 24) and keeps
-  five chunks (k0 is 1..4 there). Each product M * D_j is exact in f64; the two leading
-  terms are reduced mod 4 exactly, and the small terms are added last so that
-  cancellation near a multiple of pi/2 stays accurate. k0 takes only 5 values
-  for f32, so the chunk "gather" is a chain of selects, not a memory access.
+  five chunks. Each product M * D_j is exact in f64; the two leading terms are
+  reduced mod 4 exactly, and the small terms are added last so that
+  cancellation near a multiple of pi/2 stays accurate. k0 takes only the
+  values 1..4 here, so the chunk "gather" is a chain of selects, not a memory
+  access.
 
 f64 sin/cos/tan/atan2 are not here: they call scalar libm (see vecmath.py).
 """
@@ -30,7 +31,7 @@ from .vecmath_coeffs import (TAN_PI_8, atan_small, cos_series, pi_over_2_parts,
 from .vecmath_ir import MathBuilder
 
 _CHUNKS = two_over_pi_chunks(9)
-_CW_LIMIT_EXPONENT = 26          # E >= 26  <=>  |x| >= 2^49: Payne-Hanek path
+_PH_MIN_EXPONENT = 26            # E >= 26  <=>  |x| >= 2^49: the Payne-Hanek path
 _PIO2 = pi_over_2_parts(3)
 
 
@@ -59,7 +60,8 @@ def _reduce_payne_hanek(m: MathBuilder, d: MathBuilder, ax):
     mantissa = b.or_(b.and_(bits, m.iconst(0x7FFFFF)), m.iconst(0x800000))  # M
     # k0 = ceil((E - 25) / 24), which is 1..4 on this path (E >= 26); smaller E
     # (lanes the select in _reduce discards) is treated as E = 26 for the index.
-    at_least = m.select(b.icmp_signed("<", exponent, m.iconst(26)), m.iconst(26), exponent)
+    lowest = m.iconst(_PH_MIN_EXPONENT)
+    at_least = m.select(b.icmp_signed("<", exponent, lowest), lowest, exponent)
     k0 = b.udiv(b.sub(at_least, m.iconst(2)), m.iconst(24))
     a = b.sub(b.sub(exponent, b.mul(k0, m.iconst(24))), m.iconst(24))
     # M * 2^a once; term j is (M * 2^a) * (D[k0+j] * 2^(-24j)), exact in f64.
@@ -88,7 +90,7 @@ def _reduce_payne_hanek(m: MathBuilder, d: MathBuilder, ax):
 
 def _reduce(m: MathBuilder, ax):
     d = m.with_kind("double")
-    small = m.cmp("<", ax, m.const(2.0 ** 49))
+    small = m.cmp("<", ax, m.const(2.0 ** (_PH_MIN_EXPONENT + 23)))
     r_cw, q_cw = _reduce_cody_waite(m, d, ax, small)
     r_ph, q_ph = _reduce_payne_hanek(m, d, ax)
     return d, d.select(small, r_cw, r_ph), m.select(small, q_cw, q_ph)
