@@ -1,0 +1,106 @@
+"""backend_cpu.llvm_target: target machine, O3 pipeline, JIT engines, libm symbols."""
+import ctypes
+import gc
+
+import llvmlite.binding as llvm
+import pytest
+
+from backend_cpu import llvm_target
+
+SQUARE = """
+define double @square(double %x) {
+  %y = fmul double %x, %x
+  ret double %y
+}
+"""
+
+# A plain scalar loop: O3 with loop vectorization must turn it into vector code.
+SAXPY = """
+define void @saxpy(ptr noalias %x, ptr noalias %y, i64 %n) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [0, %entry], [%next, %loop]
+  %px = getelementptr float, ptr %x, i64 %i
+  %py = getelementptr float, ptr %y, i64 %i
+  %vx = load float, ptr %px
+  %vy = load float, ptr %py
+  %r = call float @llvm.fma.f32(float %vx, float 2.0, float %vy)
+  store float %r, ptr %py
+  %next = add i64 %i, 1
+  %done = icmp eq i64 %next, %n
+  br i1 %done, label %exit, label %loop
+exit:
+  ret void
+}
+declare float @llvm.fma.f32(float, float, float)
+"""
+
+CALLS_SIN = """
+declare double @sin(double)
+define double @f(double %x) {
+  %y = call double @sin(double %x)
+  ret double %y
+}
+"""
+
+
+def _call_square(jit, x: float) -> float:
+    fn = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)(jit.lookup("square"))
+    return fn(x)
+
+
+def test_initialize_is_idempotent():
+    llvm_target.initialize()
+    llvm_target.initialize()
+
+
+def test_host_target_machine_is_cached_and_for_this_cpu():
+    tm = llvm_target.host_target_machine()
+    assert tm is llvm_target.host_target_machine()
+    assert tm.triple == llvm.get_process_triple()
+    module = llvm_target.parse_and_verify(SQUARE)
+    assert module.triple == tm.triple and module.data_layout == str(tm.target_data)
+
+
+def test_jit_compile_unpacks_and_runs():
+    engine, lookup = llvm_target.jit_compile(SQUARE)
+    assert isinstance(engine, llvm.ExecutionEngine)
+    assert ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)(lookup("square"))(3.0) == 9.0
+
+
+def test_engines_can_be_freed_and_created_again():
+    """Each engine owns its TargetMachine: freeing one must not break the next."""
+    for i in range(4):
+        jit = llvm_target.jit_compile(SQUARE)
+        assert _call_square(jit, float(i)) == float(i * i)
+        del jit
+        gc.collect()
+    assert llvm_target.host_target_machine().triple   # the shared machine still works
+
+
+def test_lookup_of_unknown_function_is_a_clear_error():
+    jit = llvm_target.jit_compile(SQUARE)
+    with pytest.raises(KeyError, match="no function named 'cube'"):
+        jit.lookup("cube")
+
+
+def test_optimize_vectorizes_loops_for_the_host():
+    module = llvm_target.parse_and_verify(SAXPY)
+    llvm_target.optimize(module)
+    asm = llvm_target.assembly(module)
+    widest = "zmm" if llvm_target.host_has_feature("avx512f") else "ymm"
+    assert widest in asm
+
+
+def test_libm_symbols_resolve_to_the_c_library():
+    llvm_target.initialize()
+    assert llvm.address_of_symbol("sin") and llvm.address_of_symbol("erf")
+    jit = llvm_target.jit_compile(CALLS_SIN)
+    fn = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)(jit.lookup("f"))
+    assert abs(fn(1.0) - 0.8414709848078965) < 1e-15
+
+
+def test_parse_error_is_reported():
+    with pytest.raises(RuntimeError, match="parsing error"):
+        llvm_target.parse_and_verify("define nonsense")
