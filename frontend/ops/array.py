@@ -109,7 +109,14 @@ def getitem(x, index):
     return apply("StridedSlice", [x], index=items)
 
 
-strided_slice = getitem
+def strided_slice(input_, begin, end, strides=None):
+    """input_[begin[0]:end[0]:strides[0], ...] (tf.strided_slice without the masks)."""
+    strides = strides or [1] * len(begin)
+    if not len(begin) == len(end) == len(strides):
+        raise user_error(ValueError, f"strided_slice: begin {list(begin)}, end {list(end)} "
+                                     f"and strides {list(strides)} differ in length")
+    return getitem(input_, tuple(builtins.slice(int(b), int(e), int(s))
+                                 for b, e, s in zip(begin, end, strides)))
 
 
 def pad(tensor, paddings, mode="CONSTANT", constant_values=0):

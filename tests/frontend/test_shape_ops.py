@@ -79,6 +79,12 @@ def test_getitem_basic_slicing(shape, items, ellipsis, seed):
     np.testing.assert_array_equal(interpret(lambda t: t[index], x), want)
 
 
+def test_strided_slice_tf_signature():
+    x = _x((5, 6))
+    got = interpret(lambda t: ops.strided_slice(t, [4, 0], [0, 6], [-2, 3]), x)
+    np.testing.assert_array_equal(got, x[4:0:-2, 0:6:3])
+
+
 def test_getitem_compiled():
     x = _x((6, 7, 3))
     index = (slice(1, None, 2), slice(None, None, -3), 1)
