@@ -206,7 +206,8 @@ def _power(b, x, y, t):
     if is_float(t):
         return emit_math(b, "power", [x, y])
     # Integers: square-and-multiply over every exponent bit; negative exponents give
-    # 0 except for bases 1 and -1 (XLA's definition).
+    # 0 except for base 1 (XLA's definition: its emitter and evaluator give
+    # (-1) ** -1 = 0, not -1).
     ty = x.type
     one = const(ty, 1)
     result, base, e = one, x, y
@@ -218,10 +219,7 @@ def _power(b, x, y, t):
     if not is_signed(t):
         return result
     negative = b.icmp_signed("<", y, const(ty, 0))
-    odd_exp = b.trunc(y, I1)
-    minus_one = b.select(odd_exp, const(ty, -1), one)
-    special = b.select(b.icmp_signed("==", x, one), one,
-                       b.select(b.icmp_signed("==", x, const(ty, -1)), minus_one, const(ty, 0)))
+    special = b.select(b.icmp_signed("==", x, one), one, const(ty, 0))
     return b.select(negative, special, result)
 
 

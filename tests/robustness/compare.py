@@ -21,15 +21,19 @@ def tolerance(element_type: str, dtype: np.dtype) -> dict | None:
     return TOLERANCES.get(np.dtype(dtype))
 
 
-def assert_same_numbers(actual, expected, element_types, what: str) -> None:
-    """`actual` and `expected` (lists of arrays) hold the same numbers; see the docstring."""
+def assert_same_numbers(actual, expected, element_types, what: str, exact: bool = False) -> None:
+    """`actual` and `expected` (lists of arrays) hold the same numbers; see the docstring.
+
+    `exact=True` allows no rounding difference at all in floats (NaN still matches
+    NaN and -0 matches +0): for transformations that must not change arithmetic.
+    """
     assert len(actual) == len(expected), f"{what}: {len(actual)} outputs, expected {len(expected)}"
     for i, (a, e, t) in enumerate(zip(actual, expected, element_types)):
         a, e = np.asarray(a), np.asarray(e)
         where = f"{what}, output {i} ({t})"
         assert a.shape == e.shape, f"{where}: shape {a.shape} != {e.shape}"
         assert a.dtype == e.dtype, f"{where}: dtype {a.dtype} != {e.dtype}"
-        tol = tolerance(t, e.dtype)
+        tol = dict(rtol=0, atol=0) if exact else tolerance(t, e.dtype)
         if tol is None:
             np.testing.assert_array_equal(a, e, err_msg=where)
             continue

@@ -8,7 +8,9 @@
 "The same numbers" is `compare.assert_same_numbers`: ints exact, NaN matches
 NaN, floats within DESIGN.md's tolerances. Legitimate float differences are
 few: the pipeline may drop the sign of a zero (`x + 0 -> x`) but may not
-reassociate, so (2) draws every op. The backend may reassociate reductions
+reassociate or otherwise round differently, and both sides run on the same
+evaluator, so (2) draws every op and demands the same bits (`exact=True`).
+The backend may reassociate reductions
 and dots (XLA's reduce order is unspecified) and its exp/log/tanh are
 polynomial approximations whose last-bit differences later ops can magnify
 (`exp(a) - exp(b)`), so (3) draws only correctly rounded ops and values whose
@@ -84,7 +86,7 @@ def test_cpu_pipeline_keeps_the_numbers(case):
     optimized = optimized_copy(module)
     got = hlo.evaluate(optimized, args)
     assert_same_numbers(got, expected, output_types(module),
-                        f"pipeline vs evaluator\n{hlo.print_module(module)}")
+                        f"pipeline vs evaluator\n{hlo.print_module(module)}", exact=True)
     _count("pipeline")
 
 
