@@ -189,3 +189,28 @@ def test_f64_within_4_ulp(error_table, op):
     assert worst_np <= F64_BOUND, f"{op} f64 vs numpy: {worst_np:.2f} ulp"
     if op not in F64_LIBM_CALLS:
         assert worst_true <= F64_BOUND, f"{op} f64 vs long double: {worst_true:.2f} at {where}"
+
+
+def exhaustive_f32(op: str, chunk_bits: int = 24) -> tuple[float, float]:
+    """(max ulp error, worst input) of f32 `op` over all 2^32 inputs (unary ops).
+
+    Minutes per opcode, so not a test: run by hand with
+    `python3 -m tests.backend_cpu.test_vecmath_accuracy exponential log ...`.
+    """
+    kernel = math_kernel(op, np.float32, 16)
+    size = 1 << chunk_bits
+    out = np.empty(size, np.float32)
+    worst, where = 0.0, math.nan
+    for start in range(0, 1 << 32, size):
+        x = np.arange(start, start + size, dtype=np.uint64).astype(np.uint32).view(np.float32)
+        err = ulp_error(kernel(x, out=out), reference(op, [x], np.float64), np.float32)
+        if err.max() > worst:
+            worst, where = float(err.max()), float(x[np.argmax(err)])
+    return worst, where
+
+
+if __name__ == "__main__":
+    import sys
+    for name in sys.argv[1:]:
+        print(name, "max %.4f ulp at x=%r over all 2^32 f32 inputs" % exhaustive_f32(name),
+              flush=True)
