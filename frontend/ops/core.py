@@ -23,14 +23,16 @@ PYTHON_SCALARS = (bool, int, float, complex)
 
 def graph_of(*values):
     """The trace the values belong to (the current one); an error outside a trace."""
+    # The innermost trace wins: a cond/while body (a nested graph) records its
+    # ops, capturing tensors of the enclosing trace, even when those come first.
+    graph = current_graph()
+    if graph is not None:
+        return graph
     for v in values:
         if isinstance(v, Tensor):
             return v.graph
-    graph = current_graph()
-    if graph is None:
-        raise RuntimeError("frontend ops build a traced graph: call them inside a function "
-                           "run by jit_compile (or under trace.tracing)")
-    return graph
+    raise RuntimeError("frontend ops build a traced graph: call them inside a function "
+                       "run by jit_compile (or under trace.tracing)")
 
 
 def constant(value, dtype=None) -> Tensor:
