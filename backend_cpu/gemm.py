@@ -45,13 +45,13 @@ from . import llvm_target
 # Cache budgets of Zen 5 (48 KiB L1D and 1 MiB L2 per core, a shared L3), in bytes,
 # from which KC, MC and NC follow for each element size:
 # - the B micro-panel (KC x NR): a long k block amortizes C's read-modify-write, done
-#   once per k block. At 96 KiB the micro-panel outgrows L1 and streams from L2, which
-#   keeps up easily (2 vector loads per 28 FMAs); measured on this machine, 2048^3
-#   runs 8% faster than with an L1-sized 32 KiB block, 1024^3 the same;
+#   once per k block. At 192 KiB (KC = 768 f32) the micro-panel outgrows L1 and streams
+#   from L2, which keeps up easily (4 vector loads per 24 FMAs); measured on this
+#   machine, 2048^3 runs ~8% faster than with an L1-sized block, 1024^3 the same;
 # - the packed A block (MC x KC), re-read once per B micro-panel: about a third of L2,
 #   leaving room for the B micro-panels and C tiles passing through;
 # - the packed B panel (KC x NC), re-read once per A block: L3.
-K_PANEL_BYTES = 96 * 1024
+K_PANEL_BYTES = 192 * 1024
 L2_BLOCK_BYTES = 384 * 1024
 L3_PANEL_BYTES = 2 * 1024 * 1024
 # Packing buffers up to this size live on the stack; larger ones come from
@@ -60,8 +60,9 @@ STACK_SCRATCH_BYTES = 64 * 1024
 # Splitting a launch across threads costs a few tens of microseconds; a partition
 # should have at least this much work (about 10 us of one core's FMA throughput).
 MIN_FLOPS_PER_PARTITION = 1 << 21
-# Row partitions are best cut at multiples of the AVX-512 micro-tile height (MR).
-ROW_SPLIT_MULTIPLE = 14
+# Row partitions are best cut at multiples of the micro-tile height (MR, 6 for both
+# the AVX-512 and the AVX2 tiles).
+ROW_SPLIT_MULTIPLE = 6
 # Matrix-vector work is bound by reading the matrix: one element per multiply-add.
 MIN_GEMV_ELEMENTS_PER_PARTITION = 1 << 18
 

@@ -34,12 +34,14 @@ KC = K_PANEL_BYTES // (_TILE.nr * 4)
 _BIG = plan_gemm(GemmSpec("f32", "f32", "f32", 8192, 8192, KC, (KC, 1), (8192, 1)),
                  host_vector_bits())
 MC, NC = _BIG.mc, _BIG.nc
-# Tile edges (MR=14, NR=32 with AVX-512) and the k block met at -1, exactly, +1, one
-# row past the m block and one column past the n panel; matrix-vector shapes cross the
-# 4-row dot group and the 1024-output axpy block.
+MR, NR = _TILE.mr, _TILE.nr
+# Tile edges (MR x NR is 6 x 64 with AVX-512) and the k block met at -1, exactly, +1,
+# one row past the m block and one column past the n panel; matrix-vector shapes cross
+# the 4-row dot group and the 1024-output axpy block.
 F32_SHAPES = [
-    (1, 1, 1), (2, 3, 5), (7, 11, 13), (13, 31, 5), (14, 32, 8), (15, 33, 9),
-    (28, 64, 3), (29, 65, 1), (17, 33, 1), (20, 40, KC - 1), (20, 40, KC), (20, 40, KC + 1),
+    (1, 1, 1), (2, 3, 5), (7, 11, 13), (MR - 1, NR - 1, 5), (MR, NR, 8), (MR + 1, NR + 1, 9),
+    (2 * MR, 2 * NR, 3), (2 * MR + 1, 2 * NR + 1, 1), (17, 33, 1), (20, 40, KC - 1),
+    (20, 40, KC), (20, 40, KC + 1),
     (15, 33, 2 * KC + 1), (300, 2, 17), (2, 300, 17), (1, 40, 50), (50, 1, 40), (1, 1, 100),
     (64, 1, 3), (3, 1, 64), (1, 64, 3), (1, 1030, 7), (1030, 1, 7), (MC + 1, 20, KC),
     (5, NC + 1, KC), (5, 7, 0),
@@ -69,7 +71,7 @@ def _case(dtypes, shape, lhs_layout="row", rhs_layout="row", vector_bits=None):
 
 
 # Every shape row-major, transposed and with padded rows; all nine layout pairs on a few.
-CROSS_SHAPES = {(2, 3, 5), (15, 33, 9), (20, 40, KC + 1), (50, 1, 40), (1, 40, 50)}
+CROSS_SHAPES = {(2, 3, 5), (MR + 1, NR + 1, 9), (20, 40, KC + 1), (50, 1, 40), (1, 40, 50)}
 F32_CASES = list(dict.fromkeys(   # layouts coincide for 1 x 1 operands
     _case(("f32",) * 3, s, la, lb)
     for s in F32_SHAPES for la, lb in itertools.product(LAYOUTS, LAYOUTS)
@@ -180,7 +182,8 @@ def test_narrow_vector_tilings(case):
     _run(case, np.random.default_rng(2))
 
 
-@pytest.mark.parametrize("shape", [(MC + 1, 20, KC), (50, 1, 40), (29, 65, 1), (15, 33, 2 * KC + 1)])
+@pytest.mark.parametrize("shape", [(MC + 1, 20, KC), (50, 1, 40), (2 * MR + 1, 2 * NR + 1, 1),
+                                   (15, 33, 2 * KC + 1)])
 def test_row_partitions_compose(shape):
     """Launching [m_begin, m_end) in uneven chunks (as threads would) covers every row once."""
     case = _case(("f32",) * 3, shape)
@@ -190,10 +193,10 @@ def test_row_partitions_compose(shape):
 
 
 def test_empty_row_range_writes_nothing():
-    case = _case(("f32",) * 3, (15, 33, 9))
+    case = _case(("f32",) * 3, (MR + 1, NR + 1, 9))
     spec, _ = case
     out = np.full((spec.m, spec.n), 5.0, np.float32)
-    a, b = np.ones((15, 9), np.float32), np.ones((9, 33), np.float32)
+    a, b = np.ones((spec.m, spec.k), np.float32), np.ones((spec.k, spec.n), np.float32)
     _compiled_table()[1][case](a.ctypes.data, b.ctypes.data, out.ctypes.data, 4, 4)
     assert np.all(out == 5.0)
 
@@ -204,22 +207,22 @@ def test_gemm_partitions():
     assert gemm_partitions(4, 4, 4, 2) == 1          # too small to be worth a thread hop
     assert gemm_partitions(1, 4096, 4096, 2) == 1    # one row cannot be split
     assert gemm_partitions(4096, 1, 4096, 2) == 2    # a large matrix-vector product
-    assert gemm_partitions(14, 4096, 4096, 8) == 1   # one micro-tile of rows
+    assert gemm_partitions(6, 4096, 4096, 8) == 1    # one micro-tile of rows
 
 
-@pytest.mark.parametrize("m, parts", [(1024, 2), (100, 3), (5, 2), (0, 2), (29, 1), (28, 4)])
+@pytest.mark.parametrize("m, parts", [(1024, 2), (100, 3), (5, 2), (0, 2), (29, 1), (13, 4)])
 def test_gemm_row_split_covers_rows_in_order(m, parts):
     bounds = gemm_row_split(m, parts)
     assert len(bounds) == parts
     assert bounds[0][0] == 0 and bounds[-1][1] == m
     assert all(b0 <= b1 and b1 == nxt for (b0, b1), (nxt, _) in zip(bounds, bounds[1:]))
-    assert all(end - begin == 0 or begin % 14 == 0 for begin, end in bounds)
+    assert all(end - begin == 0 or begin % 6 == 0 for begin, end in bounds)
 
 
 def test_plan_respects_cache_budgets():
     plan = plan_gemm(GemmSpec("f32", "f32", "f32", 1024, 1024, 1024, (1024, 1), (1024, 1)), 512)
-    assert (plan.tile.mr, plan.tile.nr) == (14, 32)
-    assert plan.kc * plan.tile.nr * 4 <= 96 * 1024 and plan.mc * plan.kc * 4 <= 384 * 1024
+    assert (plan.tile.mr, plan.tile.nr) == (6, 64)
+    assert plan.kc * plan.tile.nr * 4 <= 192 * 1024 and plan.mc * plan.kc * 4 <= 384 * 1024
     assert plan.mc % plan.tile.mr == 0 and plan.nc % plan.tile.nr == 0
     # f16 output: the whole k in one block so partial sums never round through f16.
     plan16 = plan_gemm(GemmSpec("f16", "f16", "f16", 64, 64, 1000, (1000, 1), (64, 1)), 512)
@@ -268,7 +271,7 @@ def test_microkernel_uses_zmm_fma_with_broadcast_operands():
     llvm_target.optimize(ref)
     asm = llvm_target.assembly(ref)
     fmas = [line for line in asm.splitlines() if "vfmadd" in line and "zmm" in line]
-    # 14 x 2 accumulators per k step.
-    assert len(fmas) >= 28
+    # 6 x 4 accumulators per k step.
+    assert len(fmas) >= 24
     # Each broadcast A value feeds two FMAs, so it is broadcast once into a register.
     assert any("vbroadcastss" in line or "{1to16}" in line for line in asm.splitlines())
