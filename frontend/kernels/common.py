@@ -98,10 +98,6 @@ def normalize_axes(axis, rank: int) -> tuple[int, ...]:
 
 # --- constants and reductions ------------------------------------------------------------
 
-def scalar(b, value, etype: str):
-    return b.constant(value, etype)
-
-
 def full(b, value, etype: str, dims):
     return b.broadcast(b.constant(value, etype), tuple(dims))
 
