@@ -96,6 +96,30 @@ class Graph:
         return [n for n in self.nodes if id(n) in live]
 
 
+    def to_text(self) -> str:
+        """The graph as lines `%3 = Relu(%1) {attrs}  : float32[2,3]` (for reading)."""
+        names: dict[int, str] = {id(p): f"%arg{p.index}" for p in self.params}
+        params = ", ".join(f"{names[id(p)]}: {p.aval_text()}" for p in self.params)
+        lines = [f"graph {self.name}({params})"]
+        for node in self.nodes:
+            for t in node.outputs:
+                names[id(t)] = f"%{len(names) - len(self.params)}"
+            outs = ", ".join(names[id(t)] for t in node.outputs)
+            ins = ", ".join(names.get(id(t), "?") for t in node.inputs)
+            attrs = ", ".join(f"{k}={_short(v)}" for k, v in node.attrs.items())
+            types = ", ".join(t.aval_text() for t in node.outputs)
+            lines.append(f"  {outs} = {node.op}({ins})" + (f" {{{attrs}}}" if attrs else "")
+                         + f"  : {types}")
+        return "\n".join(lines)
+
+
+def _short(value) -> str:
+    """An attribute value for to_text: arrays by shape and dtype, the rest by repr."""
+    if isinstance(value, np.ndarray) and value.size > 4:
+        return f"<{value.dtype}{list(value.shape)}>"
+    return repr(value.tolist() if isinstance(value, np.ndarray) else value)
+
+
 def describe_error(op: str, inputs, error: Exception, source: str) -> str:
     shapes = ", ".join(t.aval_text() for t in inputs) or "no inputs"
     where = f"\n  at {source}" if source else ""

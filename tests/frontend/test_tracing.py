@@ -107,6 +107,19 @@ def test_graph_records_nodes_for_a_gradient_walk():
     assert "exponential" not in module.to_text()
 
 
+def test_graph_text():
+    g = Graph("g")
+    with tracing(g):
+        x = g.parameter((2, 3), np.float32)
+        ops.reduce_sum(ops.relu(x) * 2.0, axis=1)
+    assert g.to_text().splitlines() == [
+        "graph g(%arg0: float32[2,3])",
+        "  %0 = Relu(%arg0)  : float32[2,3]",
+        "  %1 = Const() {value=2.0}  : float32[]",
+        "  %2 = Mul(%0, %1)  : float32[2,3]",
+        "  %3 = Sum(%2) {axis=1, keepdims=False}  : float32[2]"]
+
+
 def test_operators_record_the_same_ops_as_functions():
     def fn(x, y):
         return (x + y, x - y, x * y, x / y, x // y, x % y, x ** 2, -x, abs(x),
