@@ -72,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"{e.filename or ''}: {e.strerror or e}".lstrip(": "))
     except (hlo.EvaluationError, ValueError, TypeError, KeyError) as e:
         return _fail(f"{type(e).__name__}: {_one_line(e)}")
+    except Exception as e:  # noqa: BLE001 -- a bug of ours: still one line, no traceback
+        return _fail(f"internal error ({type(e).__name__}: {_one_line(e)}); please report it")
 
 
 def _fail(message: str) -> int:
