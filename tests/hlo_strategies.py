@@ -18,8 +18,10 @@ ENTRY parameters, drawn from the same special values.
 
 `GenOptions` narrows what is drawn: `transcendental=False` keeps only ops that
 IEEE arithmetic rounds correctly (add, divide, sqrt, ...), so two correct
-implementations give the same bits; `control_flow=False` leaves out while and
-conditional. The generator itself lives in `tests/robustness/hlo_gen.py` (one method per op
+implementations give the same bits; `float_sums=False` also leaves out float
+sums and dots (their rounding depends on the order of the terms), so every
+value may then be drawn, extremes included; `control_flow=False` leaves out
+while and conditional. The generator itself lives in `tests/robustness/hlo_gen.py` (one method per op
 family); this module holds the value tables and the public strategies.
 """
 from __future__ import annotations
@@ -166,6 +168,8 @@ class GenOptions:
     control_flow: bool = True        # while and conditional
     dtypes: tuple[str, ...] = ALL_TYPES
     exact_sums: bool = False         # float values whose sums are exact (see element_strategy)
+    float_sums: bool = True          # float add/multiply reductions and float dots, whose
+                                     # result depends on the order of the terms
     max_elements: int = 48           # per array
 
 

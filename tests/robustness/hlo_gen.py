@@ -256,7 +256,10 @@ class ModuleGenerator:
     def _make_reduce(self):
         x = self.pick()
         t = x.shape.element_type
-        op = self.draw(st.sampled_from(hs.REDUCERS[hs.family(t)]))
+        ops = hs.REDUCERS[hs.family(t)]
+        if hs.family(t) == "f" and not self.opt.float_sums:
+            ops = ("maximum", "minimum")
+        op = self.draw(st.sampled_from(ops))
         dims = sorted(self.draw(st.lists(st.integers(0, max(x.shape.rank - 1, 0)), unique=True,
                                          max_size=x.shape.rank)))
         reducer = self.b.scalar_computation(f"{op}_{t}", op, t)
@@ -264,7 +267,11 @@ class ModuleGenerator:
         return self.b.reduce(x, init, dims, reducer)
 
     def _make_dot(self):
-        x = self.pick(lambda i: 1 <= i.shape.rank <= 3 and i.shape.element_type != "pred")
+        def fits(i):
+            t = i.shape.element_type
+            return 1 <= i.shape.rank <= 3 and t != "pred" and (
+                self.opt.float_sums or hs.family(t) != "f")
+        x = self.pick(fits)
         if x is None:
             return None
         t, dims = x.shape.element_type, x.shape.dims

@@ -14,13 +14,16 @@ The backend may reassociate reductions
 and dots (XLA's reduce order is unspecified) and its exp/log/tanh are
 polynomial approximations whose last-bit differences later ops can magnify
 (`exp(a) - exp(b)`), so (3) draws only correctly rounded ops and values whose
-sums are exact; approximations are tested alone, at the root (3b).
+sums are exact, or every value but no order-dependent float sums (3c);
+approximations are tested alone, at the root (3b).
 
 Examples: the "ci" profile of tests/conftest.py; `--hypothesis-profile=long`
 runs many more. A failing example shrinks to a small module: save it under
 tests/regressions/ (see that package's README) so it is run forever after.
 """
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -119,6 +122,15 @@ def test_backend_matches_evaluator(case):
     module, args = case
     if check_backend(module, args):
         _count("backend")
+
+
+@scaled(BACKEND_EXAMPLES / 2)
+@given(hlo_cases(dataclasses.replace(BACKEND_OPTIONS, exact_sums=False, float_sums=False)))
+def test_backend_matches_evaluator_on_extreme_values(case):
+    """Every value (max floats, huge ints, denormals) where no op's result depends on order."""
+    module, args = case
+    if check_backend(module, args):
+        _count("backend extremes")
 
 
 @scaled(BACKEND_EXAMPLES / 2)
