@@ -149,3 +149,17 @@ def test_hlo_opt_subprocess(tmp_path, content):
     assert proc.returncode != 0
     assert_clean_failure(proc.returncode, proc.stderr)
     assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("root", [
+    "ROOT n = f32[1000000000000] negate(p)",                       # a 4 TB random input
+    "ROOT n = f32[1000000000000] broadcast(s), dimensions={}",     # a 4 TB result
+])
+def test_hlo_opt_run_too_large_to_allocate(tmp_path, root):
+    dims = "[1000000000000]" if "negate" in root else "[]"
+    path = tmp_path / "huge.hlo"
+    name = "p" if "negate" in root else "s"
+    path.write_text(f"HloModule m\nENTRY e {{\n  {name} = f32{dims} parameter(0)\n  {root}\n}}\n")
+    status, stderr = run_cli([str(path), "--run"])
+    assert status != 0 and "allocate" in stderr
+    assert_clean_failure(status, stderr)
