@@ -21,6 +21,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from . import elemental
+from .hoisting import make_hoister, plan_hoisting
 from .dot_emitter import View, resolve_view, try_emit_gemm
 from .kernel_ir import Buffer, KernelIR, strides
 from .llvm_types import I1, I64, compute_type
@@ -54,9 +55,16 @@ def emit_kernel(kernel: KernelIR, instr, operands: list[Buffer], outputs: list[B
     if root.opcode == "tuple":
         in_place = [root] + [e for e in root.operands if e.opcode in _IN_PLACE]
     gens = elemental.build_generators(kernel, comp, operand_gens, skip=set(in_place))
+    hoist = _hoister(root, gens)
     if root.opcode == "tuple":
-        return _emit_tuple_root(kernel, root, gens, outputs)
-    return _emit_root(kernel, root, [gens[o] for o in root.operands], outputs, gens.get(root))
+        return _emit_tuple_root(kernel, root, gens, outputs, hoist)
+    return _emit_root(kernel, root, [gens[o] for o in root.operands], outputs, gens.get(root),
+                      hoist)
+
+
+def _hoister(root, gens):
+    plan = plan_hoisting(root)
+    return make_hoister(plan, gens) if plan else None
 
 
 class _ParamRef:
@@ -76,7 +84,7 @@ def _as_list(value) -> list:
     return value if isinstance(value, list) else [value]
 
 
-def _emit_root(kernel, root, operand_gens, outputs, root_gen=None) -> int:
+def _emit_root(kernel, root, operand_gens, outputs, root_gen=None, hoist=None) -> int:
     special = _IN_PLACE.get(root.opcode)
     if special is not None:
         special(kernel, root, operand_gens, outputs)
@@ -85,10 +93,10 @@ def _emit_root(kernel, root, operand_gens, outputs, root_gen=None) -> int:
         return emit_column_reduce(kernel, root, operand_gens, outputs)
     gen = root_gen or elemental.make_generator(kernel, root, operand_gens)
     return _store_together(kernel, lambda b, index: _as_list(gen(b, index)), outputs,
-                           tile_dim=_transposed_dim(root))
+                           tile_dim=_transposed_dim(root), hoist=hoist)
 
 
-def _emit_tuple_root(kernel, root, gens, outputs) -> int:
+def _emit_tuple_root(kernel, root, gens, outputs, hoist=None) -> int:
     """A multi-output fusion: one nest when every output has one shape, else one each."""
     per_element, rest = [], list(outputs)
     for e in root.operands:
@@ -99,7 +107,7 @@ def _emit_tuple_root(kernel, root, gens, outputs) -> int:
     if len(shapes) == 1 and not any(e.opcode in _IN_PLACE for e in root.operands):
         return _store_together(
             kernel, lambda b, index: [v for e in root.operands for v in _as_list(gens[e](b, index))],
-            outputs)
+            outputs, hoist=hoist)
     for e, outs in per_element:          # serial: one whole nest (or in-place op) each
         if e.opcode in _IN_PLACE:
             _IN_PLACE[e.opcode](kernel, e, [gens[o] for o in e.operands], outs)
@@ -109,7 +117,7 @@ def _emit_tuple_root(kernel, root, gens, outputs) -> int:
     return 1
 
 
-def _store_together(kernel, gen, outputs, tile_dim=None) -> int:
+def _store_together(kernel, gen, outputs, tile_dim=None, hoist=None) -> int:
     """One loop nest over the (common) output shape storing every value of `gen`."""
     shape = outputs[0].shape
 
@@ -117,7 +125,8 @@ def _store_together(kernel, gen, outputs, tile_dim=None) -> int:
         with kernel.scope():
             for out, value in zip(outputs, gen(b, index)):
                 out.store(b, index, value)
-    emit_loop_nest(kernel.b, shape, kernel.begin, kernel.end, body, tile_dim=tile_dim)
+    emit_loop_nest(kernel.b, shape, kernel.begin, kernel.end, body, tile_dim=tile_dim,
+                   hoist=hoist, level_scope=kernel.scope)
     return partition_extent(shape)
 
 

@@ -69,7 +69,8 @@ def partition_extent(shape) -> int:
 
 def emit_loop_nest(b: ir.IRBuilder, shape, begin: ir.Value, end: ir.Value,
                    body: Callable[[ir.IRBuilder, list], None], name: str = "e",
-                   tile_dim: int | None = None, tile: int = 32) -> None:
+                   tile_dim: int | None = None, tile: int = 32, hoist=None,
+                   level_scope=None) -> None:
     """Calls `body(b, index)` for every logical index of `shape`, outermost in [begin, end).
 
     With `tile_dim` (a dimension other than the minor-most one), that dimension and
@@ -78,7 +79,12 @@ def emit_loop_nest(b: ir.IRBuilder, shape, begin: ir.Value, end: ir.Value,
 
         for a0 in [.., step tile):  ...  for b0 in [0, B, step tile):
             for a in [a0, min(a0 + tile, ..)):  for b in [b0, min(b0 + tile, B)):
+
+    With `hoist` (see hoisting.py), `hoist(b, opened_dims, index)` runs at the top of
+    the nest and at the top of every loop body, inside `level_scope()`.
     """
+    if hoist is not None and tile_dim is None:
+        return _hoisting_nest(b, shape, begin, end, body, name, hoist, level_scope)
     if shape.rank == 0:
         # A scalar is one partition of extent 1: run the body iff it is ours.
         with for_range(b, begin, end, f"{name}.s"):
@@ -124,4 +130,28 @@ def emit_loop_nest(b: ir.IRBuilder, shape, begin: ir.Value, end: ir.Value,
             index[dim] = i
             nest(level + 1)
 
+    nest(0)
+
+
+def _hoisting_nest(b, shape, begin, end, body, name, hoist, level_scope) -> None:
+    """The untiled nest, calling `hoist` as each loop opens (see emit_loop_nest)."""
+    hoist(b, set(), [None] * shape.rank)
+    if shape.rank == 0:
+        with for_range(b, begin, end, f"{name}.s"):
+            body(b, [])
+        return
+    order = major_to_minor(shape)
+    index: list = [None] * shape.rank
+
+    def nest(level: int) -> None:
+        dim = order[level]
+        lo, hi = (begin, end) if level == 0 else (0, shape.dims[dim])
+        with for_range(b, lo, hi, f"{name}.d{dim}") as i:
+            index[dim] = i
+            with level_scope():
+                hoist(b, set(order[:level + 1]), index)
+                if level + 1 < len(order):
+                    nest(level + 1)
+                else:
+                    body(b, list(index))
     nest(0)
