@@ -1,0 +1,174 @@
+"""Gradients of elementwise ops: arithmetic, math functions, activations, select,
+clip and cast.
+
+Binary ops broadcast their inputs, so each input's cotangent is summed back
+to that input's shape (`unbroadcast`). Where a derivative has a removable
+singularity or a kink, the choice is TensorFlow's (relu'(0) = 0, the larger
+input of maximum wins ties).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import ops
+from ..kernels.activations import SELU_ALPHA, SELU_SCALE
+from .registry import register_gradient
+from .util import unbroadcast
+
+
+def _binary(node, gx, gy):
+    x, y = node.inputs
+    return [unbroadcast(gx, x.shape), unbroadcast(gy, y.shape)]
+
+
+@register_gradient("Add")
+def _add_grad(node, grads):
+    return _binary(node, grads[0], grads[0])
+
+
+@register_gradient("Sub")
+def _sub_grad(node, grads):
+    return _binary(node, grads[0], -grads[0])
+
+
+@register_gradient("Mul")
+def _mul_grad(node, grads):
+    (g,), (x, y) = grads, node.inputs
+    return _binary(node, g * y, g * x)
+
+
+@register_gradient("Div")
+def _div_grad(node, grads):
+    # d(x/y)/dy = -x/y^2 = -out/y
+    (g,), (x, y), out = grads, node.inputs, node.outputs[0]
+    return _binary(node, g / y, -g * out / y)
+
+
+@register_gradient("Pow")
+def _pow_grad(node, grads):
+    # d(x^y)/dx = y x^(y-1); d(x^y)/dy = x^y log x, taken as 0 where x <= 0
+    (g,), (x, y), out = grads, node.inputs, node.outputs[0]
+    positive = x > 0
+    log_x = ops.where(positive, ops.log(ops.where(positive, x, ops.ones_like(x))), 0.0)
+    return _binary(node, g * y * ops.pow(x, y - 1), g * out * log_x)
+
+
+def _min_max_grad(node, grads, x_wins):
+    g = grads[0]
+    zero = ops.zeros_like(g)
+    return _binary(node, ops.where(x_wins, g, zero), ops.where(x_wins, zero, g))
+
+
+@register_gradient("Maximum")
+def _maximum_grad(node, grads):
+    x, y = node.inputs
+    return _min_max_grad(node, grads, x >= y)
+
+
+@register_gradient("Minimum")
+def _minimum_grad(node, grads):
+    x, y = node.inputs
+    return _min_max_grad(node, grads, x <= y)
+
+
+@register_gradient("FloorMod")
+def _floormod_grad(node, grads):
+    # x mod y = x - floor(x / y) * y
+    (g,), (x, y) = grads, node.inputs
+    return _binary(node, g, -g * ops.floor(x / y))
+
+
+@register_gradient("ClipByValue")
+def _clip_grad(node, grads):
+    (g,), (x, lo, hi) = grads, node.inputs
+    zero = ops.zeros_like(g)
+    below, above = x < lo, x > hi
+    inside = ops.logical_not(ops.logical_or(below, above))
+    return [unbroadcast(ops.where(inside, g, zero), x.shape),
+            unbroadcast(ops.where(below, g, zero), lo.shape),
+            unbroadcast(ops.where(above, g, zero), hi.shape)]
+
+
+@register_gradient("Select")
+def _select_grad(node, grads):
+    (g,), (cond, x, y) = grads, node.inputs
+    zero = ops.zeros_like(g)
+    return [None, unbroadcast(ops.where(cond, g, zero), x.shape),
+            unbroadcast(ops.where(cond, zero, g), y.shape)]
+
+
+@register_gradient("Cast")
+def _cast_grad(node, grads):
+    x = node.inputs[0]
+    if not (np.issubdtype(x.dtype, np.floating) and
+            np.issubdtype(node.outputs[0].dtype, np.floating)):
+        return [None]            # through integers or bools: no gradient
+    return [ops.cast(grads[0], x.dtype)]
+
+
+@register_gradient("Identity")
+def _identity_grad(node, grads):
+    return [grads[0]]
+
+
+# --- unary math: grad = g * f'(x), with f' written from x and/or out -----------------
+
+def _unary(op: str, derivative):
+    def gradient(node, grads):
+        return [grads[0] * derivative(node.inputs[0], node.outputs[0], node.attrs)]
+    gradient.__name__ = f"_{op.lower()}_grad"
+    register_gradient(op)(gradient)
+
+
+_unary("Neg", lambda x, out, a: -ops.ones_like(x))
+_unary("Abs", lambda x, out, a: ops.sign(x))
+_unary("Square", lambda x, out, a: 2.0 * x)
+_unary("Exp", lambda x, out, a: out)
+_unary("Expm1", lambda x, out, a: out + 1.0)
+_unary("Log", lambda x, out, a: 1.0 / x)
+_unary("Log1p", lambda x, out, a: 1.0 / (x + 1.0))
+_unary("Sqrt", lambda x, out, a: 0.5 / out)
+_unary("Rsqrt", lambda x, out, a: -0.5 * out * out * out)
+_unary("Tanh", lambda x, out, a: 1.0 - out * out)
+_unary("Sigmoid", lambda x, out, a: out * (1.0 - out))
+_unary("Erf", lambda x, out, a: (2 / math.sqrt(math.pi)) * ops.exp(-x * x))
+_unary("Sin", lambda x, out, a: ops.cos(x))
+_unary("Cos", lambda x, out, a: -ops.sin(x))
+
+# --- activations --------------------------------------------------------------------
+
+_unary("Relu", lambda x, out, a: ops.cast(x > 0, x.dtype))
+_unary("Relu6", lambda x, out, a: ops.cast(ops.logical_and(x > 0, x < 6), x.dtype))
+_unary("LeakyRelu", lambda x, out, a: ops.where(x > 0, 1.0, a.get("alpha", 0.2) *
+                                               ops.ones_like(x)))
+_unary("Elu", lambda x, out, a: ops.where(x > 0, ops.ones_like(x), out + 1.0))
+# selu = scale * alpha * expm1(x) for x <= 0, so its derivative is out + scale * alpha
+_unary("Selu", lambda x, out, a: ops.where(x > 0, SELU_SCALE * ops.ones_like(x),
+                                          out + SELU_SCALE * SELU_ALPHA))
+_unary("Softplus", lambda x, out, a: ops.sigmoid(x))
+
+
+@register_gradient("Silu")
+def _silu_grad(node, grads):
+    # (x s)' = s + x s (1 - s)
+    x = node.inputs[0]
+    s = ops.sigmoid(x)
+    return [grads[0] * s * (1.0 + x * (1.0 - s))]
+
+
+@register_gradient("Gelu")
+def _gelu_grad(node, grads):
+    x = node.inputs[0]
+    if node.attrs.get("approximate", False):
+        # 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3k x^2), t = tanh(c (x + k x^3))
+        c, k = math.sqrt(2 / math.pi), 0.044715
+        t = ops.tanh(c * (x + k * x * x * x))
+        d = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3 * k * x * x)
+    else:
+        # Phi(x) + x phi(x)
+        cdf = 0.5 * (1.0 + ops.erf(x * (1 / math.sqrt(2))))
+        pdf = ops.exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi))
+        d = cdf + x * pdf
+    return [grads[0] * d]

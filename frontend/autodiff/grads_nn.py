@@ -1,0 +1,174 @@
+"""Gradients of contractions, softmax and losses, normalization, convolution and
+pooling.
+
+The loss gradients use the stable forms: softmax' from the softmax itself,
+log_softmax' as g - softmax * sum(g), cross-entropy' as softmax - labels
+(which the forward kernel already computes as its second output).
+"""
+from __future__ import annotations
+
+from .. import ops
+from ..kernels.common import normalize_axes
+from ..kernels.linalg import parse_equation
+from .registry import register_gradient
+from .util import param_as_input_shape, sum_to_param, unbroadcast
+
+
+# --- contractions -------------------------------------------------------------------------
+
+def _matmul_grads(a, b, g, ta: bool, tb: bool, mm):
+    """Cotangents of op(a) @ op(b) where op transposes when ta / tb is set."""
+    if not ta and not tb:
+        return mm(g, b, False, True), mm(a, g, True, False)
+    if ta and not tb:
+        return mm(b, g, False, True), mm(a, g, False, False)
+    if not ta and tb:
+        return mm(g, b, False, False), mm(g, a, True, False)
+    return mm(b, g, True, True), mm(g, a, True, True)
+
+
+@register_gradient("MatMul")
+def _matmul_grad(node, grads):
+    a, b = node.inputs
+    mm = lambda x, y, tx, ty: ops.matmul(x, y, transpose_a=tx, transpose_b=ty)  # noqa: E731
+    return list(_matmul_grads(a, b, grads[0], node.attrs.get("transpose_a", False),
+                              node.attrs.get("transpose_b", False), mm))
+
+
+@register_gradient("BatchMatMul")
+def _batch_matmul_grad(node, grads):
+    x, y = node.inputs
+    mm = lambda p, q, tp, tq: ops.batch_matmul(p, q, adj_x=tp, adj_y=tq)  # noqa: E731
+    gx, gy = _matmul_grads(x, y, grads[0], node.attrs.get("adj_x", False),
+                           node.attrs.get("adj_y", False), mm)
+    return [unbroadcast(gx, x.shape), unbroadcast(gy, y.shape)]
+
+
+@register_gradient("Einsum")
+def _einsum_grad(node, grads):
+    # d/dA of einsum("a,b->o", A, B) is einsum("o,b->a", g, B); letters of A that
+    # appear in neither o nor b were summed away, so their cotangent is a broadcast.
+    specs, out = parse_equation(node.attrs["equation"], len(node.inputs))
+    g, result = grads[0], []
+    for i, (spec, x) in enumerate(zip(specs, node.inputs)):
+        others = [(s, t) for j, (s, t) in enumerate(zip(specs, node.inputs)) if j != i]
+        seen = set(out).union(*(set(s) for s, _ in others))
+        target = "".join(c for c in spec if c in seen)
+        equation = ",".join([out] + [s for s, _ in others]) + "->" + target
+        gx = ops.einsum(equation, g, *[t for _, t in others])
+        if target != spec:
+            gx = ops.reshape(gx, [n if c in target else 1 for c, n in zip(spec, x.shape)])
+            gx = ops.broadcast_to(gx, x.shape)
+        result.append(gx)
+    return result
+
+
+@register_gradient("BiasAdd")
+def _bias_add_grad(node, grads):
+    x = node.inputs[0]
+    channel = 1 if node.attrs.get("data_format", "NHWC") == "NCHW" else x.ndim - 1
+    return [grads[0], ops.reduce_sum(grads[0], [d for d in range(x.ndim) if d != channel])]
+
+
+# --- softmax and losses -----------------------------------------------------------------------
+
+@register_gradient("Softmax")
+def _softmax_grad(node, grads):
+    # s * (g - sum(g * s))
+    g, s = grads[0], node.outputs[0]
+    axis = node.attrs.get("axis", -1)
+    return [s * (g - ops.reduce_sum(g * s, axis, keepdims=True))]
+
+
+@register_gradient("LogSoftmax")
+def _log_softmax_grad(node, grads):
+    # g - softmax * sum(g), softmax = exp(log_softmax)
+    g, logp = grads[0], node.outputs[0]
+    axis = node.attrs.get("axis", -1)
+    return [g - ops.exp(logp) * ops.reduce_sum(g, axis, keepdims=True)]
+
+
+@register_gradient("SoftmaxCrossEntropyWithLogits")
+def _softmax_xent_grad(node, grads):
+    # loss = -sum(labels * log_softmax(logits)): d/dlogits = softmax - labels (output 1),
+    # d/dlabels = -log_softmax. The second output (backprop) is treated as a constant.
+    logits = node.inputs[0]
+    g = ops.expand_dims(grads[0], -1)
+    return [g * node.outputs[1], -g * ops.log_softmax(logits)]
+
+
+@register_gradient("SparseSoftmaxCrossEntropyWithLogits")
+def _sparse_softmax_xent_grad(node, grads):
+    return [ops.expand_dims(grads[0], -1) * node.outputs[1], None]
+
+
+# --- normalization -----------------------------------------------------------------------------
+
+def _norm_setup(node):
+    x = node.inputs[0]
+    axes = normalize_axes(node.attrs.get("axis", -1), x.ndim)
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    mean = lambda t: ops.reduce_sum(t, axes, keepdims=True) / float(max(n, 1))  # noqa: E731
+    return x, axes, mean
+
+
+@register_gradient("LayerNorm")
+def _layer_norm_grad(node, grads):
+    # xhat = (x - mu) * r, r = rsqrt(var + eps); out = xhat * gamma + beta
+    # dx = r * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * gamma
+    x, axes, mean = _norm_setup(node)
+    _, gamma, beta = node.inputs
+    g = grads[0]
+    centered = x - mean(x)
+    r = ops.rsqrt(mean(centered * centered) + node.attrs.get("epsilon", 1e-5))
+    xhat = centered * r
+    dxhat = g * param_as_input_shape(gamma, x.shape, axes)
+    dx = r * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
+    return [dx, sum_to_param(g * xhat, gamma.shape, x.shape, axes),
+            sum_to_param(g, beta.shape, x.shape, axes)]
+
+
+@register_gradient("RMSNorm")
+def _rms_norm_grad(node, grads):
+    # out = x * r * gamma, r = rsqrt(mean(x^2) + eps); dx = r * (dy - x r^2 mean(dy x))
+    x, axes, mean = _norm_setup(node)
+    gamma = node.inputs[1]
+    g = grads[0]
+    r = ops.rsqrt(mean(x * x) + node.attrs.get("epsilon", 1e-6))
+    dy = g * param_as_input_shape(gamma, x.shape, axes)
+    dx = r * (dy - x * r * r * mean(dy * x))
+    return [dx, sum_to_param(g * x * r, gamma.shape, x.shape, axes)]
+
+
+# --- convolution and pooling ---------------------------------------------------------------------
+
+_CONV_ATTRS = ("strides", "padding", "dilations", "data_format")
+_POOL_ATTRS = ("ksize", "strides", "padding", "data_format")
+
+
+@register_gradient("Conv2D")
+def _conv2d_grad(node, grads):
+    x, w = node.inputs
+    if w.shape[2] != x.shape[3]:
+        raise NotImplementedError("gradient of a grouped Conv2D is not supported")
+    attrs = {k: node.attrs[k] for k in _CONV_ATTRS if k in node.attrs}
+    g = grads[0]
+    return [ops.apply("Conv2DBackpropInput", [g, w], input_shape=tuple(x.shape), **attrs),
+            ops.apply("Conv2DBackpropFilter", [x, g], filter_shape=tuple(w.shape), **attrs)]
+
+
+@register_gradient("MaxPool")
+def _max_pool_grad(node, grads):
+    attrs = {k: node.attrs[k] for k in _POOL_ATTRS if k in node.attrs}
+    return [ops.apply("MaxPoolGrad", [node.inputs[0], grads[0]], **attrs)]
+
+
+@register_gradient("AvgPool")
+def _avg_pool_grad(node, grads):
+    attrs = {k: node.attrs[k] for k in _POOL_ATTRS if k in node.attrs}
+    return [ops.apply("AvgPoolGrad", [grads[0]], input_shape=tuple(node.inputs[0].shape),
+                      **attrs)]
+
+
