@@ -24,7 +24,8 @@ from .registry import (UnknownOpError, XlaOpContext, XlaOpKernel, lookup, regist
                        registered_ops)
 from .tensor import Tensor
 from .trace import Graph, Node, tracing
+from .autodiff import grad, register_gradient, value_and_grad
 
 __all__ = ["jit_compile", "JitFunction", "Lowered", "Compiled", "ops", "Tensor", "Graph",
            "Node", "tracing", "XlaOpKernel", "XlaOpContext", "register_xla_op", "lookup",
-           "registered_ops", "UnknownOpError"]
+           "registered_ops", "UnknownOpError", "grad", "value_and_grad", "register_gradient"]
