@@ -105,6 +105,11 @@ class Event:
             raise signal.error
 
 
+def _check_event(method: str, event) -> None:
+    if not isinstance(event, Event):
+        raise TypeError(f"Stream.{method}: expected a runtime.Event, got {type(event).__name__}")
+
+
 class Stream:
     """An in-order queue of work, executed on the inter-op pool (see the module doc)."""
 
@@ -147,10 +152,12 @@ class Stream:
 
     def record_event(self, event: Event) -> None:
         """Marks `event` reached once all work enqueued so far is done."""
+        _check_event("record_event", event)
         self._enqueue((_RECORD, event._new_record()))
 
     def wait_event(self, event: Event) -> None:
         """Makes later work on this stream wait until `event`'s latest record is reached."""
+        _check_event("wait_event", event)
         signal = event._signal
         if signal is not None:
             self._enqueue((_WAIT, signal))

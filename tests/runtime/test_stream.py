@@ -203,6 +203,8 @@ def test_bad_launch_arguments_are_rejected_at_enqueue(executor):
         stream.launch(lambda *a: None, LaunchDims(1), None)
     with pytest.raises(TypeError, match="LaunchDims"):
         stream.launch(add_one_kernel(), (4, 2), None)
+    with pytest.raises(TypeError, match="expected a runtime.Event"):
+        stream.wait_event(threading.Event())
 
 
 @pytest.mark.parametrize("inline", [False, True])
