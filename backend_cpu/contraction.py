@@ -32,22 +32,19 @@ class _Sum:
         b.store(const(self.ty, 0), self.cell)
 
     def add_product(self, b, l, r, valid=None) -> None:
+        """acc += l * r; where `valid` is false, l is a padding zero (0 * r, like XLA's
+        zero-padded patches: a NaN or inf weight still poisons the sum)."""
         acc = b.load(self.cell)
+        if is_float(self.etype) and l.type != self.ty:
+            l, r = b.fpext(l, self.ty), b.fpext(r, self.ty)
+        if valid is not None:
+            l = b.select(valid, l, const(l.type, 0))
         if is_float(self.etype):
-            if l.type != self.ty:
-                l, r = b.fpext(l, self.ty), b.fpext(r, self.ty)
-            term = b.fmul(l, r, flags=_FAST)
-            if valid is not None:
-                term = b.select(valid, term, const(self.ty, 0))
-            new = b.fadd(acc, term, flags=_FAST)
+            new = b.fadd(acc, b.fmul(l, r, flags=_FAST), flags=_FAST)
         elif is_pred(self.etype):
-            term = b.and_(l, r)
-            new = b.or_(acc, term if valid is None else b.and_(valid, term))
+            new = b.or_(acc, b.and_(l, r))
         else:
-            term = b.mul(l, r)
-            if valid is not None:
-                term = b.select(valid, term, const(self.ty, 0))
-            new = b.add(acc, term)
+            new = b.add(acc, b.mul(l, r))
         b.store(new, self.cell)
 
     def result(self, b):

@@ -3,6 +3,7 @@ with the reference evaluator."""
 from __future__ import annotations
 
 import functools
+import re
 from textwrap import dedent
 
 import numpy as np
@@ -12,10 +13,36 @@ import hlo
 from tests.corpus_util import assert_close
 
 
+def uniquify(text: str) -> str:
+    """Suffixes the instruction names of each computation so that names are unique in the
+    module (HLO requires it); lets test modules reuse short names like `a`, `b`, `x`."""
+    out, block, k = [], [], 0
+    for line in dedent(text).splitlines():
+        if line.rstrip().endswith("{") and "=" not in line.split("(")[0]:
+            out.append(line)
+            block = []
+            continue
+        if line.strip() == "}":
+            names = {m.group(2) for m in (re.match(r"\s*(ROOT\s+)?([\w.]+)\s*=", l) for l in block) if m}
+            k += 1
+            for l in block:
+                for name in names:
+                    l = re.sub(rf"(?<![\w.]){re.escape(name)}(?![\w.])", f"{name}_{k}", l)
+                out.append(l)
+            out.append(line)
+            block = []
+            continue
+        if block is not None and out and not line.startswith("HloModule"):
+            block.append(line)
+        else:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
 @functools.lru_cache(maxsize=None)
 def compiled(text: str):
     """(module, executable) for HLO text; compiled once per test session."""
-    module = hlo.parse_module(dedent(text))
+    module = hlo.parse_module(uniquify(text))
     return module, backend_cpu.compile(module)
 
 
