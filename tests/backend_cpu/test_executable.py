@@ -37,9 +37,9 @@ def test_run_checks_argument_count_dtype_and_shape():
     x = np.ones((64, 256), np.float32)
     with pytest.raises(TypeError, match="expected 2 arguments"):
         exe.run(x)
-    with pytest.raises(TypeError, match=r"parameter 1 \(y\).*float32"):
+    with pytest.raises(TypeError, match=r"parameter 1 \(y.*float32"):
         exe.run(x, x.astype(np.float64))
-    with pytest.raises(ValueError, match=r"parameter 0 \(x\).*\(64, 256\)"):
+    with pytest.raises(ValueError, match=r"parameter 0 \(x.*\(64, 256\)"):
         exe.run(np.ones((64, 255), np.float32), x)
 
 
