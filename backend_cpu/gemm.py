@@ -217,20 +217,20 @@ def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan) -> None:
     a_buf, b_buf, release = _scratch(b, arith, plan.mc * plan.kc, plan.nc * plan.kc)
     n, k, mr, nr = spec.n, spec.k, tile.mr, tile.nr
     out_ty = storage_type(spec.out_dtype)
-    with for_range(b, 0, n, plan.nc, name="jc") as jc:
+    with for_range(b, 0, n, plan.nc, name="jc", transform=False) as jc:
         ncb = imin(b, plan.nc, b.sub(const(n), jc))
-        with for_range(b, 0, k, plan.kc, name="pc") as pc:
+        with for_range(b, 0, k, plan.kc, name="pc", transform=False) as pc:
             kcb = imin(b, plan.kc, b.sub(const(k), pc))
             b.call(pack_b, [b_buf, rhs, jc, ncb, pc, kcb, *b_strides])
             accumulate = b.icmp_signed("!=", pc, const(0))
-            with for_range(b, m_begin, m_end, plan.mc, name="ic") as ic:
+            with for_range(b, m_begin, m_end, plan.mc, name="ic", transform=False) as ic:
                 mcb = imin(b, plan.mc, b.sub(m_end, ic))
                 b.call(pack_a, [a_buf, lhs, ic, mcb, pc, kcb, *a_strides])
-                with for_range(b, 0, ncb, nr, name="jr") as jr:
+                with for_range(b, 0, ncb, nr, name="jr", transform=False) as jr:
                     cols = imin(b, nr, b.sub(ncb, jr))
                     b_panel = element_ptr(b, b_buf, arith.type, b.mul(jr, kcb))
                     c_col = b.add(jc, jr)
-                    with for_range(b, 0, mcb, mr, name="ir") as i_r:
+                    with for_range(b, 0, mcb, mr, name="ir", transform=False) as i_r:
                         rows = imin(b, mr, b.sub(mcb, i_r))
                         a_panel = element_ptr(b, a_buf, arith.type, b.mul(i_r, kcb))
                         c_row = b.mul(b.add(ic, i_r), const(n))

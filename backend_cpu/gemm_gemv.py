@@ -196,5 +196,5 @@ def _emit_axpy_rows(b, spec, mv, acc, ob, width, k, nrows, lanes):
 
     with for_range(b, 0, vector_width, lanes, name="ov") as o:
         update(o, lanes)
-    with for_range(b, vector_width, width, name="os", vectorize=False) as o:
+    with for_range(b, vector_width, width, name="os", transform=False) as o:
         update(o, 1)

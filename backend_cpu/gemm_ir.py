@@ -166,12 +166,14 @@ def narrow(b: ir.IRBuilder, value, arith: Arith, out_dtype: str):
 
 @contextmanager
 def for_range(b: ir.IRBuilder, start, stop, step: int = 1, name: str = "i",
-              vectorize: bool = True):
+              transform: bool = True):
     """`for (i = start; i < stop; i += step)` with a signed i64 counter; yields `i`.
 
     The body is emitted by the `with` block; the builder ends positioned after the loop.
-    `vectorize=False` tells LLVM's loop vectorizer to leave the loop alone (for copies
-    whose strided accesses it would turn into slow-to-compile scatters and gathers).
+    `transform=False` asks LLVM neither to vectorize nor to unroll the loop: for
+    strided copies (vectorized, they become slow-to-compile scatters and gathers) and
+    for the GEMM's outer block loops (unrolled on their constant trip counts, they
+    would copy the whole loop nest for nothing).
     """
     start, stop = as_i64(start), as_i64(stop)
     pre = b.block
@@ -187,22 +189,22 @@ def for_range(b: ir.IRBuilder, start, stop, step: int = 1, name: str = "i",
     yield i
     i.add_incoming(b.add(i, const(step), name=f"{name}.next"), b.block)
     latch = b.branch(header)
-    if not vectorize:
-        latch.set_metadata("llvm.loop", _no_vectorize_loop_id(b.module))
+    if not transform:
+        latch.set_metadata("llvm.loop", _keep_loop_id(b.module))
     b.position_at_end(done)
 
 
-def _no_vectorize_loop_id(module: ir.Module):
-    """A fresh loop ID `!N = !{!N, !{"llvm.loop.vectorize.enable", i1 0}}` (loop IDs are
-    self-referential so that each loop's is unique)."""
-    hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"),
-                                ir.Constant(I1, 0)])
+def _keep_loop_id(module: ir.Module):
+    """A fresh loop ID `!N = !{!N, !{"llvm.loop.vectorize.enable", i1 0},
+    !{"llvm.loop.unroll.disable"}}` (self-referential, so each loop's is unique)."""
+    no_vectorize = module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"),
+                                        ir.Constant(I1, 0)])
     no_unroll = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
     # add_metadata caches by content: a unique placeholder gives a fresh node, whose
     # first operand is then pointed at itself.
     loop_id = module.add_metadata([ir.MetaDataString(module, f"loop.{len(module.metadata)}"),
-                                   hint, no_unroll])
-    loop_id.operands = (loop_id, hint, no_unroll)
+                                   no_vectorize, no_unroll])
+    loop_id.operands = (loop_id, no_vectorize, no_unroll)
     return loop_id
 
 

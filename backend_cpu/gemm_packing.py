@@ -172,11 +172,11 @@ def _copy_scalars(b, layout, arith, panel, src, first, width, k0, kcount, stride
     # cost more compile time than they save (packing is a few % of the GEMM).
     if layout.k_unit:
         with for_range(b, 0, width, name="x") as x:
-            with for_range(b, 0, kcount, name="kk", vectorize=False) as kk:
+            with for_range(b, 0, kcount, name="kk", transform=False) as kk:
                 copy(x, kk)
     else:
         with for_range(b, 0, kcount, name="kk") as kk:
-            with for_range(b, 0, width, name="x", vectorize=layout.x_unit) as x:
+            with for_range(b, 0, width, name="x", transform=layout.x_unit) as x:
                 copy(x, kk)
 
 
