@@ -11,7 +11,7 @@ shapes, indexing), grads_nn (contractions, softmax, losses, normalization,
 convolution, pooling), grads_control_flow (cond, while), grad_kernels (the
 gradient-only kernels such as Conv2DBackpropInput).
 """
-from . import grad_kernels, grads_array, grads_math, grads_nn  # noqa: F401 (registration)
+from . import grad_kernels, grads_array, grads_control_flow, grads_math, grads_nn  # noqa: F401
 from .api import grad, value_and_grad
 from .backprop import vjp
 from .registry import (NON_DIFFERENTIABLE, NO_GRADIENT, NoGradientError, gradient_function,
