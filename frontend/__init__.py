@@ -25,7 +25,9 @@ from .registry import (UnknownOpError, XlaOpContext, XlaOpKernel, lookup, regist
 from .tensor import Tensor
 from .trace import Graph, Node, tracing
 from .autodiff import grad, register_gradient, value_and_grad
+from .control_flow import cond, fori_loop, while_loop
 
 __all__ = ["jit_compile", "JitFunction", "Lowered", "Compiled", "ops", "Tensor", "Graph",
            "Node", "tracing", "XlaOpKernel", "XlaOpContext", "register_xla_op", "lookup",
-           "registered_ops", "UnknownOpError", "grad", "value_and_grad", "register_gradient"]
+           "registered_ops", "UnknownOpError", "grad", "value_and_grad", "register_gradient",
+           "cond", "while_loop", "fori_loop"]
