@@ -1,0 +1,97 @@
+"""Helpers shared by the hand-run benchmarks: timing, error checks, optional JAX.
+
+Nothing here imports xlapy, so a script can set environment variables (thread
+counts) from its command line before the first xlapy import.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+import numpy as np
+
+# Hardware limits of this 2-core Zen 5 machine, as issue 9 states them.
+PEAK_GFLOPS_2_CORES = 500.0      # 2 cores x 2 FMA pipes x 16 f32 lanes x 2 flops x ~4 GHz
+DRAM_GBS = 100.0                 # with non-temporal stores, both cores streaming
+
+
+def median_ms(fn, repeat: int, inner: int = 1, warmup: int = 1) -> float:
+    """Median wall time of one fn() call in ms over `repeat` timings of `inner`
+    back-to-back calls, after `warmup` untimed calls (page faults, thread start-up)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        times.append((time.perf_counter() - start) / inner)
+    return statistics.median(times) * 1e3
+
+
+def load_average() -> str:
+    try:
+        return "load average %.2f %.2f %.2f" % os.getloadavg()
+    except OSError:
+        return "load average unknown"
+
+
+def openblas_note() -> str:
+    """Says whether the OpenBLAS overrides that slow numpy on this machine are set."""
+    set_vars = [f"{v}={os.environ[v]}" for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+                if v in os.environ]
+    if not set_vars:
+        return "OpenBLAS: no CORETYPE/L2_SIZE override (numpy runs its native kernels)"
+    return ("OpenBLAS: " + " ".join(set_vars) + " is set; numpy's matmul may be slower than it "
+            "can be (run with `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE` for a fair row)")
+
+
+class CheckError(AssertionError):
+    """A benchmark computed a wrong result."""
+
+
+def max_errors(got, ref) -> tuple[float, float]:
+    """(max |got - ref|, max |got - ref| / (|ref| + 1e-3 * max|ref|)) in float64."""
+    got = np.asarray(got, np.float64)
+    ref = np.asarray(ref, np.float64)
+    if got.shape != ref.shape:
+        raise CheckError(f"shape {got.shape}, expected {ref.shape}")
+    if not np.all(np.isfinite(got)):
+        raise CheckError("result has non-finite values")
+    diff = np.abs(got - ref)
+    floor = 1e-3 * float(np.max(np.abs(ref))) if ref.size else 0.0
+    return float(diff.max(initial=0.0)), float((diff / (np.abs(ref) + floor + 1e-30)).max(initial=0.0))
+
+
+def check(label: str, got, ref, rtol: float) -> float:
+    """Max abs error of `got` against the float64 reference; raises CheckError when
+    some element is off by more than rtol relative to |ref| (floored at 1e-3 of max|ref|)."""
+    abs_err, rel_err = max_errors(got, ref)
+    if rel_err > rtol:
+        raise CheckError(f"{label}: max error {abs_err:.3g} (relative {rel_err:.3g} > {rtol:g})")
+    return abs_err
+
+
+def import_jax():
+    """(jax, jax.numpy) or (None, None): JAX is a benchmark-only dependency."""
+    try:
+        import jax
+        import jax.numpy as jnp
+    except Exception:                    # not installed, or broken: no XLA column
+        return None, None
+    return jax, jnp
+
+
+def fmt_ms(ms: float | None) -> str:
+    if ms is None or ms != ms:
+        return "-"
+    if ms < 0.1:
+        return f"{ms * 1e3:.1f}us"
+    return f"{ms:.2f}"
+
+
+def fmt_ratio(a: float | None, b: float | None) -> str:
+    if a is None or b is None or a != a or b != b or b == 0:
+        return "-"
+    return f"{a / b:.2f}"

@@ -1,0 +1,353 @@
+"""Issue 9's workloads, side by side in one process: xlapy, numpy and JAX (XLA CPU).
+
+Run by hand from the repository root (not part of the test suite):
+
+    python3 benchmarks/bench_workloads.py                 # every workload, full size
+    python3 benchmarks/bench_workloads.py --small         # tiny shapes: a smoke run
+    python3 benchmarks/bench_workloads.py --only softmax,matmul1024 --repeat 9
+    python3 benchmarks/bench_workloads.py --threads 1     # XLAPY_INTRA_OP_THREADS=1
+    python3 benchmarks/bench_workloads.py --scaling       # + xlapy on 1 vs 2 threads
+
+xlapy runs the natural user path: a `frontend.jit_compile`d function over
+`frontend.ops`, numpy arrays in, numpy arrays out (so fresh output buffers and
+argument checks are part of its time). numpy computes the same thing in f32.
+JAX (a benchmark-only dependency: `pip install jax jaxlib`; the column is
+empty without it) gets device-resident inputs (`jax.device_put`) and is timed
+up to `block_until_ready()`, as in issue 9. Each time is the median over
+`--repeat` runs after one warm-up run. Every result (xlapy, numpy, JAX) is
+checked against a float64 numpy reference; a wrong one ends the run with exit
+status 1 after the table.
+
+The table gives ms, the ratios xlapy/XLA and xlapy/numpy, issue 9's target
+for xlapy/XLA (`ok` or `MISS`), and per row GB/s (bytes of inputs and outputs
+over xlapy's time; the DRAM bound is ~100 GB/s) or GFLOP/s and % of the
+2-core FMA peak (500 GFLOP/s). The "compile" rows time `lower().compile()` of
+a fresh function object (trace, passes, code generation) for both compilers.
+
+This machine may set OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE (older OpenBLAS
+builds need them); they slow a current numpy's matmul. For a fair numpy row,
+unset both for this command only:
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python3 benchmarks/bench_workloads.py
+
+The machine has 2 cores and is often shared: note the load average the script
+prints, and repeat the run.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (DRAM_GBS, PEAK_GFLOPS_2_CORES, CheckError, check, fmt_ms,  # noqa: E402
+                     fmt_ratio, import_jax, load_average, median_ms, openblas_note)
+
+SQRT_2_OVER_PI = 0.7978845608028654
+
+
+# --- the computations, written once over an array namespace (numpy or jax.numpy) -------------
+def softmax(xp, x):
+    e = xp.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def log_softmax(xp, x):
+    s = x - x.max(axis=-1, keepdims=True)
+    return s - xp.log(xp.exp(s).sum(axis=-1, keepdims=True))
+
+
+def layernorm(xp, x):
+    centered = x - x.mean(axis=-1, keepdims=True)
+    variance = (centered * centered).mean(axis=-1, keepdims=True)
+    return centered / xp.sqrt(variance + 1e-5)
+
+
+def gelu(xp, x):
+    return 0.5 * x * (1.0 + xp.tanh(SQRT_2_OVER_PI * (x + 0.044715 * (x * x * x))))
+
+
+def chain8(xp, x):
+    """Eight elementwise ops in a row: one fused loop for a compiler, 8 passes for numpy."""
+    y = xp.maximum(x * 1.5 + 0.25, 0.0) * x - 1.0
+    return xp.sqrt(xp.minimum(xp.abs(y), 4.0))
+
+
+def mlp(xp, x, w1, b1, w2, b2):
+    return softmax(xp, gelu(xp, x @ w1 + b1) @ w2 + b2)
+
+
+def xlapy_functions(ops) -> dict[str, Callable]:
+    """The same computations through xlapy's user-facing ops (what a user writes)."""
+    def chain(x):
+        y = ops.maximum(x * 1.5 + 0.25, 0.0) * x - 1.0
+        return ops.sqrt(ops.minimum(ops.abs(y), 4.0))
+
+    def mlp_ops(x, w1, b1, w2, b2):
+        return ops.softmax(ops.gelu(x @ w1 + b1, approximate=True) @ w2 + b2, axis=-1)
+    return {
+        "softmax": lambda x: ops.softmax(x, axis=-1),
+        "log_softmax": lambda x: ops.log_softmax(x, axis=-1),
+        "layernorm": lambda x: ops.layer_norm(x, axis=-1, epsilon=1e-5),
+        "gelu": lambda x: ops.gelu(x, approximate=True),
+        "chain8": chain,
+        "reduce_sum_ax1": lambda x: ops.reduce_sum(x, axis=1),
+        "reduce_sum_ax0": lambda x: ops.reduce_sum(x, axis=0),
+        "transpose": lambda x: ops.transpose(x),
+        "matmul1024": lambda a, b: a @ b,
+        "matmul2048": lambda a, b: a @ b,
+        "mlp": mlp_ops,
+        "tiny": lambda x: x + 1.0,
+    }
+
+
+# --- the workload table -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    title: str
+    fn: Callable                    # fn(xp, *arrays): numpy f32, float64 reference, jax.numpy
+    shapes: tuple                   # full-size input shapes
+    small: tuple                    # --small input shapes
+    xla_issue_ms: float | None      # XLA CPU's time in issue 9's table
+    target: float | None            # issue 9: xlapy/XLA must be <= this
+    kind: str = "memory"            # "memory" | "gemm" | "mlp" | "call"
+    rtol: float = 1e-4
+    numpy_fn: Callable | None = None    # when numpy needs another spelling than fn
+
+
+SQ = (4096, 4096)
+WORKLOADS = [
+    Workload("softmax", "softmax f32[4096,4096]", softmax, (SQ,), ((64, 256),), 21, 0.33),
+    Workload("log_softmax", "log_softmax f32[4096,4096]", log_softmax, (SQ,), ((64, 256),),
+             25, 0.33),
+    Workload("layernorm", "layernorm f32[4096,4096]", layernorm, (SQ,), ((64, 256),), 26, 0.33),
+    Workload("gelu", "gelu (tanh) f32[16M]", gelu, ((1 << 24,),), ((4096,),), 30, 0.5),
+    Workload("chain8", "8 elementwise ops f32[16M]", chain8, ((1 << 24,),), ((4096,),), 25, 0.5),
+    Workload("reduce_sum_ax1", "reduce_sum f32[4096,4096] axis 1",
+             lambda xp, x: x.sum(axis=1), (SQ,), ((64, 256),), 2.2, 1.0),
+    Workload("reduce_sum_ax0", "reduce_sum f32[4096,4096] axis 0",
+             lambda xp, x: x.sum(axis=0), (SQ,), ((64, 256),), 3.9, 1.0),
+    Workload("transpose", "transpose f32[4096,4096]", lambda xp, x: xp.transpose(x),
+             (SQ,), ((64, 256),), 30, 0.5, numpy_fn=lambda xp, x: np.ascontiguousarray(x.T)),
+    Workload("matmul1024", "matmul f32 1024^3", lambda xp, a, b: a @ b,
+             ((1024, 1024),) * 2, ((64, 64),) * 2, 8.2, 1.0, kind="gemm"),
+    Workload("matmul2048", "matmul f32 2048^3", lambda xp, a, b: a @ b,
+             ((2048, 2048),) * 2, ((128, 128),) * 2, 62, 1.0, kind="gemm"),
+    Workload("mlp", "MLP 256x1024x4096x1024", mlp,
+             ((256, 1024), (1024, 4096), (4096,), (4096, 1024), (1024,)),
+             ((8, 32), (32, 64), (64,), (64, 16), (16,)), 27, 1.0, kind="mlp"),
+    Workload("tiny", "tiny call x+1 f32[4]", lambda xp, x: x + 1.0, ((4,),), ((4,),),
+             0.0046, 2.0, kind="call"),
+]
+BY_NAME = {w.name: w for w in WORKLOADS}
+COMPILE_ROWS = {"compile_softmax": "softmax", "compile_mlp": "mlp"}   # -> workload timed
+COMPILE_TARGET = 2.0                                 # issue 9: <= 2 x JAX's compile time
+XLA_COMPILE_ISSUE_MS = {"compile_softmax": 57, "compile_mlp": 104}
+
+
+def make_inputs(w: Workload, small: bool, rng) -> list[np.ndarray]:
+    shapes = w.small if small else w.shapes
+    scale = [1.0] * len(shapes)
+    if w.kind == "mlp":                  # keep activations O(1) through both layers
+        scale = [1.0, shapes[0][1] ** -0.5, 0.1, shapes[1][1] ** -0.5, 0.1]
+    return [(rng.standard_normal(s, dtype=np.float32) * np.float32(c)) for s, c in
+            zip(shapes, scale)]
+
+
+def rate(w: Workload, inputs, output, ms: float) -> str:
+    """GFLOP/s and % of the FMA peak (GEMM rows), else GB/s of inputs plus outputs."""
+    if w.kind == "call":
+        return ""
+    if w.kind in ("gemm", "mlp"):
+        a = inputs[0]
+        flops = 2.0 * a.shape[0] * a.shape[1] * inputs[1].shape[1]
+        if w.kind == "mlp":
+            flops += 2.0 * a.shape[0] * inputs[3].shape[0] * inputs[3].shape[1]
+        gflops = flops / ms / 1e6
+        return f"{gflops:.0f} GFLOP/s = {100 * gflops / PEAK_GFLOPS_2_CORES:.0f}% of peak"
+    gbs = (sum(x.nbytes for x in inputs) + output.nbytes) / ms / 1e6
+    return f"{gbs:.1f} GB/s = {100 * gbs / DRAM_GBS:.0f}% of DRAM"
+
+
+# --- running one row --------------------------------------------------------------------------
+@dataclass
+class Row:
+    name: str
+    title: str
+    xlapy: float | None = None
+    numpy: float | None = None
+    xla: float | None = None
+    target: float | None = None
+    note: str = ""
+    error: str = ""
+    scaling: str = ""
+
+
+class Bench:
+    """Holds the options, the libraries and the results of one run."""
+
+    def __init__(self, args, jax, jnp):
+        from frontend import jit_compile, ops
+        self.args, self.jax, self.jnp = args, jax, jnp
+        self.jit_compile, self.ops_fns = jit_compile, xlapy_functions(ops)
+        self.rng = np.random.default_rng(0)
+        self.rows: list[Row] = []
+        self.failed = False
+
+    def inner(self, w: Workload) -> int:
+        return 2000 if w.kind == "call" else 1
+
+    def run_workload(self, w: Workload) -> Row:
+        inputs = make_inputs(w, self.args.small, self.rng)
+        title = w.title if not self.args.small else \
+            f"{w.name} " + ",".join("x".join(map(str, x.shape)) for x in inputs)
+        row = Row(w.name, title, target=w.target)
+        ref = w.fn(np, *[x.astype(np.float64) for x in inputs])
+        repeat, inner = self.args.repeat, self.inner(w)
+        errors = []
+        try:
+            f = self.jit_compile(self.ops_fns[w.name], name=w.name)
+            got = f(*inputs)
+            errors.append("xlapy %.1e" % check("xlapy", got, ref, w.rtol))
+            row.xlapy = median_ms(lambda: f(*inputs), repeat, inner)
+            row.note = rate(w, inputs, got, row.xlapy)
+            if self.args.scaling and w.kind in ("memory", "gemm"):
+                row.scaling = self._scaling(w, inputs)
+        except CheckError as e:
+            row.error = f"WRONG {e}"
+        except Exception as e:           # an unsupported op must not hide the other rows
+            row.error = f"ERROR {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+        try:
+            numpy_fn = w.numpy_fn or w.fn
+            got = numpy_fn(np, *inputs)
+            errors.append("numpy %.1e" % check("numpy", got, ref, w.rtol * 10))
+            row.numpy = median_ms(lambda: numpy_fn(np, *inputs), repeat, inner)
+            if self.jax is not None:
+                row.xla, err = self._jax_row(w, inputs, ref, repeat, inner)
+                errors.append(err)
+        except CheckError as e:          # the reference itself is suspect then
+            row.error = (row.error + f"; WRONG {e}").lstrip("; ")
+        row.note = (row.note + "  err: " + ", ".join(errors)).strip()
+        return row
+
+    def _scaling(self, w: Workload, inputs) -> str:
+        """xlapy's time on 1 and on 2 intra-op threads, and the speed-up."""
+        times = []
+        for threads in (1, 2):
+            f = self.jit_compile(self.ops_fns[w.name], name=f"{w.name}_t{threads}",
+                                 intra_op_threads=threads)
+            times.append(median_ms(lambda: f(*inputs), self.args.repeat))
+        return (f"1 thread {fmt_ms(times[0])} ms, 2 threads {fmt_ms(times[1])} ms: "
+                f"x{times[0] / times[1]:.2f} (target >= 1.7)")
+
+    def _jax_row(self, w: Workload, inputs, ref, repeat: int, inner: int):
+        jax, jnp = self.jax, self.jnp
+        fn = jax.jit(lambda *xs: w.fn(jnp, *xs))
+        device = [jax.device_put(x) for x in inputs]
+        for d in device:
+            d.block_until_ready()
+        err = "XLA %.1e" % check("XLA", np.asarray(fn(*device)), ref, w.rtol * 10)
+        return median_ms(lambda: fn(*device).block_until_ready(), repeat, inner), err
+
+    def run_compile(self, name: str) -> Row:
+        """lower().compile() of fresh function objects (fresh names: no cache hits)."""
+        w = BY_NAME[COMPILE_ROWS[name]]
+        row = Row(name, f"compile {w.name} (lower+compile, fresh fn)",
+                  target=COMPILE_TARGET)
+        inputs = make_inputs(w, self.args.small, self.rng)
+        samples = []
+        for i in range(3):
+            f = self.jit_compile(self.ops_fns[w.name], name=f"{w.name}_compile{i}_{time.time_ns()}")
+            start = time.perf_counter()
+            f.lower(*inputs).compile()
+            samples.append((time.perf_counter() - start) * 1e3)
+        row.xlapy = float(np.median(samples))
+        if self.jax is not None:
+            jax, jnp = self.jax, self.jnp
+            specs = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in inputs]
+            samples = []
+            for i in range(3):
+                fn = jax.jit(lambda *xs: w.fn(jnp, *xs))
+                start = time.perf_counter()
+                fn.lower(*specs).compile()
+                samples.append((time.perf_counter() - start) * 1e3)
+            row.xla = float(np.median(samples))
+        row.note = f"issue 9 XLA: {XLA_COMPILE_ISSUE_MS[name]} ms (first call)"
+        return row
+
+
+# --- the report -------------------------------------------------------------------------------
+def print_row(row: Row) -> None:
+    ratio = fmt_ratio(row.xlapy, row.xla)
+    verdict = ""
+    if row.target is not None and row.xlapy is not None and row.xla is not None:
+        verdict = "ok" if row.xlapy / row.xla <= row.target else "MISS"
+    print(f"{row.title:<44}{fmt_ms(row.xlapy):>9}{fmt_ms(row.numpy):>9}{fmt_ms(row.xla):>9}"
+          f"{ratio:>7}{'<=' + str(row.target) if row.target else '':>7} {verdict:<5}"
+          f"{fmt_ratio(row.xlapy, row.numpy):>7}  {row.note}", flush=True)
+    if row.scaling:
+        print(f"{'':<44}  scaling: {row.scaling}", flush=True)
+    if row.error:
+        print(f"{'':<44}  !! {row.error}", flush=True)
+
+
+def parse_args(argv):
+    names = [w.name for w in WORKLOADS] + list(COMPILE_ROWS)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="", help=f"comma-separated, from {','.join(names)}")
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="sets XLAPY_INTRA_OP_THREADS before xlapy is imported")
+    parser.add_argument("--scaling", action="store_true",
+                        help="also time xlapy on 1 and 2 threads (memory-bound and GEMM rows)")
+    parser.add_argument("--small", action="store_true", help="tiny shapes: a smoke run")
+    parser.add_argument("--no-jax", action="store_true", help="skip the XLA column")
+    args = parser.parse_args(argv)
+    args.names = [n for n in args.only.split(",") if n] or names
+    for n in args.names:
+        if n not in names:
+            parser.error(f"unknown workload {n!r}; choose from {', '.join(names)}")
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.threads is not None:
+        os.environ["XLAPY_INTRA_OP_THREADS"] = str(args.threads)
+    jax, jnp = (None, None) if args.no_jax else import_jax()
+    bench = Bench(args, jax, jnp)
+    print(f"{load_average()}; {os.cpu_count()} cpus; xlapy intra-op threads "
+          f"{os.environ.get('XLAPY_INTRA_OP_THREADS', 'default')}; median of {args.repeat}"
+          f"{'; SMALL shapes' if args.small else ''}")
+    print(openblas_note())
+    print(f"JAX {jax.__version__} on {jax.devices()[0]}" if jax else "JAX not importable: "
+          "no XLA column (pip install jax jaxlib)")
+    print(f"{'workload':<44}{'xlapy':>9}{'numpy':>9}{'XLA':>9}{'x/XLA':>7}{'target':>7} "
+          f"{'':<5}{'x/np':>7}  (ms)")
+    failed = False
+    for name in args.names:
+        row = bench.run_compile(name) if name in COMPILE_ROWS else \
+            bench.run_workload(BY_NAME[name])
+        print_row(row)
+        failed |= bool(row.error)
+    print(load_average())
+    if failed:
+        print("bench_workloads: some results were WRONG or raised (see '!!' lines)",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
