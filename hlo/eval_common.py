@@ -128,6 +128,22 @@ def reducer_ufunc(opcode: str, dtype: np.dtype):
             "maximum": np.maximum, "minimum": np.minimum}[opcode]
 
 
+def float_max_min(opcode: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IEEE 754-2019 maximum/minimum, as XLA's CPU backend emits them (llvm.maximum):
+    NaN propagates and -0 < +0. np.maximum alone returns either zero for (+0, -0)."""
+    is_max = opcode == "maximum"
+    with np.errstate(all="ignore"):
+        y = np.maximum(a, b) if is_max else np.minimum(a, b)
+        both_zero = (a == 0) & (b == 0)
+    if not np.any(both_zero):
+        return y
+    # Of two zeros, the maximum is -0 only if both are; the minimum if either is.
+    sign_a, sign_b = np.signbit(a), np.signbit(b)
+    negative = sign_a & sign_b if is_max else sign_a | sign_b
+    zero = np.where(negative, -0.0, 0.0).astype(y.dtype)
+    return np.where(both_zero, zero, y)
+
+
 def reducer_identity(opcode: str, dtype: np.dtype):
     """The neutral element of a recognized reducer (fills padding that is skipped)."""
     dtype = np.dtype(dtype)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .eval_common import EvaluationError, flush_all, np_dtype_of, round_to_bf16, to_result
+from .eval_common import (EvaluationError, float_max_min, flush_all, np_dtype_of, round_to_bf16,
+                          to_result)
 from .opcodes import reference
 
 _COMPARES = {
@@ -58,7 +59,10 @@ def select(instr, operands, ctx):
 @reference("clamp")
 def clamp(instr, operands, ctx):
     lo, x, hi = operands
-    # min(max(x, lo), hi) with NaN-propagating max/min.
+    # min(max(x, lo), hi) with NaN-propagating max/min (and -0 < +0 for floats).
+    if x.dtype.kind == "f":
+        lo, x, hi = np.broadcast_arrays(lo, x, hi)
+        return to_result(float_max_min("minimum", float_max_min("maximum", x, lo), hi), instr)
     with np.errstate(all="ignore"):
         return to_result(np.minimum(np.maximum(x, lo), hi), instr)
 

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from .eval_common import EvaluationError, compute_dtype, flush, flush_all, to_result
+from .eval_common import EvaluationError, compute_dtype, float_max_min, flush, flush_all, to_result
 from .opcodes import reference
 
 
@@ -219,10 +219,8 @@ def binary(instr, operands, ctx):
 
 def _float_binary(instr, a, b, ctx):
     if instr.opcode in ("maximum", "minimum"):
-        # NaN-propagating (np.maximum, unlike np.fmax); a compare + select in XLA,
-        # so no flushing.
-        fn = np.maximum if instr.opcode == "maximum" else np.minimum
-        return to_result(fn(a, b), instr)
+        # NaN-propagating (np.maximum, unlike np.fmax) and -0 < +0; no flushing.
+        return to_result(float_max_min(instr.opcode, a, b), instr)
     fn = _FLOAT_BINARY.get(instr.opcode)
     if fn is None:
         raise EvaluationError(f"{instr.name}: {instr.opcode} is not defined for {a.dtype}")
