@@ -41,6 +41,17 @@ def to_logical(array: np.ndarray, shape) -> np.ndarray:
     return np.ascontiguousarray(array.transpose(np.argsort(order)))
 
 
+# Below this size a plain numpy allocation is cheaper than the caching allocator.
+_SMALL_BYTES = 64 * 1024
+
+
+def _allocate(dims, dtype) -> np.ndarray:
+    """A fresh array: small ones from numpy, large ones already paged in (runtime)."""
+    if int(np.prod(dims)) * np.dtype(dtype).itemsize < _SMALL_BYTES:
+        return np.empty(dims, dtype)
+    return runtime.empty(dims, dtype)
+
+
 class Program:
     """One compiled computation (see the module docstring)."""
 
@@ -52,7 +63,10 @@ class Program:
         self.outputs = outputs                  # (slot, root leaf Shape) in order
         self.arena_size = arena_size
         self._temps = [(i, s.offset) for i, s in enumerate(slots) if s.kind == "temp"]
-        self._fresh = [(i, s.nbytes) for i, s in enumerate(slots) if s.kind == "output"]
+        self._result_layout = [(slot, physical_dims(shape), numpy_dtype(shape.element_type))
+                               for slot, shape in outputs]
+        output_slots = {i for i, s in enumerate(slots) if s.kind == "output"}
+        self._fresh_outputs = [r for r in self._result_layout if r[0] in output_slots]
         self._table_type = ctypes.c_void_p * max(1, len(slots))
         self._template = self._table_type()
         for i, s in enumerate(slots):
@@ -73,27 +87,25 @@ class Program:
             table[slot] = address
         arena = None
         if self.arena_size:
-            arena = runtime.empty((self.arena_size,), np.uint8)
+            arena = _allocate((self.arena_size,), np.uint8)
             base = arena.ctypes.data
             for slot, offset in self._temps:
                 table[slot] = base + offset
         fresh = {}
-        for slot, nbytes in self._fresh:
-            block = runtime.empty((max(nbytes, 1),), np.uint8)
-            fresh[slot] = block
-            table[slot] = block.ctypes.data
+        for slot, dims, dtype in self._fresh_outputs:
+            array = _allocate(dims, dtype)
+            fresh[slot] = array
+            table[slot] = array.ctypes.data
         keep: dict = {}
+        address = ctypes.addressof(table)
         for thunk in self.thunks:
-            thunk.run(table, keep)
+            thunk.run(table, address, keep)
         results = []
-        for slot, shape in self.outputs:
-            block = fresh.get(slot)
-            if block is None:
-                block = keep[slot]
-            dt = numpy_dtype(shape.element_type)
-            count = shape.numel
-            results.append(block.reshape(-1).view(np.uint8)[:count * dt.itemsize].view(dt)
-                           .reshape(physical_dims(shape)))
+        for slot, dims, dtype in self._result_layout:
+            array = fresh.get(slot)
+            if array is None:         # bound at run time by a while/conditional/call thunk
+                array = keep[slot].reshape(-1).view(dtype).reshape(dims)
+            results.append(array)
         del arena
         return results
 
@@ -112,6 +124,10 @@ class CpuExecutable:
         self._hlo_text = hlo_text
         self._params = [p.shape for p in entry.parameters]
         self._param_names = [p.name for p in entry.parameters]
+        self._param_checks = [(numpy_dtype(p.shape.element_type) if p.shape.is_array else None,
+                               tuple(p.shape.dims), p.shape.has_default_layout())
+                              for p in entry.parameters]
+        self._default_outputs = all(shape.has_default_layout() for _, shape in program.outputs)
         self.compile_seconds = compile_seconds
         self._asm = None
 
@@ -120,11 +136,16 @@ class CpuExecutable:
         if len(arrays) != len(self._params):
             raise TypeError(f"run: expected {len(self._params)} arguments, got {len(arrays)}")
         bound, addresses = [], []
-        for i, (value, shape) in enumerate(zip(arrays, self._params)):
-            array = self._check_argument(i, value, shape)
+        for i, (value, (dtype, dims, default_layout)) in enumerate(zip(arrays, self._param_checks)):
+            array = value
+            if not (type(value) is np.ndarray and value.dtype == dtype and value.shape == dims
+                    and default_layout and value.flags.c_contiguous and value.flags.aligned):
+                array = self._check_argument(i, value, self._params[i])
             bound.append(array)
             addresses.append(array.ctypes.data)
         results = self._program.execute(addresses)
+        if self._default_outputs:
+            return results
         return [to_logical(r, shape) for r, (_, shape) in zip(results, self._program.outputs)]
 
     __call__ = run

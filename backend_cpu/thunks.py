@@ -49,9 +49,16 @@ class KernelThunk:
         elif self.out_bytes >= PARALLEL_MIN_BYTES and self.extent > 1:
             parts = min(threads, self.extent)
         self.dims = runtime.LaunchDims(self.extent, parts)
+        # The lean path: one slice runs inline, straight through ctypes.
+        self._single = (self.kernel._call, *self.dims.slices[0]) if len(self.dims.slices) == 1 \
+            else None
 
-    def run(self, table, keep) -> None:
-        runtime.launch(self.kernel, self.dims, table)
+    def run(self, table, address, keep) -> None:
+        if self._single is not None:
+            call, begin, end = self._single
+            call(address, begin, end)
+        elif self.dims.slices:
+            runtime.launch(self.kernel, self.dims, address)
 
 
 class CopyThunk:
@@ -62,7 +69,7 @@ class CopyThunk:
     def link(self, lookup) -> None:
         pass
 
-    def run(self, table, keep) -> None:
+    def run(self, table, address, keep) -> None:
         if self.nbytes:
             ctypes.memmove(table[self.dst], table[self.src], self.nbytes)
 
@@ -83,7 +90,7 @@ class CallThunk:
     def link(self, lookup) -> None:
         self.program.link(lookup)
 
-    def run(self, table, keep) -> None:
+    def run(self, table, address, keep) -> None:
         _bind(table, self.writes, self.program.execute([table[s] for s in self.reads]), keep)
 
 
@@ -99,7 +106,7 @@ class WhileThunk:
         self.cond.link(lookup)
         self.body.link(lookup)
 
-    def run(self, table, keep) -> None:
+    def run(self, table, address, keep) -> None:
         # Start from copies: the loop must never hand back (or write) its inputs.
         state = [array_at(table[s], dims, dt).copy() for s, (dims, dt) in zip(self.reads, self.leaf_shapes)]
         while True:
@@ -124,7 +131,7 @@ class ConditionalThunk:
         for branch in self.branches:
             branch.link(lookup)
 
-    def run(self, table, keep) -> None:
+    def run(self, table, address, keep) -> None:
         value = array_at(table[self.index_slot], (), self.index_dtype).item()
         if self.index_dtype == np.bool_:
             choice = 0 if value else 1
