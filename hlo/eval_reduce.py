@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .eval_common import (as_tuple, flush, recognize_binary_reducer, reducer_ufunc,
-                          to_result)
+from .eval_common import (as_tuple, float_max_min, flush, recognize_binary_reducer,
+                          reducer_ufunc, to_result)
 from .opcodes import reference
 
 
@@ -53,7 +53,22 @@ def ufunc_reduce(opcode: str, x: np.ndarray, axis, ctx) -> np.ndarray:
         with np.errstate(all="ignore"):
             return ufunc.reduce(x.astype(np.float64), axis=axis)
     with np.errstate(all="ignore"):
-        return ufunc.reduce(x, axis=axis, dtype=x.dtype)
+        y = ufunc.reduce(x, axis=axis, dtype=x.dtype)
+    if x.dtype.kind == "f" and opcode in ("maximum", "minimum"):
+        y = _signed_zero_extremum(opcode, x, axis, y)
+    return y
+
+
+def _signed_zero_extremum(opcode: str, x, axis, y):
+    """Fixes the sign of zero results (np.maximum.reduce keeps whichever zero came
+    first; XLA's llvm.maximum orders -0 < +0): a zero maximum is -0 only if no
+    element is +0, a zero minimum is -0 if any element is -0."""
+    zero = x == 0
+    if opcode == "maximum":
+        negative = ~np.any(zero & ~np.signbit(x), axis=axis)
+    else:
+        negative = np.any(zero & np.signbit(x), axis=axis)
+    return np.where(y == 0, np.where(negative, -0.0, 0.0).astype(y.dtype), y)
 
 
 def combine_with_init(opcode: str, partial: np.ndarray, init: np.ndarray, ctx, instr):
@@ -63,6 +78,8 @@ def combine_with_init(opcode: str, partial: np.ndarray, init: np.ndarray, ctx, i
         if init.dtype.kind == "f" and opcode in ("add", "multiply"):
             value = ufunc(flush(init, ctx).astype(np.float64), partial)
             return flush(to_result(value.astype(_work_dtype(init)), instr), ctx)
+        if init.dtype.kind == "f" and opcode in ("maximum", "minimum"):
+            return to_result(float_max_min(opcode, init, partial), instr)
         return to_result(ufunc(init, partial), instr)
 
 
