@@ -69,7 +69,7 @@ def partition_extent(shape) -> int:
 
 def emit_loop_nest(b: ir.IRBuilder, shape, begin: ir.Value, end: ir.Value,
                    body: Callable[[ir.IRBuilder, list], None], name: str = "e",
-                   tile_dim: int | None = None, tile: int = 32, hoist=None,
+                   tile_dim: int | None = None, tile: int = 64, hoist=None,
                    level_scope=None) -> None:
     """Calls `body(b, index)` for every logical index of `shape`, outermost in [begin, end).
 
