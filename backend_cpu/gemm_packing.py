@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from .gemm_ir import (I64, PTR, VOID, Arith, const, convert, element_ptr, for_range, imin,
+from .gemm_ir import (I64, PTR, VOID, Arith, const, convert, element_ptr, for_range,
                       storage_type)
 
 ALIGN = 64   # bytes; packed buffers and NR-wide panel rows start on a cache line
@@ -67,41 +67,49 @@ def emit_pack(module: ir.Module, name: str, layout: PackLayout, arith: Arith) ->
     strides = (s_x, s_k)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     w = layout.width
-    with for_range(b, 0, xcount, w, name="p") as p0:
-        panel = element_ptr(b, dst, arith.type, b.mul(p0, kcount))
-        first = b.add(x0, p0)
-        width = imin(b, w, b.sub(xcount, p0))
-        with b.if_else(b.icmp_signed("==", width, const(w))) as (full, edge):
-            with full:
-                if layout.x_unit and w % layout.lanes == 0:
-                    _copy_rows_as_vectors(b, layout, arith, panel, src, first, k0, kcount,
-                                          s_k)
-                elif layout.k_unit and layout.lanes > 1:
-                    _copy_transposing(b, layout, arith, panel, src, first, k0, kcount,
-                                      strides)
-                else:
-                    _copy_scalars(b, layout, arith, panel, src, first, const(w), k0, kcount,
-                                  strides)
-            with edge:
-                _copy_scalars(b, layout, arith, panel, src, first, width, k0, kcount, strides)
-                _zero_columns(b, layout, arith, panel, width, kcount)
+    full_end = b.mul(b.sdiv(xcount, const(w)), const(w))   # x of the first partial panel
+    if layout.x_unit:
+        _copy_rows_as_vectors(b, layout, arith, dst, src, x0, full_end, k0, kcount, s_k)
+    else:
+        with for_range(b, 0, full_end, w, name="p") as p0:
+            panel = element_ptr(b, dst, arith.type, b.mul(p0, kcount))
+            first = b.add(x0, p0)
+            if layout.k_unit and layout.lanes > 1:
+                _copy_transposing(b, layout, arith, panel, src, first, k0, kcount, strides)
+            else:
+                _copy_scalars(b, layout, arith, panel, src, first, const(w), k0, kcount,
+                              strides)
+    with b.if_then(b.icmp_signed("<", full_end, xcount)):
+        panel = element_ptr(b, dst, arith.type, b.mul(full_end, kcount))
+        width = b.sub(xcount, full_end)
+        _copy_scalars(b, layout, arith, panel, src, b.add(x0, full_end), width, k0, kcount,
+                      strides)
+        _zero_columns(b, layout, arith, panel, width, kcount)
     b.ret_void()
     return fn
 
 
-def _copy_rows_as_vectors(b, layout, arith, panel, src, first, k0, kcount, s_k):
-    """x contiguous in the source: each panel row is W/lanes vector loads and stores."""
+def _copy_rows_as_vectors(b, layout, arith, dst, src, x0, full_end, k0, kcount, s_k):
+    """x contiguous in the source: k outer, so the source is read row after row, each
+    row's [x0, x0 + full_end) going out to every full panel as W/lanes vector copies
+    (a narrower last vector when W is not a multiple of lanes, as for A's 6 rows).
+    Panel by panel instead, each k would touch another cache line and page."""
     src_ty = storage_type(layout.dtype)
-    vec_align = min(ALIGN, layout.lanes * arith.nbytes)
+    w = layout.width
+    aligned = w % layout.lanes == 0   # then every panel row starts aligned
+    panel_stride = b.mul(kcount, const(w))
     with for_range(b, 0, kcount, name="kk") as kk:
-        src_row = b.add(first, b.mul(b.add(k0, kk), s_k))
-        dst_row = b.mul(kk, const(layout.width))
-        for v in range(0, layout.width, layout.lanes):
-            value = b.load(element_ptr(b, src, src_ty, b.add(src_row, const(v))),
-                           typ=ir.VectorType(src_ty, layout.lanes), align=1)
-            value = convert(b, value, layout.dtype, arith.type, arith.is_float)
-            b.store(value, element_ptr(b, panel, arith.type, b.add(dst_row, const(v))),
-                    align=vec_align)
+        src_row = b.add(x0, b.mul(b.add(k0, kk), s_k))
+        with for_range(b, 0, full_end, w, name="p") as p0:
+            dst_row = b.add(b.mul(b.sdiv(p0, const(w)), panel_stride), b.mul(kk, const(w)))
+            for v in range(0, w, layout.lanes):
+                count = min(layout.lanes, w - v)
+                offset = b.add(src_row, b.add(p0, const(v)))
+                value = b.load(element_ptr(b, src, src_ty, offset),
+                               typ=ir.VectorType(src_ty, count), align=1)
+                value = convert(b, value, layout.dtype, arith.type, arith.is_float)
+                b.store(value, element_ptr(b, dst, arith.type, b.add(dst_row, const(v))),
+                        align=min(ALIGN, count * arith.nbytes) if aligned else arith.nbytes)
 
 
 def _copy_transposing(b, layout, arith, panel, src, first, k0, kcount, strides):
