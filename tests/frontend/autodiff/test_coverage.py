@@ -1,0 +1,53 @@
+"""Every registered op either has a gradient or is explicitly non-differentiable
+(zero gradient) or explicitly without a gradient (an error naming the op)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import frontend
+from frontend import grad, ops, register_gradient, registered_ops
+from frontend.autodiff import (NO_GRADIENT, NON_DIFFERENTIABLE, NoGradientError,
+                               registered_gradients)
+
+
+def test_every_registered_op_is_accounted_for():
+    ops_ = set(registered_ops())
+    with_gradient = set(registered_gradients())
+    missing = ops_ - with_gradient - NON_DIFFERENTIABLE - set(NO_GRADIENT)
+    assert not missing, f"ops with no gradient and not listed as non-differentiable: {missing}"
+
+
+def test_the_lists_do_not_overlap_and_name_real_ops():
+    ops_ = set(registered_ops())
+    with_gradient = set(registered_gradients())
+    assert not with_gradient & NON_DIFFERENTIABLE
+    assert not with_gradient & set(NO_GRADIENT)
+    assert not NON_DIFFERENTIABLE & set(NO_GRADIENT)
+    assert (with_gradient | NON_DIFFERENTIABLE | set(NO_GRADIENT)) <= ops_
+
+
+def test_argmax_and_comparisons_pass_zero_gradient():
+    def f(x):
+        i = ops.argmax(x, output_type="int32")
+        return ops.reduce_sum(ops.cast(i, "float64") + ops.cast(x > 0, "float64"))
+    np.testing.assert_array_equal(grad(f, backend="interpreter")(np.array([1.0, 3.0])), 0)
+
+
+def test_op_without_gradient_is_a_clear_error():
+    x, w = np.ones((1, 3, 3, 2)), np.ones((2, 2, 2, 1))
+    f = grad(lambda x: ops.reduce_sum(ops.depthwise_conv2d(x, w)), backend="interpreter")
+    with pytest.raises(NoGradientError, match="DepthwiseConv2dNative") as info:
+        f(x)
+    assert "test_coverage.py" in str(info.value)      # names the user's line
+
+
+def test_register_gradient_refuses_a_second_registration():
+    with pytest.raises(ValueError, match="already registered"):
+        register_gradient("Exp")(lambda node, grads: grads)
+
+
+def test_frontend_exports_the_api():
+    for name in ("grad", "value_and_grad", "register_gradient", "cond", "while_loop",
+                 "fori_loop"):
+        assert callable(getattr(frontend, name)), name
