@@ -51,8 +51,12 @@ class CheckError(AssertionError):
     """A benchmark computed a wrong result."""
 
 
-def max_errors(got, ref) -> tuple[float, float]:
-    """(max |got - ref|, max |got - ref| / (|ref| + 1e-3 * max|ref|)) in float64."""
+def max_errors(got, ref, scale=None) -> tuple[float, float]:
+    """(max |got - ref|, max |got - ref| / (|ref| + 1e-3 * max|ref|)) in float64.
+
+    `scale`, when given, replaces the denominator: for sums and dot products,
+    the same computation on |inputs| bounds the rounding error, where |ref| alone
+    can be ~0 by cancellation."""
     got = np.asarray(got, np.float64)
     ref = np.asarray(ref, np.float64)
     if got.shape != ref.shape:
@@ -60,14 +64,18 @@ def max_errors(got, ref) -> tuple[float, float]:
     if not np.all(np.isfinite(got)):
         raise CheckError("result has non-finite values")
     diff = np.abs(got - ref)
-    floor = 1e-3 * float(np.max(np.abs(ref))) if ref.size else 0.0
-    return float(diff.max(initial=0.0)), float((diff / (np.abs(ref) + floor + 1e-30)).max(initial=0.0))
+    if scale is None:
+        floor = 1e-3 * float(np.max(np.abs(ref))) if ref.size else 0.0
+        scale = np.abs(ref) + floor
+    relative = diff / (np.asarray(scale, np.float64) + 1e-30)
+    return float(diff.max(initial=0.0)), float(relative.max(initial=0.0))
 
 
-def check(label: str, got, ref, rtol: float) -> float:
+def check(label: str, got, ref, rtol: float, scale=None) -> float:
     """Max abs error of `got` against the float64 reference; raises CheckError when
-    some element is off by more than rtol relative to |ref| (floored at 1e-3 of max|ref|)."""
-    abs_err, rel_err = max_errors(got, ref)
+    some element is off by more than rtol relative to |ref| (floored at 1e-3 of
+    max|ref|) or to `scale` (see max_errors)."""
+    abs_err, rel_err = max_errors(got, ref, scale)
     if rel_err > rtol:
         raise CheckError(f"{label}: max error {abs_err:.3g} (relative {rel_err:.3g} > {rtol:g})")
     return abs_err
