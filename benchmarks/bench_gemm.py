@@ -9,11 +9,15 @@ and prints median times, GFLOP/s, the share of the machine's FMA peak, numpy's t
 (OpenBLAS) and XLA CPU's time as measured in issue 9, and checks the result. The
 slowest thread's CPU time is printed too: on a busy machine it still shows what the
 kernel achieves when it gets the cores.
+
+OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, when set on this machine, slow numpy's matmul;
+for a fair numpy column run `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python3 ...`.
 """
 from __future__ import annotations
 
 import argparse
 import ctypes
+import os
 import statistics
 import sys
 import time
@@ -118,6 +122,9 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="+", default=DEFAULT_SHAPES)
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
+    load = " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "?"
+    blas_env = [v for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if v in os.environ]
+    print(f"load average {load}" + (f"; {', '.join(blas_env)} set (numpy may be slow)" if blas_env else ""))
     with ThreadPoolExecutor(max_workers=2) as pool:
         for shape in args.shapes:
             bench_shape(parse_shape(shape), args.repeat, pool)
