@@ -19,15 +19,27 @@ DRAM_GBS = 100.0                 # with non-temporal stores, both cores streamin
 def median_ms(fn, repeat: int, inner: int = 1, warmup: int = 1) -> float:
     """Median wall time of one fn() call in ms over `repeat` timings of `inner`
     back-to-back calls, after `warmup` untimed calls (page faults, thread start-up)."""
+    return timed_ms(fn, repeat, inner, warmup)[0]
+
+
+def timed_ms(fn, repeat: int, inner: int = 1, warmup: int = 1) -> tuple[float, float]:
+    """(median wall ms, median process CPU ms) of one fn() call; see median_ms.
+
+    The CPU time adds up every thread of this process. On a machine shared with
+    other jobs the wall time includes waiting for a core and the CPU time does
+    not, so the CPU time compares code on a busy machine (a library whose idle
+    threads spin, as XLA's pool may, is charged for the spinning)."""
     for _ in range(warmup):
         fn()
-    times = []
+    walls, cpus = [], []
     for _ in range(repeat):
+        cpu = time.process_time()
         start = time.perf_counter()
         for _ in range(inner):
             fn()
-        times.append((time.perf_counter() - start) / inner)
-    return statistics.median(times) * 1e3
+        walls.append((time.perf_counter() - start) / inner)
+        cpus.append((time.process_time() - cpu) / inner)
+    return statistics.median(walls) * 1e3, statistics.median(cpus) * 1e3
 
 
 def load_average() -> str:

@@ -49,7 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (DRAM_GBS, PEAK_GFLOPS_2_CORES, CheckError, check, fmt_ms,  # noqa: E402
-                     fmt_ratio, import_jax, load_average, median_ms, openblas_note)
+                     fmt_ratio, import_jax, load_average, median_ms, openblas_note,
+                     timed_ms)
 
 SQRT_2_OVER_PI = 0.7978845608028654
 
@@ -188,6 +189,8 @@ class Row:
     numpy: float | None = None
     xla: float | None = None
     target: float | None = None
+    xlapy_cpu: float | None = None  # process CPU ms per call (see _common.timed_ms)
+    xla_cpu: float | None = None
     note: str = ""
     error: str = ""
     scaling: str = ""
@@ -221,7 +224,7 @@ class Bench:
             f = self.jit_compile(self.ops_fns[w.name], name=w.name)
             got = f(*inputs)
             errors.append("xlapy %.1e" % check("xlapy", got, ref, w.rtol, scale))
-            row.xlapy = median_ms(lambda: f(*inputs), repeat, inner)
+            row.xlapy, row.xlapy_cpu = timed_ms(lambda: f(*inputs), repeat, inner)
             row.note = rate(w, inputs, got, row.xlapy)
             if self.args.scaling and w.kind in ("memory", "gemm"):
                 row.scaling = self._scaling(w, inputs)
@@ -235,7 +238,7 @@ class Bench:
             errors.append("numpy %.1e" % check("numpy", got, ref, w.rtol * 10, scale))
             row.numpy = median_ms(lambda: numpy_fn(np, *inputs), repeat, inner)
             if self.jax is not None:
-                row.xla, err = self._jax_row(w, inputs, ref, scale, repeat, inner)
+                (row.xla, row.xla_cpu), err = self._jax_row(w, inputs, ref, scale, repeat, inner)
                 errors.append(err)
         except CheckError as e:          # the reference itself is suspect then
             row.error = (row.error + f"; WRONG {e}").lstrip("; ")
@@ -259,7 +262,7 @@ class Bench:
         for d in device:
             d.block_until_ready()
         err = "XLA %.1e" % check("XLA", np.asarray(fn(*device)), ref, w.rtol * 10, scale)
-        return median_ms(lambda: fn(*device).block_until_ready(), repeat, inner), err
+        return timed_ms(lambda: fn(*device).block_until_ready(), repeat, inner), err
 
     def run_compile(self, name: str) -> Row:
         """lower().compile() of fresh function objects (fresh names: no cache hits)."""
@@ -296,7 +299,8 @@ def print_row(row: Row) -> None:
         verdict = "ok" if row.xlapy / row.xla <= row.target else "MISS"
     print(f"{row.title:<44}{fmt_ms(row.xlapy):>9}{fmt_ms(row.numpy):>9}{fmt_ms(row.xla):>9}"
           f"{ratio:>7}{'<=' + str(row.target) if row.target else '':>7} {verdict:<5}"
-          f"{fmt_ratio(row.xlapy, row.numpy):>7}  {row.note}", flush=True)
+          f"{fmt_ratio(row.xlapy, row.numpy):>7}{fmt_ratio(row.xlapy_cpu, row.xla_cpu):>7}  "
+          f"{row.note}", flush=True)
     if row.scaling:
         print(f"{'':<44}  scaling: {row.scaling}", flush=True)
     if row.error:
@@ -337,7 +341,7 @@ def main(argv=None) -> int:
     print(f"JAX {jax.__version__} on {jax.devices()[0]}" if jax else "JAX not importable: "
           "no XLA column (pip install jax jaxlib)")
     print(f"{'workload':<44}{'xlapy':>9}{'numpy':>9}{'XLA':>9}{'x/XLA':>7}{'target':>7} "
-          f"{'':<5}{'x/np':>7}  (ms)")
+          f"{'':<5}{'x/np':>7}{'cpu':>7}  (ms; cpu = xlapy/XLA in process CPU time)")
     failed = False
     for name in args.names:
         row = bench.run_compile(name) if name in COMPILE_ROWS else \
