@@ -7,6 +7,8 @@ log_softmax' as g - softmax * sum(g), cross-entropy' as softmax - labels
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .. import ops
 from ..kernels.common import normalize_axes
 from ..kernels.linalg import parse_equation
@@ -157,6 +159,25 @@ def _conv2d_grad(node, grads):
     g = grads[0]
     return [ops.apply("Conv2DBackpropInput", [g, w], input_shape=tuple(x.shape), **attrs),
             ops.apply("Conv2DBackpropFilter", [x, g], filter_shape=tuple(w.shape), **attrs)]
+
+
+@register_gradient("DepthwiseConv2dNative")
+def _depthwise_conv2d_grad(node, grads):
+    # A depthwise conv is the dense Conv2D with the block-diagonal filter
+    # W[k, c', c*M + m] = w[k, c, m] * (c' == c); its gradients are those of the
+    # dense conv, the filter's read back from the diagonal. C times the work of a
+    # dedicated kernel, which is fine for the small channel counts it is used on.
+    x, w = node.inputs
+    kh, kw, c, m = w.shape
+    eye = ops.constant(np.eye(c, dtype=w.dtype).reshape(1, 1, c, c, 1))
+    dense = ops.reshape(ops.expand_dims(w, 2) * eye, (kh, kw, c, c * m))
+    attrs = {k: node.attrs[k] for k in _CONV_ATTRS if k in node.attrs}
+    g = grads[0]
+    dx = ops.apply("Conv2DBackpropInput", [g, dense], input_shape=tuple(x.shape), **attrs)
+    d_dense = ops.apply("Conv2DBackpropFilter", [x, g], filter_shape=(kh, kw, c, c * m),
+                        **attrs)
+    dw = ops.reduce_sum(ops.reshape(d_dense, (kh, kw, c, c, m)) * eye, 2)
+    return [dx, dw]
 
 
 @register_gradient("MaxPool")

@@ -33,9 +33,7 @@ NON_DIFFERENTIABLE = frozenset({
 })
 
 # Gradients of these are an error naming the op (see NoGradientError).
-NO_GRADIENT = {
-    "DepthwiseConv2dNative": "depthwise convolution has no registered gradient yet",
-}
+NO_GRADIENT: dict[str, str] = {}
 
 
 class NoGradientError(LookupError):

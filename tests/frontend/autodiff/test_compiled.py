@@ -29,6 +29,8 @@ CASES = {
                    [values(rng, (3, 4)), values(rng, (4,)), values(rng, (4,))], (0, 1, 2)),
     "conv2d": (lambda x, w: ops.conv2d(x, w, 2, "SAME"),
                [values(rng, (1, 5, 5, 2)), values(rng, (3, 3, 2, 3))], (0, 1)),
+    "depthwise_conv2d": (lambda x, w: ops.depthwise_conv2d(x, w, 1, "SAME"),
+                         [values(rng, (1, 4, 4, 2)), values(rng, (2, 2, 2, 2))], (0, 1)),
     "max_pool": (lambda x: ops.max_pool2d(x, 2, 2, "VALID"), [values(rng, (1, 4, 4, 2))], (0,)),
     "avg_pool": (lambda x: ops.avg_pool2d(x, 3, 2, "SAME"), [values(rng, (1, 5, 5, 1))], (0,)),
     "gather": (lambda x: ops.gather(x, np.array([2, 0, 2], np.int32), axis=1),

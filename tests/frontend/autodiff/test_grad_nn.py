@@ -154,6 +154,16 @@ def test_conv2d_gradient(case, seed):
                 [values(rng, xs), values(rng, ws)], (0, 1))
 
 
+@settings(max_examples=6)
+@given(case=conv_case(), multiplier=st.integers(1, 2), seed=SEED)
+def test_depthwise_conv2d_gradient(case, multiplier, seed):
+    xs, (kh, kw, c, _), strides, dilations, padding = case
+    rng = np.random.default_rng(seed)
+    check_grads(lambda x, w: ops.depthwise_conv2d(x, w, strides, padding,
+                                                  dilations=dilations),
+                [values(rng, xs), values(rng, (kh, kw, c, multiplier))], (0, 1))
+
+
 @st.composite
 def pool_case(draw):
     k = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
