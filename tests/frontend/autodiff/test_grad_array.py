@@ -111,7 +111,7 @@ def strided_case(draw):
     if draw(st.booleans()):
         index.insert(draw(st.integers(0, len(index))), None)
     return shape, lambda x: x[tuple(index)] * 1.0
-    
+
 
 @st.composite
 def pad_case(draw):
