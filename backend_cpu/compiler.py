@@ -249,7 +249,12 @@ class ProgramBuilder:
                 raise NotImplementedError(f"backend_cpu: {instr.opcode} {instr.name} has a "
                                           f"tuple operand")
         name = self.context.kernel_name(instr.name)
-        kernel = KernelIR(self.context.module, name, self.constant_slot)
+        scratch: list[int] = []
+
+        def scratch_slot(shape) -> int:
+            scratch.append(self._new_slot("temp", shape))
+            return scratch[-1]
+        kernel = KernelIR(self.context.module, name, self.constant_slot, scratch_slot)
         reads = [leaves[0] for leaves in operands]
         inputs = [kernel.buffer(s, o.shape) for s, o in zip(reads, instr.operands)]
         writes = [self._new_slot("temp", leaf) for leaf in instr.shape.leaves()]
@@ -261,7 +266,7 @@ class ProgramBuilder:
             # them in compile time: optimize such kernels for size.
             kernel.function.attributes.add("optsize")
         out_bytes = sum(self.slots[s].nbytes for s in writes)
-        self.thunks.append(KernelThunk(name, extent, out_bytes, reads, writes,
+        self.thunks.append(KernelThunk(name, extent, out_bytes, reads, writes + scratch,
                                        kernel.max_partitions))
         return writes
 

@@ -123,7 +123,8 @@ class Buffer:
 class KernelIR:
     """One kernel function under construction (see the module docstring)."""
 
-    def __init__(self, module: ir.Module, name: str, constant_slot: Callable):
+    def __init__(self, module: ir.Module, name: str, constant_slot: Callable,
+                 scratch_slot: Callable | None = None):
         fnty = ir.FunctionType(VOID, [PTR, I64, I64])
         self.function = ir.Function(module, fnty, name)
         self.name = name
@@ -131,7 +132,8 @@ class KernelIR:
         self.buffers.name, self.begin.name, self.end.name = "buffers", "begin", "end"
         self.entry = ir.IRBuilder(self.function.append_basic_block("entry"))
         self.b = ir.IRBuilder(self.function.append_basic_block("body"))
-        self.constant_slot = constant_slot   # numpy literal -> slot holding it
+        self.constant_slot = constant_slot   # constant instruction -> slot holding it
+        self.scratch_slot = scratch_slot     # Shape -> a temp slot private to this kernel
         self._slot_pointers: dict[int, ir.Value] = {}
         self._memo: list[dict] = [{}]
         self.max_partitions: int | None = None   # set by emitters that know better

@@ -26,6 +26,7 @@ from .dot_emitter import View, resolve_view, try_emit_gemm
 from .kernel_ir import Buffer, KernelIR, strides
 from .llvm_types import I1, I64, compute_type
 from .loops import emit_loop_nest, for_range, i64, partition_extent
+from .sorting import emit_sort
 from .reduction import emit_column_reduce, is_column_reduce, window_source
 
 
@@ -223,48 +224,7 @@ def _scatter(kernel, instr, gens, outputs) -> None:
 
 
 def _sort(kernel, instr, gens, outputs) -> None:
-    from .elemental import apply_computation
-    dim = instr.dims()[0]
-    shape = outputs[0].shape
-    size = shape.dims[dim]
-    for gen, out in zip(gens, outputs):
-        _fill(kernel, out, gen)
-    if size < 2:
-        return
-    j_cell = kernel.alloca(I64, "sort.j")
-
-    def row(b, index):
-        def at(pos):
-            full = list(index)
-            full[dim] = pos
-            return full
-        # Insertion sort: stable, since an element only moves past strictly greater ones.
-        with for_range(b, 1, size, "sort.i") as i:
-            b.store(i, j_cell)
-            header = b.append_basic_block("sort.header")
-            check = b.append_basic_block("sort.check")
-            swap = b.append_basic_block("sort.swap")
-            done = b.append_basic_block("sort.done")
-            b.branch(header)
-            b.position_at_end(header)
-            j = b.load(j_cell)
-            b.cbranch(b.icmp_signed(">", j, i64(0)), check, done)
-            b.position_at_end(check)
-            prev = b.sub(j, i64(1))
-            with kernel.scope():
-                here = [out.load(b, at(j)) for out in outputs]
-                before = [out.load(b, at(prev)) for out in outputs]
-                args = [v for pair in zip(here, before) for v in pair]
-                less = apply_computation(kernel, instr.to_apply, args)[0]
-                b.cbranch(less, swap, done)
-                b.position_at_end(swap)
-                for out, x, y in zip(outputs, here, before):
-                    out.store(b, at(prev), x)
-                    out.store(b, at(j), y)
-            b.store(prev, j_cell)
-            b.branch(header)
-            b.position_at_end(done)
-    _for_each_index(kernel, shape, row, skip_dim=dim)
+    emit_sort(kernel, instr, gens, outputs, _for_each_index)
 
 
 def _select_and_scatter(kernel, instr, gens, outputs) -> None:
