@@ -270,23 +270,16 @@ class Bench:
         row = Row(name, f"compile {w.name} (lower+compile, fresh fn)",
                   target=COMPILE_TARGET)
         inputs = make_inputs(w, self.args.small, self.rng)
-        samples = []
-        for i in range(3):
-            f = self.jit_compile(self.ops_fns[w.name], name=f"{w.name}_compile{i}_{time.time_ns()}")
-            start = time.perf_counter()
+        def compile_xlapy():
+            f = self.jit_compile(self.ops_fns[w.name], name=f"{w.name}_compile{time.time_ns()}")
             f.lower(*inputs).compile()
-            samples.append((time.perf_counter() - start) * 1e3)
-        row.xlapy = float(np.median(samples))
+        row.xlapy, row.xlapy_cpu = timed_ms(compile_xlapy, 3)
         if self.jax is not None:
             jax, jnp = self.jax, self.jnp
             specs = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in inputs]
-            samples = []
-            for i in range(3):
-                fn = jax.jit(lambda *xs: w.fn(jnp, *xs))
-                start = time.perf_counter()
-                fn.lower(*specs).compile()
-                samples.append((time.perf_counter() - start) * 1e3)
-            row.xla = float(np.median(samples))
+            def compile_jax():
+                jax.jit(lambda *xs: w.fn(jnp, *xs)).lower(*specs).compile()
+            row.xla, row.xla_cpu = timed_ms(compile_jax, 3)
         row.note = f"issue 9 XLA: {XLA_COMPILE_ISSUE_MS[name]} ms (first call)"
         return row
 
