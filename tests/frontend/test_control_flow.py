@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from frontend import cond, fori_loop, grad, jit_compile, ops, while_loop
 from frontend.autodiff import NoGradientError
@@ -144,6 +146,23 @@ def test_gradient_of_fori_loop_around_cond_and_zero_trips():
                                  lambda v: ops.sin(v) + w, (v,))
         return fori_loop(0, 3, body, x) + fori_loop(2, 2, body, x)
     check_grads(f, [rng.uniform(-1, 1, 3), rng.uniform(-1, 1, 3)], (0, 1))
+
+
+@settings(max_examples=8)
+@given(shape=st.lists(st.integers(1, 3), max_size=2).map(tuple), trips=st.integers(0, 3),
+       threshold=st.floats(-1, 1), seed=st.integers(0, 2**31))
+def test_gradient_of_fori_and_cond_over_shapes(shape, trips, threshold, seed):
+    rng = np.random.default_rng(seed)
+
+    def f(x, w):
+        def body(i, c):
+            v, acc = c
+            v = cond(ops.reduce_mean(v) > threshold, lambda v: ops.sin(v * w),
+                     lambda v: v * v * 0.5 + w, (v,))
+            return v, acc + v * ops.cast(i + 1, v.dtype)
+        v, acc = fori_loop(0, trips, body, (x, ops.zeros_like(x)))
+        return v + acc
+    check_grads(f, [rng.uniform(-1, 1, shape), rng.uniform(-1, 1, shape)], (0, 1))
 
 
 def test_gradient_of_fori_loop_matches_unrolled_and_compiles():
