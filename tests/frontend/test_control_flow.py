@@ -191,3 +191,27 @@ def test_gradient_of_while_loop_without_static_trip_count_is_an_error():
              backend="interpreter")
     with pytest.raises(NoGradientError, match="static trip count"):
         f(np.ones(2))
+
+
+# --- the loop-tape ops -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dynamic_index_and_update_match_numpy(backend):
+    def f(x, v, i):
+        return (ops.apply("DynamicIndex", [x, i]),
+                ops.apply("DynamicUpdateIndex", [x, v, i]))
+    x = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    v = -np.ones(4, np.float32)
+    row, updated = run(f, x, v, np.int32(1), backend=backend)
+    want = x.copy()
+    want[1] = v
+    np.testing.assert_array_equal(row, x[1])
+    np.testing.assert_array_equal(updated, want)
+
+
+def test_dynamic_index_and_update_gradients():
+    rng = np.random.default_rng(3)
+    i = np.int32(2)
+    check_grads(lambda x: ops.apply("DynamicIndex", [x, i]), [rng.uniform(-1, 1, (3, 2))])
+    check_grads(lambda x, v: ops.apply("DynamicUpdateIndex", [x, v, i]),
+                [rng.uniform(-1, 1, (3, 2)), rng.uniform(-1, 1, 2)], (0, 1))
