@@ -26,7 +26,7 @@ import numpy as np
 
 from hlo.dtypes import numpy_dtype
 
-from . import kernels, llvm_target
+from . import disk_cache, kernels, llvm_target
 from .buffer_assignment import Slot, assign_arena
 from .executable import CpuExecutable, Program, physical_dims, to_physical
 from .kernel_ir import KernelIR
@@ -39,9 +39,12 @@ SMALL_KERNEL_ELEMENTS = 1024
 @dataclass(frozen=True)
 class CompileOptions:
     """`pipeline`: None (compile as given), "default" (passes.cpu_pipeline()) or a
-    callable taking and mutating an HloModule. `cache`: use the in-memory cache."""
+    callable taking and mutating an HloModule. `cache`: use the in-memory cache.
+    `disk_cache`: use the persistent cache of disk_cache.py (None and "default"
+    pipelines only)."""
     pipeline: object = None
     cache: bool = True
+    disk_cache: bool = True
 
     def fingerprint(self) -> str:
         p = self.pipeline
@@ -58,19 +61,38 @@ def compile(module, options: CompileOptions | None = None) -> CpuExecutable:
     """Compiles an HLO module for the host CPU (see the module docstring)."""
     options = options or CompileOptions()
     text = module.to_text()
-    key = hashlib.sha256((text + "\0" + options.fingerprint()).encode()).hexdigest()
+    fingerprint = options.fingerprint()
+    key = hashlib.sha256((text + "\0" + fingerprint).encode()).hexdigest()
     if options.cache:
         with _cache_lock:
             hit = _cache.get(key)
         if hit is not None:
             return hit
     start = time.perf_counter()
-    module = _run_pipeline(module, text, options.pipeline)
-    executable = _compile_module(module, start)
+    on_disk = options.disk_cache and options.pipeline in (None, "default")
+    disk_key = disk_cache.key(text, fingerprint) if on_disk else None
+    executable = _load_from_disk(disk_key, start) if on_disk else None
+    if executable is None:
+        module = _run_pipeline(module, text, options.pipeline)
+        executable, payload = _compile_module(module, start)
+        if on_disk and payload["object"] is not None:
+            disk_cache.store(disk_key, payload)
     if options.cache:
         with _cache_lock:
             _cache[key] = executable
     return executable
+
+
+def _load_from_disk(disk_key: str, start: float) -> CpuExecutable | None:
+    payload = disk_cache.load(disk_key)
+    if payload is None:
+        return None
+    jit = disk_cache.jit_object(payload["object"])
+    program = payload["program"]
+    program.link(jit.lookup)
+    return CpuExecutable(program, payload["params"], jit=jit, llvm_ir=payload["llvm_ir"],
+                         hlo_text=payload["hlo_text"],
+                         compile_seconds=time.perf_counter() - start)
 
 
 def _run_pipeline(module, text: str, pipeline):
@@ -90,20 +112,25 @@ def _run_pipeline(module, text: str, pipeline):
     return module
 
 
-def _compile_module(module, start: float) -> CpuExecutable:
+def _compile_module(module, start: float) -> tuple[CpuExecutable, dict]:
+    """(executable, the payload the disk cache stores for it)."""
     if module.entry is None:
         raise ValueError("compile: the module has no ENTRY computation")
     context = _Context(ir.Module(name=_symbol(module.name)))
     program = ProgramBuilder(context, module.entry).build()
-    ir_text = str(context.module)
-    ref = llvm_target.parse_and_verify(ir_text)
+    ref = llvm_target.parse_and_verify(str(context.module))
     llvm_target.optimize(ref)
     optimized = str(ref)
     _check_external_symbols(ref)
-    jit = llvm_target.jit_compile(optimized, optimize_ir=False)
+    jit = disk_cache.jit_module(ref)
     program.link(jit.lookup)
-    return CpuExecutable(program, module.entry, jit=jit, llvm_ir=optimized,
-                         hlo_text=module.to_text(), compile_seconds=time.perf_counter() - start)
+    params = [(p.name, p.shape) for p in module.entry.parameters]
+    hlo_text = module.to_text()
+    executable = CpuExecutable(program, params, jit=jit, llvm_ir=optimized, hlo_text=hlo_text,
+                               compile_seconds=time.perf_counter() - start)
+    payload = {"program": program, "params": params, "llvm_ir": optimized,
+               "hlo_text": hlo_text, "object": jit.object_code}
+    return executable, payload
 
 
 def _check_external_symbols(ref) -> None:

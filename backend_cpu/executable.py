@@ -67,9 +67,23 @@ class Program:
                                for slot, shape in outputs]
         output_slots = {i for i, s in enumerate(slots) if s.kind == "output"}
         self._fresh_outputs = [r for r in self._result_layout if r[0] in output_slots]
-        self._table_type = ctypes.c_void_p * max(1, len(slots))
+        self._build_template()
+
+    def __getstate__(self):
+        """Pickled by the disk cache: everything but the ctypes table (rebuilt on load)."""
+        state = dict(self.__dict__)
+        for name in ("_table_type", "_template", "_linked"):
+            state.pop(name)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._build_template()
+
+    def _build_template(self) -> None:
+        self._table_type = ctypes.c_void_p * max(1, len(self.slots))
         self._template = self._table_type()
-        for i, s in enumerate(slots):
+        for i, s in enumerate(self.slots):
             if s.kind == "constant":
                 self._template[i] = s.array.ctypes.data
         self._linked = False
@@ -116,17 +130,16 @@ class Program:
 class CpuExecutable:
     """A compiled module: `run(*arrays) -> list[np.ndarray]` (tuple results flattened)."""
 
-    def __init__(self, program: Program, entry, *, jit, llvm_ir: str, hlo_text: str,
+    def __init__(self, program: Program, params: list, *, jit, llvm_ir: str, hlo_text: str,
                  compile_seconds: float):
         self._program = program
         self._jit = jit                        # keeps the machine code alive
         self._llvm_ir = llvm_ir
         self._hlo_text = hlo_text
-        self._params = [p.shape for p in entry.parameters]
-        self._param_names = [p.name for p in entry.parameters]
-        self._param_checks = [(numpy_dtype(p.shape.element_type) if p.shape.is_array else None,
-                               tuple(p.shape.dims), p.shape.has_default_layout())
-                              for p in entry.parameters]
+        self._params = [shape for _, shape in params]        # (name, Shape) per parameter
+        self._param_names = [name for name, _ in params]
+        self._param_checks = [(numpy_dtype(s.element_type) if s.is_array else None,
+                               tuple(s.dims), s.has_default_layout()) for s in self._params]
         self._default_outputs = all(shape.has_default_layout() for _, shape in program.outputs)
         self.compile_seconds = compile_seconds
         self._asm = None

@@ -39,6 +39,13 @@ class KernelThunk:
         self.reads, self.writes = list(reads), list(writes)
         self.kernel = None
         self.dims = None
+        self._single = None
+
+    def __getstate__(self):
+        """Pickled without its machine code: `link` binds it again."""
+        state = dict(self.__dict__)
+        state.update(kernel=None, dims=None, _single=None)
+        return state
 
     def link(self, lookup) -> None:
         self.kernel = runtime.Kernel(lookup(self.name), self.name)

@@ -1,0 +1,46 @@
+"""The persistent compilation cache: a second compile (as in a second process) loads
+the executable from disk instead of compiling; disabled by an environment variable."""
+from __future__ import annotations
+
+import numpy as np
+
+import backend_cpu
+import hlo
+
+TEXT = """HloModule cached
+ENTRY e {
+  x = f32[64] parameter(0)
+  ROOT y = f32[64] exponential(x)
+}"""
+NO_MEMORY = backend_cpu.CompileOptions(cache=False)
+
+
+def test_second_compile_loads_from_disk(tmp_path, monkeypatch):
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("XLAPY_DISABLE_DISK_CACHE", raising=False)
+    x = np.linspace(-3, 3, 64, dtype=np.float32)
+    first = backend_cpu.compile(hlo.parse_module(TEXT), NO_MEMORY)
+    entries = list(tmp_path.glob("*.pkl"))
+    assert len(entries) == 1
+    second = backend_cpu.compile(hlo.parse_module(TEXT), NO_MEMORY)
+    assert second is not first
+    np.testing.assert_array_equal(second.run(x)[0], first.run(x)[0])
+    assert second.as_llvm_ir() == first.as_llvm_ir()
+    assert second.compile_seconds < first.compile_seconds
+
+
+def test_corrupt_entry_is_recompiled(tmp_path, monkeypatch):
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("XLAPY_DISABLE_DISK_CACHE", raising=False)
+    backend_cpu.compile(hlo.parse_module(TEXT), NO_MEMORY)
+    (entry,) = tmp_path.glob("*.pkl")
+    entry.write_bytes(b"not a pickle")
+    executable = backend_cpu.compile(hlo.parse_module(TEXT), NO_MEMORY)
+    np.testing.assert_allclose(executable.run(np.zeros(64, np.float32))[0], 1.0)
+
+
+def test_disabled_by_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("XLAPY_DISABLE_DISK_CACHE", "1")
+    backend_cpu.compile(hlo.parse_module(TEXT), NO_MEMORY)
+    assert list(tmp_path.iterdir()) == []
