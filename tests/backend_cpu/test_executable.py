@@ -101,21 +101,30 @@ def test_elementwise_kernel_uses_full_width_vectors():
     assert "zmm" in exe.as_asm()
 
 
-def test_row_reduction_is_vectorized():
-    _, exe = compiled("""HloModule rowsum
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-ENTRY e {
-  x = f32[64,1024] parameter(0)
-  zero = f32[] constant(0)
-  ROOT r = f32[64] reduce(x, zero), dimensions={1}, to_apply=add
-}""")
-    assert re.search(r"fadd reassoc <16 x float>", exe.as_llvm_ir())
-    x = np.random.default_rng(2).standard_normal((64, 1024)).astype(np.float32)
-    np.testing.assert_allclose(exe.run(x)[0], x.sum(axis=1, dtype=np.float64), rtol=2e-5, atol=1e-4)
+@pytest.mark.parametrize("op", ["add", "multiply", "maximum", "minimum"])
+@pytest.mark.parametrize("t,vector", [("f32", "<16 x float>"), ("s32", "<16 x i32>")])
+def test_row_reduction_is_vectorized(op, t, vector):
+    """The reduction loop keeps a full-width vector of partial results (zmm)."""
+    _, exe = compiled(f"""HloModule rowreduce
+red {{
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ROOT s = {t}[] {op}(a, b)
+}}
+ENTRY e {{
+  x = {t}[64,1024] parameter(0)
+  one = {t}[] constant(1)
+  ROOT r = {t}[64] reduce(x, one), dimensions={{1}}, to_apply=red
+}}""")
+    assert vector in exe.as_llvm_ir()
+    assert "zmm" in exe.as_asm()
+    x = np.random.default_rng(2).integers(-3, 4, (64, 1024)).astype(t.replace("f", "float").replace("s", "int"))
+    if op == "multiply":
+        x = np.where(np.abs(x) > 1, 1, x).astype(x.dtype)
+    reference = {"add": lambda v: v.sum(1) + 1, "multiply": lambda v: v.prod(1),
+                 "maximum": lambda v: np.maximum(v.max(1), 1),
+                 "minimum": lambda v: np.minimum(v.min(1), 1)}[op](x)
+    np.testing.assert_array_equal(exe.run(x)[0], reference.astype(x.dtype))
 
 
 def test_as_hlo_text_round_trips():
