@@ -246,14 +246,20 @@ class Bench:
         return row
 
     def _scaling(self, w: Workload, inputs) -> str:
-        """xlapy's time on 1 and on 2 intra-op threads, and the speed-up."""
-        times = []
+        """xlapy's time on 1 and on 2 intra-op threads, and the speed-up, from the
+        medians and from the fastest runs (on a busy machine the fastest run is the
+        one that got both cores, the median often is not)."""
+        medians, fastest = [], []
         for threads in (1, 2):
             f = self.jit_compile(self.ops_fns[w.name], name=f"{w.name}_t{threads}",
                                  intra_op_threads=threads)
-            times.append(median_ms(lambda: f(*inputs), self.args.repeat))
-        return (f"1 thread {fmt_ms(times[0])} ms, 2 threads {fmt_ms(times[1])} ms: "
-                f"x{times[0] / times[1]:.2f} (target >= 1.7)")
+            f(*inputs)
+            times = [median_ms(lambda: f(*inputs), 1, warmup=0) for _ in range(self.args.repeat)]
+            medians.append(float(np.median(times)))
+            fastest.append(min(times))
+        return (f"1 thread {fmt_ms(medians[0])} ms, 2 threads {fmt_ms(medians[1])} ms: "
+                f"x{medians[0] / medians[1]:.2f}; fastest runs {fmt_ms(fastest[0])} / "
+                f"{fmt_ms(fastest[1])} ms: x{fastest[0] / fastest[1]:.2f} (target >= 1.7)")
 
     def _jax_row(self, w: Workload, inputs, ref, scale, repeat: int, inner: int):
         jax, jnp = self.jax, self.jnp
