@@ -257,9 +257,12 @@ class Bench:
             times = [median_ms(lambda: f(*inputs), 1, warmup=0) for _ in range(self.args.repeat)]
             medians.append(float(np.median(times)))
             fastest.append(min(times))
-        return (f"1 thread {fmt_ms(medians[0])} ms, 2 threads {fmt_ms(medians[1])} ms: "
-                f"x{medians[0] / medians[1]:.2f}; fastest runs {fmt_ms(fastest[0])} / "
-                f"{fmt_ms(fastest[1])} ms: x{fastest[0] / fastest[1]:.2f} (target >= 1.7)")
+        def unit(ms):
+            text = fmt_ms(ms)
+            return text if text.endswith("us") else text + " ms"
+        return (f"1 thread {unit(medians[0])}, 2 threads {unit(medians[1])}: "
+                f"x{medians[0] / medians[1]:.2f}; fastest runs {unit(fastest[0])} / "
+                f"{unit(fastest[1])}: x{fastest[0] / fastest[1]:.2f} (target >= 1.7)")
 
     def _jax_row(self, w: Workload, inputs, ref, scale, repeat: int, inner: int):
         jax, jnp = self.jax, self.jnp
