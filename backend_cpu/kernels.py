@@ -22,6 +22,7 @@ import llvmlite.ir as ir
 
 from . import elemental
 from .hoisting import make_hoister, plan_hoisting
+from .conv_emitter import try_emit_conv_gemm
 from .dot_emitter import View, resolve_view, try_emit_gemm
 from .kernel_ir import Buffer, KernelIR, strides
 from .llvm_types import I1, I64, compute_type
@@ -37,6 +38,11 @@ def emit_kernel(kernel: KernelIR, instr, operands: list[Buffer], outputs: list[B
     views = {i: View(buf.pointer, buf.shape.dims, tuple(strides(buf.shape)), buf.etype)
              for i, buf in enumerate(operands)}
     if instr.opcode != "fusion":
+        if instr.opcode == "convolution":
+            extent = try_emit_conv_gemm(kernel, instr, operand_gens[0],
+                                        resolve_view(_ParamRef(1), views), outputs[0])
+            if extent is not None:
+                return extent
         if instr.opcode == "dot":
             fake_params = [_ParamRef(i) for i in range(len(operands))]
             extent = try_emit_gemm(kernel, instr, *[resolve_view(p, views) for p in fake_params],
@@ -46,6 +52,12 @@ def emit_kernel(kernel: KernelIR, instr, operands: list[Buffer], outputs: list[B
         return _emit_root(kernel, instr, operand_gens, outputs)
     comp = instr.fused_computation
     root = comp.root
+    if root.opcode == "convolution":
+        gens0 = elemental.build_generators(kernel, comp, operand_gens, skip={root})
+        extent = try_emit_conv_gemm(kernel, root, gens0[root.operands[0]],
+                                    resolve_view(root.operands[1], views), outputs[0])
+        if extent is not None:
+            return extent
     if root.opcode == "dot":
         extent = try_emit_gemm(kernel, root, resolve_view(root.operands[0], views),
                                resolve_view(root.operands[1], views), outputs[0])

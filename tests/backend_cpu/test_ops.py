@@ -220,6 +220,13 @@ ENTRY e {
   k = f32[3,3,2,6] parameter(1)
   ROOT c = f32[1,4,4,6] convolution(x, k), window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=2
 }""", lambda: [np.round(_rand((1, 7, 7, 4)).clip(-9, 9)), np.round(_rand((3, 3, 2, 6), seed=2).clip(-9, 9))]),
+    "convolution_gemm_strided_dilated": ("""HloModule convg
+ENTRY e {
+  x = f32[2,11,11,8] parameter(0)
+  k = f32[3,3,8,16] parameter(1)
+  ROOT c = f32[2,11,8,16] convolution(x, k), window={size=3x3 stride=2x1 pad=1_2x0_1 lhs_dilate=2x1 rhs_dilate=1x2}, dim_labels=b01f_01io->b01f
+}""", lambda: [np.nan_to_num(np.round(_rand((2, 11, 11, 8)).clip(-9, 9))),
+               np.nan_to_num(np.round(_rand((3, 3, 8, 16), seed=2).clip(-9, 9)))]),
     "select_and_scatter": ("""HloModule sas
 ge {
   a = f32[] parameter(0)
@@ -246,6 +253,12 @@ def test_op_case(name):
     args = [np.asarray(a) for a in make_args()]
     with np.errstate(all="ignore"):
         check_against_evaluator(text, args, name)
+
+
+def test_convolution_takes_the_gemm_path():
+    from tests.backend_cpu.helpers import compiled
+    text, _ = CASES["convolution_gemm_strided_dilated"]
+    assert "_gemm" in compiled(text)[1].as_llvm_ir()
 
 
 def test_while_and_conditional():
