@@ -117,27 +117,46 @@ def _copy_transposing(b, layout, arith, panel, src, first, k0, kcount, strides):
     k of each of `lanes` x at once and transpose the square in registers, so that
     both the loads and the panel stores are vectors. The k remainder goes scalar."""
     lanes, w = layout.lanes, layout.width
-    src_vty = ir.VectorType(storage_type(layout.dtype), lanes)
     k_vec = b.and_(kcount, const(-lanes))
-    with for_range(b, 0, k_vec, lanes, name="kv") as kk:
-        for x_base in range(0, w, lanes):
-            count = min(lanes, w - x_base)
-            rows = []
-            for i in range(count):
-                offset = b.add(b.mul(b.add(first, const(x_base + i)), strides[0]), b.add(k0, kk))
-                row = b.load(element_ptr(b, src, storage_type(layout.dtype), offset),
-                             typ=src_vty, align=1)
-                rows.append(convert(b, row, layout.dtype, arith.type, arith.is_float))
-            rows += [ir.Constant(arith.vector(lanes), None)] * (lanes - count)
-            for j, column in enumerate(transpose_square(b, rows)):
-                if count < lanes:   # a panel narrower than a vector (A's MR rows)
-                    column = b.shuffle_vector(column, column, _mask(range(count)))
-                dst = element_ptr(b, panel, arith.type,
-                                  b.add(b.mul(b.add(kk, const(j)), const(w)), const(x_base)))
-                b.store(column, dst, align=arith.nbytes)
+    # Squares side by side along x: one loop body (each square is ~100 instructions of
+    # shuffles, costly to compile), unrolled by nobody.
+    full = w // lanes * lanes
+    with for_range(b, 0, k_vec, lanes, name="kv", transform=False) as kk:
+        if full == lanes:
+            _transpose_square_block(b, layout, arith, panel, src, first, k0, kk, strides,
+                                    const(0), lanes)
+        elif full:
+            with for_range(b, 0, full, lanes, name="xb", transform=False) as x_base:
+                _transpose_square_block(b, layout, arith, panel, src, first, k0, kk, strides,
+                                        x_base, lanes)
+        if w > full:   # the panel's last x, fewer than lanes (A's 6 rows: all of them)
+            _transpose_square_block(b, layout, arith, panel, src, first, k0, kk, strides,
+                                    const(full), w - full)
     rest_panel = element_ptr(b, panel, arith.type, b.mul(k_vec, const(w)))
     _copy_scalars(b, layout, arith, rest_panel, src, first, const(w), b.add(k0, k_vec),
                   b.sub(kcount, k_vec), strides)
+
+
+def _transpose_square_block(b, layout, arith, panel, src, first, k0, kk, strides, x_base,
+                            count):
+    """panel[(kk + j)*W + x_base + i] = src[first + x_base + i, k0 + kk + j] for
+    i < count (<= lanes), j < lanes."""
+    lanes, w = layout.lanes, layout.width
+    src_ty = storage_type(layout.dtype)
+    rows = []
+    for i in range(count):
+        x = b.add(first, b.add(x_base, const(i)))
+        offset = b.add(b.mul(x, strides[0]), b.add(k0, kk))
+        row = b.load(element_ptr(b, src, src_ty, offset), typ=ir.VectorType(src_ty, lanes),
+                     align=1)
+        rows.append(convert(b, row, layout.dtype, arith.type, arith.is_float))
+    rows += [ir.Constant(arith.vector(lanes), None)] * (lanes - count)
+    for j, column in enumerate(transpose_square(b, rows)):
+        if count < lanes:   # a panel narrower than a vector (A's MR rows)
+            column = b.shuffle_vector(column, column, _mask(range(count)))
+        dst = element_ptr(b, panel, arith.type,
+                          b.add(b.mul(b.add(kk, const(j)), const(w)), x_base))
+        b.store(column, dst, align=arith.nbytes)
 
 
 def transpose_square(b, rows: list) -> list:
