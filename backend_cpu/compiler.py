@@ -19,7 +19,6 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
 
 import llvmlite.ir as ir
 import numpy as np

@@ -12,8 +12,6 @@ contraction loop and form FMAs; XLA gives the same latitude.
 """
 from __future__ import annotations
 
-import llvmlite.ir as ir
-
 from .kernel_ir import KernelIR
 from .llvm_types import FLOAT, HALF, compute_type, is_float, is_pred
 from .loops import for_range, i64

@@ -16,8 +16,6 @@ init value (XLA's definition), and is never read from memory.
 """
 from __future__ import annotations
 
-import llvmlite.ir as ir
-
 from .kernel_ir import KernelIR
 from .llvm_types import compute_type, is_float
 from .loops import emit_loop_nest, for_range, i64, major_to_minor, partition_extent
