@@ -164,8 +164,9 @@ def _check_spec(spec: GemmSpec) -> None:
             raise ValueError(f"gemm: unsupported {role} element type {name!r}")
     if spec.out_dtype not in _SUPPORTED_OUT:
         raise ValueError(f"gemm: unsupported output element type {spec.out_dtype!r}")
-    if DTYPES[spec.out_dtype].is_integer and not all(
-            DTYPES[d].kind in ("signed", "unsigned", "pred") for d in (spec.lhs_dtype, spec.rhs_dtype)):
+    operands_integral = all(DTYPES[d].kind in ("signed", "unsigned", "pred")
+                            for d in (spec.lhs_dtype, spec.rhs_dtype))
+    if DTYPES[spec.out_dtype].is_integer and not operands_integral:
         raise ValueError(f"gemm: float operands with integer output {spec.out_dtype} "
                          "(convert explicitly)")
     for dim, value in (("m", spec.m), ("n", spec.n), ("k", spec.k)):

@@ -3,9 +3,9 @@
     python3 benchmarks/bench_gemm.py [--shapes 1024 2048 256x4096x1024] [--repeat 7]
 
 A shape is N (an N^3 matmul) or MxNxK. The defaults are issue 9's two matmuls and
-the two matmuls of its MLP row. For each shape it JIT-compiles one kernel, runs it on 1 and 2 threads (row partitions
-launched from a ThreadPoolExecutor; ctypes releases the GIL while the kernel runs),
-and prints median times, GFLOP/s, the share of the machine's FMA peak, numpy's time
+the two matmuls of its MLP row. For each shape it JIT-compiles one kernel, runs it
+on 1 and 2 threads (row partitions launched from a ThreadPoolExecutor; ctypes
+releases the GIL while the kernel runs), and prints median times, GFLOP/s, the share of the machine's FMA peak, numpy's time
 (OpenBLAS) and XLA CPU's time as measured in issue 9, and checks the result. The
 slowest thread's CPU time is printed too: on a busy machine it still shows what the
 kernel achieves when it gets the cores.
@@ -122,9 +122,11 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="+", default=DEFAULT_SHAPES)
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
-    load = " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "?"
+    loadavg = Path("/proc/loadavg")
+    load = " ".join(loadavg.read_text().split()[:3]) if loadavg.exists() else "?"
     blas_env = [v for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if v in os.environ]
-    print(f"load average {load}" + (f"; {', '.join(blas_env)} set (numpy may be slow)" if blas_env else ""))
+    note = f"; {', '.join(blas_env)} set (numpy may be slow)" if blas_env else ""
+    print(f"load average {load}{note}")
     with ThreadPoolExecutor(max_workers=2) as pool:
         for shape in args.shapes:
             bench_shape(parse_shape(shape), args.repeat, pool)

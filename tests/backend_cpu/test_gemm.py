@@ -29,7 +29,8 @@ KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_
 
 # The blocking of f32 GEMMs on this host: the longest k block, and the m block and n
 # panel of a large GEMM with that k.
-_TILE = choose_tile(host_vector_bits(), GemmSpec("f32", "f32", "f32", 1, 1, 1, (1, 1), (1, 1)).arith)
+_F32 = GemmSpec("f32", "f32", "f32", 1, 1, 1, (1, 1), (1, 1)).arith
+_TILE = choose_tile(host_vector_bits(), _F32)
 KC = K_PANEL_BYTES // (_TILE.nr * 4)
 _BIG = plan_gemm(GemmSpec("f32", "f32", "f32", 8192, 8192, KC, (KC, 1), (8192, 1)),
                  host_vector_bits())
@@ -116,7 +117,8 @@ def _random_operand(rng, dtype: str, rows: int, cols: int, strides):
     else:
         buf = rng.uniform(-1, 1, size).astype(np_type)
     item = buf.itemsize
-    view = np.lib.stride_tricks.as_strided(buf, (rows, cols), (strides[0] * item, strides[1] * item))
+    view = np.lib.stride_tricks.as_strided(buf, (rows, cols),
+                                           (strides[0] * item, strides[1] * item))
     return buf, view
 
 
