@@ -21,14 +21,14 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from . import elemental
-from .hoisting import make_hoister, plan_hoisting
 from .conv_emitter import try_emit_conv_gemm
 from .dot_emitter import View, resolve_view, try_emit_gemm
+from .hoisting import make_hoister, plan_hoisting
 from .kernel_ir import Buffer, KernelIR, strides
 from .llvm_types import I1, I64, compute_type
 from .loops import emit_loop_nest, for_range, i64, partition_extent
-from .sorting import emit_sort
 from .reduction import emit_column_reduce, is_column_reduce, window_source
+from .sorting import emit_sort
 
 
 def emit_kernel(kernel: KernelIR, instr, operands: list[Buffer], outputs: list[Buffer]) -> int:
@@ -37,37 +37,26 @@ def emit_kernel(kernel: KernelIR, instr, operands: list[Buffer], outputs: list[B
     operand_gens = [buffer_reader(buffer) for buffer in operands]
     views = {i: View(buf.pointer, buf.shape.dims, tuple(strides(buf.shape)), buf.etype)
              for i, buf in enumerate(operands)}
-    if instr.opcode != "fusion":
-        if instr.opcode == "convolution":
-            extent = try_emit_conv_gemm(kernel, instr, operand_gens[0],
-                                        resolve_view(_ParamRef(1), views), outputs[0])
-            if extent is not None:
-                return extent
-        if instr.opcode == "dot":
-            fake_params = [_ParamRef(i) for i in range(len(operands))]
-            extent = try_emit_gemm(kernel, instr, *[resolve_view(p, views) for p in fake_params],
-                                   outputs[0])
-            if extent is not None:
-                return extent
-        return _emit_root(kernel, instr, operand_gens, outputs)
-    comp = instr.fused_computation
+    if instr.opcode == "fusion":
+        return _emit_fusion(kernel, instr.fused_computation, operand_gens, views, outputs)
+    extent = _try_gemm(kernel, instr, lambda i: operand_gens[i], views.get, outputs)
+    if extent is not None:
+        return extent
+    return _emit_root(kernel, instr, operand_gens, outputs)
+
+
+def _emit_fusion(kernel, comp, operand_gens, views, outputs) -> int:
     root = comp.root
-    if root.opcode == "convolution":
-        gens0 = elemental.build_generators(kernel, comp, operand_gens, skip={root})
-        extent = try_emit_conv_gemm(kernel, root, gens0[root.operands[0]],
-                                    resolve_view(root.operands[1], views), outputs[0])
-        if extent is not None:
-            return extent
-    if root.opcode == "dot":
-        extent = try_emit_gemm(kernel, root, resolve_view(root.operands[0], views),
-                               resolve_view(root.operands[1], views), outputs[0])
-        if extent is not None:
-            return extent
     # In-place ops get no generator: they are emitted from their operands' generators.
     in_place = [root] if root.opcode in _IN_PLACE else []
     if root.opcode == "tuple":
         in_place = [root] + [e for e in root.operands if e.opcode in _IN_PLACE]
+    # Building generators emits no IR yet: only the ones the kernel calls cost code.
     gens = elemental.build_generators(kernel, comp, operand_gens, skip=set(in_place))
+    extent = _try_gemm(kernel, root, lambda i: gens[root.operands[i]],
+                       lambda i: resolve_view(root.operands[i], views), outputs)
+    if extent is not None:
+        return extent
     hoist = _hoister(root, gens)
     if root.opcode == "tuple":
         return _emit_tuple_root(kernel, root, gens, outputs, hoist)
@@ -75,17 +64,19 @@ def emit_kernel(kernel: KernelIR, instr, operands: list[Buffer], outputs: list[B
                       hoist)
 
 
+def _try_gemm(kernel, root, operand_gen, operand_view, outputs) -> int | None:
+    """The packed-GEMM paths of a dot or convolution root; None when they decline
+    (then the generic generators of contraction.py compute it)."""
+    if root.opcode == "dot":
+        return try_emit_gemm(kernel, root, operand_view(0), operand_view(1), outputs[0])
+    if root.opcode == "convolution":
+        return try_emit_conv_gemm(kernel, root, operand_gen(0), operand_view(1), outputs[0])
+    return None
+
+
 def _hoister(root, gens):
     plan = plan_hoisting(root)
     return make_hoister(plan, gens) if plan else None
-
-
-class _ParamRef:
-    """Stands for operand i of an unfused instruction when resolving strided views."""
-    opcode = "parameter"
-
-    def __init__(self, number: int):
-        self.parameter_number = number
 
 
 def buffer_reader(buffer: Buffer):
