@@ -291,8 +291,9 @@ class ProgramBuilder:
             # Tiny outputs gain nothing from wide vectors and unrolling, but pay for
             # them in compile time: optimize such kernels for size.
             kernel.function.attributes.add("optsize")
-        out_bytes = sum(self.slots[s].nbytes for s in writes)
-        self.thunks.append(KernelThunk(name, extent, out_bytes, reads, writes + scratch,
+        # Memory traffic is the cost model: a reduction has a small output but reads a lot.
+        work_bytes = sum(self.slots[s].nbytes for s in writes + reads)
+        self.thunks.append(KernelThunk(name, extent, work_bytes, reads, writes + scratch,
                                        kernel.max_partitions))
         return writes
 

@@ -17,7 +17,7 @@ import numpy as np
 
 import runtime
 
-# Below this many bytes of output a kernel runs as one partition on the caller.
+# Below this many bytes read and written a kernel runs as one partition on the caller.
 PARALLEL_MIN_BYTES = 128 * 1024
 
 
@@ -32,9 +32,9 @@ def array_at(address: int, shape, dtype) -> np.ndarray:
 
 
 class KernelThunk:
-    def __init__(self, name: str, extent: int, out_bytes: int, reads, writes,
+    def __init__(self, name: str, extent: int, work_bytes: int, reads, writes,
                  partitions: int | None = None):
-        self.name, self.extent, self.out_bytes = name, extent, out_bytes
+        self.name, self.extent, self.work_bytes = name, extent, work_bytes
         self.partitions = partitions       # the emitter's own choice, if it made one
         self.reads, self.writes = list(reads), list(writes)
         self.kernel = None
@@ -53,7 +53,7 @@ class KernelThunk:
         parts = 1
         if self.partitions is not None:
             parts = max(1, min(self.partitions, threads, self.extent))
-        elif self.out_bytes >= PARALLEL_MIN_BYTES and self.extent > 1:
+        elif self.work_bytes >= PARALLEL_MIN_BYTES and self.extent > 1:
             parts = min(threads, self.extent)
         self.dims = runtime.LaunchDims(self.extent, parts)
         # The lean path: one slice runs inline, straight through ctypes.
