@@ -22,6 +22,7 @@ import contextlib
 import linecache
 import os
 import sys
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,7 +33,14 @@ from . import registry
 from .tensor import Tensor
 
 _FRONTEND_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_stack: list["Graph"] = []
+# One stack of traces per thread: threads may trace (jit_compile) at the same time.
+_local = threading.local()
+
+
+def _stack() -> list["Graph"]:
+    if not hasattr(_local, "stack"):
+        _local.stack = []
+    return _local.stack
 
 
 @dataclass(eq=False)
@@ -143,12 +151,13 @@ def user_source_line() -> str:
 @contextlib.contextmanager
 def tracing(graph: Graph):
     """Makes `graph` the current trace inside the `with` block."""
-    _stack.append(graph)
+    _stack().append(graph)
     try:
         yield graph
     finally:
-        _stack.pop()
+        _stack().pop()
 
 
 def current_graph() -> Graph | None:
-    return _stack[-1] if _stack else None
+    stack = _stack()
+    return stack[-1] if stack else None

@@ -222,3 +222,28 @@ def test_memory_flat_over_hundreds_of_compiles():
 @pytest.mark.slow
 def test_memory_flat_over_fifty_thousand_calls():
     check_flat_memory_over_calls(50_000, slack_mb=8)
+
+
+def test_threads_trace_jit_functions_at_the_same_time():
+    """jit_compile traces in each calling thread; traces must not see each other."""
+    from frontend import jit_compile
+
+    def make(k):
+        @jit_compile
+        def f(x):
+            y = x
+            for _ in range(30):           # a long trace: threads interleave inside it
+                y = y * 1.0 + float(k)
+                y = y - float(k)
+            return y + float(k)
+        return f
+    functions = [make(k) for k in range(8)]
+    barrier = threading.Barrier(8)
+
+    def work(i):
+        barrier.wait(JOIN_SECONDS)
+        for n in range(3):               # a new shape each time: a new trace
+            x = np.full((4, 5 + n), i, np.float32)
+            np.testing.assert_array_equal(functions[i](x), x + i)
+    errors = run_threads(work, 8)
+    assert not errors, errors[0]
