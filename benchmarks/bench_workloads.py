@@ -221,10 +221,9 @@ class Bench:
         self.args, self.jax, self.jnp = args, jax, jnp
         self.jit_compile, self.ops_fns = jit_compile, xlapy_functions(ops)
         self.rng = np.random.default_rng(0)
-        self.rows: list[Row] = []
-        self.failed = False
 
     def inner(self, w: Workload) -> int:
+        """Back-to-back calls per timing: a tiny call is far below the timer's noise."""
         return 2000 if w.kind == "call" else 1
 
     def run_workload(self, w: Workload) -> Row:
@@ -260,7 +259,8 @@ class Bench:
                 errors.append(err)
         except CheckError as e:          # the reference itself is suspect then
             row.error = (row.error + f"; WRONG {e}").lstrip("; ")
-        row.note = (row.note + "  err: " + ", ".join(errors)).strip()
+        issue = f"  (issue 9: XLA {w.xla_issue_ms:g} ms)" if not self.args.small else ""
+        row.note = (row.note + "  err: " + ", ".join(errors) + issue).strip()
         return row
 
     def _scaling(self, w: Workload, inputs) -> str:
@@ -275,6 +275,7 @@ class Bench:
             times = [median_ms(lambda: f(*inputs), 1, warmup=0) for _ in range(self.args.repeat)]
             medians.append(float(np.median(times)))
             fastest.append(min(times))
+
         def unit(ms):
             text = fmt_ms(ms)
             return text if text.endswith("us") else text + " ms"
@@ -297,6 +298,7 @@ class Bench:
         row = Row(name, f"compile {w.name} (lower+compile, fresh fn)",
                   target=None if self.args.small else COMPILE_TARGET)
         inputs = make_inputs(w, self.args.small, self.rng)
+
         def compile_xlapy():
             f = self.jit_compile(self.ops_fns[w.name], name=f"{w.name}_compile{time.time_ns()}")
             f.lower(*inputs).compile()
@@ -304,12 +306,12 @@ class Bench:
         if self.jax is not None:
             jax, jnp = self.jax, self.jnp
             specs = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in inputs]
+
             def compile_jax():
                 jax.jit(lambda *xs: w.fn(jnp, *xs)).lower(*specs).compile()
             row.xla, row.xla_cpu = timed_ms(compile_jax, 3)
         row.note = f"issue 9 XLA: {XLA_COMPILE_ISSUE_MS[name]} ms (first call)"
         return row
-
 
     def run_disk_cache(self) -> Row:
         """lower().compile() of softmax in a fresh process, twice, with an empty
