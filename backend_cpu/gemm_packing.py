@@ -31,17 +31,23 @@ class PackLayout:
     one routine serves every GEMM of a module with the same layout class."""
     dtype: str
     x_unit: bool      # s_x == 1: panel rows are contiguous in the source
-    k_unit: bool      # s_k == 1
+    k_unit: bool      # s_k == 1 (and s_x != 1): transposed into the panel
     width: int
     lanes: int
+    # k_unit only: transpose lanes x lanes squares in registers (fast, but ~50 ms of
+    # LLVM time) rather than copy element by element (about 3x slower per element).
+    in_registers: bool = True
 
     @classmethod
-    def of(cls, dtype: str, s_x: int, s_k: int, width: int, lanes: int) -> "PackLayout":
-        return cls(dtype, s_x == 1, s_k == 1 and s_x != 1, width, lanes)
+    def of(cls, dtype: str, s_x: int, s_k: int, width: int, lanes: int,
+           in_registers: bool = True) -> "PackLayout":
+        k_unit = s_k == 1 and s_x != 1
+        return cls(dtype, s_x == 1, k_unit, width, lanes, in_registers and k_unit and lanes > 1)
 
     def key(self) -> str:
         unit = "x" if self.x_unit else "k" if self.k_unit else "none"
-        return f"{self.dtype}.unit_{unit}.w{self.width}.v{self.lanes}"
+        how = ".regs" if self.in_registers else ""
+        return f"{self.dtype}.unit_{unit}.w{self.width}.v{self.lanes}{how}"
 
 
 def emit_pack(module: ir.Module, name: str, layout: PackLayout, arith: Arith) -> ir.Function:
@@ -74,7 +80,7 @@ def emit_pack(module: ir.Module, name: str, layout: PackLayout, arith: Arith) ->
         with for_range(b, 0, full_end, w, name="p") as p0:
             panel = element_ptr(b, dst, arith.type, b.mul(p0, kcount))
             first = b.add(x0, p0)
-            if layout.k_unit and layout.lanes > 1:
+            if layout.in_registers:
                 _copy_transposing(b, layout, arith, panel, src, first, k0, kcount, strides)
             else:
                 _copy_scalars(b, layout, arith, panel, src, first, const(w), k0, kcount,

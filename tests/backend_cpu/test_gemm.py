@@ -17,7 +17,7 @@ import pytest
 from llvmlite import ir
 
 from backend_cpu import llvm_target
-from backend_cpu.gemm import (K_PANEL_BYTES, emit_gemm, gemm_partitions, gemm_row_split,
+from backend_cpu.gemm import (BIG_GEMM_FLOPS, K_PANEL_BYTES, emit_gemm, gemm_partitions, gemm_row_split,
                               host_vector_bits, plan_gemm)
 from backend_cpu.gemm_ir import GemmSpec
 from backend_cpu.gemm_microkernel import choose_tile
@@ -46,6 +46,7 @@ F32_SHAPES = [
     (15, 33, 2 * KC + 1), (300, 2, 17), (2, 300, 17), (1, 40, 50), (50, 1, 40), (1, 1, 100),
     (64, 1, 3), (3, 1, 64), (1, 64, 3), (1, 1030, 7), (1030, 1, 7), (MC + 1, 20, KC),
     (5, NC + 1, KC), (5, 7, 0),
+    (513, 257, 1031),   # big enough (>= BIG_GEMM_FLOPS) for A's in-register transposes
 ]
 LAYOUTS = ("row", "col", "padded")
 # (lhs, rhs, out) element types; operands convert to the output's accumulation type.
@@ -219,6 +220,10 @@ def test_gemm_row_split_covers_rows_in_order(m, parts):
     assert bounds[0][0] == 0 and bounds[-1][1] == m
     assert all(b0 <= b1 and b1 == nxt for (b0, b1), (nxt, _) in zip(bounds, bounds[1:]))
     assert all(end - begin == 0 or begin % 6 == 0 for begin, end in bounds)
+
+
+def test_table_reaches_the_big_gemm_paths():
+    assert any(2 * spec.m * spec.n * spec.k >= BIG_GEMM_FLOPS for spec, _ in F32_CASES)
 
 
 def test_plan_respects_cache_budgets():
