@@ -11,7 +11,8 @@ emission, LLVM optimization and code generation: it loads the pickled
 The key hashes the module text, the compile options, the host CPU (name and
 features) and the source of the compiler itself (hlo/, passes/, backend_cpu/),
 so a changed compiler never loads stale code. Entries are written atomically
-(temp file + rename); an unreadable entry is ignored and recompiled. Only
+(temp file + rename); an unreadable entry is ignored and recompiled; beyond
+MAX_ENTRIES entries the oldest are deleted. Only
 pipelines named by value (None, "default") are cached: a callable's behaviour
 is not part of the key.
 """
@@ -29,6 +30,7 @@ import llvmlite.binding as llvm
 from . import llvm_target
 
 FORMAT = "xlapy-compiled-1"
+MAX_ENTRIES = 1000       # entries kept on disk (the oldest are evicted beyond this)
 
 
 def cache_dir() -> Path | None:
@@ -89,8 +91,22 @@ def store(entry_key: str, payload: dict) -> None:
         with os.fdopen(fd, "wb") as f:
             pickle.dump(dict(payload, format=FORMAT), f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, folder / f"{entry_key}.pkl")
+        _evict(folder)
     except OSError:
         pass               # a read-only or full disk only costs the next compile
+
+
+def _evict(folder: Path) -> None:
+    """Keeps at most MAX_ENTRIES entries: the least recently written go first."""
+    entries = list(folder.glob("*.pkl"))
+    if len(entries) <= MAX_ENTRIES:
+        return
+    entries.sort(key=lambda p: p.stat().st_mtime)
+    for path in entries[:len(entries) - MAX_ENTRIES * 9 // 10]:
+        try:
+            path.unlink()
+        except OSError:
+            pass
 
 
 class Jit:

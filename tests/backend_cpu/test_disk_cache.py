@@ -44,3 +44,13 @@ def test_disabled_by_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("XLAPY_DISABLE_DISK_CACHE", "1")
     backend_cpu.compile(hlo.parse_module(TEXT), NO_MEMORY)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_old_entries_are_evicted(tmp_path, monkeypatch):
+    from backend_cpu import disk_cache
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("XLAPY_DISABLE_DISK_CACHE", raising=False)
+    monkeypatch.setattr(disk_cache, "MAX_ENTRIES", 10)
+    for i in range(12):
+        disk_cache.store(f"k{i}", {"program": None})
+    assert len(list(tmp_path.glob("*.pkl"))) <= 10
