@@ -1,11 +1,16 @@
 """backend_cpu: HLO -> vectorized, partitioned LLVM IR -> JIT -> CpuExecutable.
 
     compile(module, options=None) -> CpuExecutable
-    CompileOptions(pipeline=None | "default" | callable, cache=True)
-    CpuExecutable.run(*arrays) -> list[np.ndarray]; .as_llvm_ir(), .as_asm(),
-        .as_hlo_text(), .memory_stats()
+    CompileOptions(pipeline=None | "default" | callable, cache=True, disk_cache=True)
+    CpuExecutable.run(*arrays) -> list[np.ndarray]   (tuple results flattened in order)
+    CpuExecutable.as_llvm_ir(), .as_asm(), .as_hlo_text(), .memory_stats(),
+        .compile_seconds
 
-See compiler.py for the stages, elemental.py for how fusions become one loop nest.
+Where to read next: compiler.py (the stages), elemental.py (how a fusion becomes
+one loop nest of composed element generators), kernels.py (the kernel shapes),
+hoisting.py (row fusions), buffer_assignment.py (slots and the temp arena),
+executable.py / thunks.py (running), disk_cache.py (the persistent cache:
+$XLAPY_CACHE_DIR, disabled by XLAPY_DISABLE_DISK_CACHE=1).
 """
 from .compiler import CompileOptions, compile
 from .executable import CpuExecutable
