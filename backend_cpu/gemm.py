@@ -94,7 +94,7 @@ class GemmPlan:
 def plan_gemm(spec: GemmSpec, vector_bits: int) -> GemmPlan:
     """Sizes KC, MC, NC from the cache budgets for this element size and tile."""
     arith = spec.arith
-    tile = choose_tile(vector_bits, arith)
+    tile = choose_tile(vector_bits, arith, spec.n)
     esize = arith.nbytes
     kc = max(1, K_PANEL_BYTES // (tile.nr * esize))
     if storage_type(spec.out_dtype) != arith.type:
