@@ -163,3 +163,19 @@ ENTRY e {
 }""")
     with pytest.raises(NotImplementedError, match="backend_cpu: no emitter for rng"):
         backend_cpu.compile(module)
+
+
+def test_non_default_entry_layouts_take_and_return_logical_arrays():
+    """Arrays cross the API in logical row-major form whatever the physical layout."""
+    _, exe = compiled("""HloModule layouts
+ENTRY e {
+  x = f32[3,4]{0,1} parameter(0)
+  n = f32[3,4]{0,1} negate(x)
+  c = f32[3,4]{1,0} copy(x)
+  ROOT t = (f32[3,4]{0,1}, f32[3,4]{1,0}, f32[3,4]{0,1}) tuple(n, c, x)
+}""")
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    negated, copied, same = exe.run(x)
+    np.testing.assert_array_equal(negated, -x)
+    np.testing.assert_array_equal(copied, x)
+    np.testing.assert_array_equal(same, x)
