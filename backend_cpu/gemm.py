@@ -10,7 +10,7 @@ are addressed through element strides, so a transposed operand costs nothing ext
 the transpose is folded into packing. Shapes are static; the code is specialized
 on them.
 
-The loop nest is the one of BLIS / Goto's algorithm, each level sized for one
+The loop nest is the one of BLIS / Goto's algorithm, each level sized for a
 cache level (see the budgets below):
 
     for jc in [0, n) step NC:                 B panel  KC x NC  -> L3
@@ -18,7 +18,7 @@ cache level (see the budgets below):
         pack B[pc:pc+KC, jc:jc+NC] into NR-wide micro-panels
         for ic in [m_begin, m_end) step MC:   A block  MC x KC  -> L2
           pack A[ic:ic+MC, pc:pc+KC] into MR-tall micro-panels
-          for jr in [0, NC) step NR:          B micro-panel KC x NR -> L1
+          for jr in [0, NC) step NR:          B micro-panel KC x NR -> L1/L2
             for ir in [0, MC) step MR:
               micro-kernel: C[MR x NR] (+)= A micro-panel @ B micro-panel
 
