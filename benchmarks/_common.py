@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 import statistics
+import threading
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,27 +21,66 @@ DRAM_GBS = 100.0                 # with non-temporal stores, both cores streamin
 def median_ms(fn, repeat: int, inner: int = 1, warmup: int = 1) -> float:
     """Median wall time of one fn() call in ms over `repeat` timings of `inner`
     back-to-back calls, after `warmup` untimed calls (page faults, thread start-up)."""
-    return timed_ms(fn, repeat, inner, warmup)[0]
+    return timed_ms(fn, repeat, inner, warmup).wall
 
 
-def timed_ms(fn, repeat: int, inner: int = 1, warmup: int = 1) -> tuple[float, float]:
-    """(median wall ms, median process CPU ms) of one fn() call; see median_ms.
+@dataclass(frozen=True)
+class Timing:
+    """Medians per fn() call, in ms (see timed_ms)."""
+    wall: float
+    cpu: float          # all threads of this process
+    busiest: float      # the thread that ran longest (the caller only, without /proc)
 
-    The CPU time adds up every thread of this process. On a machine shared with
-    other jobs the wall time includes waiting for a core and the CPU time does
-    not, so the CPU time compares code on a busy machine (a library whose idle
-    threads spin, as XLA's pool may, is charged for the spinning)."""
+
+def other_threads_cpu_ns() -> dict[str, int]:
+    """CPU time (ns) of every other thread of this process, native ones included.
+
+    From /proc (Linux; empty elsewhere): exact for a thread that is not running
+    at that moment. The calling thread's entry there lags by up to a scheduler
+    tick and reading costs it time, so callers time themselves with their own
+    CPU clock, outside the reads."""
+    times = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return times
+    own = str(threading.get_native_id())
+    for tid in tids:
+        if tid == own:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                times[tid] = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass                         # the thread ended meanwhile
+    return times
+
+
+def timed_ms(fn, repeat: int, inner: int = 1, warmup: int = 1) -> Timing:
+    """Medians of wall time, process CPU time and busiest-thread CPU time per fn().
+
+    On a machine shared with other jobs the wall time includes waiting for a core
+    and the CPU times do not. The busiest thread's CPU time is what a call would
+    take on an idle machine if its threads ran in parallel (the slowest partition
+    bounds a parallel kernel), so it compares code on a busy machine. The process
+    total is charged for threads that spin while they wait, as XLA's pool may."""
     for _ in range(warmup):
         fn()
-    walls, cpus = [], []
+    walls, cpus, busiest = [], [], []
     for _ in range(repeat):
-        cpu = time.process_time()
+        before = other_threads_cpu_ns()
+        cpu, own = time.process_time(), time.thread_time_ns()
         start = time.perf_counter()
         for _ in range(inner):
             fn()
         walls.append((time.perf_counter() - start) / inner)
+        own = time.thread_time_ns() - own
         cpus.append((time.process_time() - cpu) / inner)
-    return statistics.median(walls) * 1e3, statistics.median(cpus) * 1e3
+        after = other_threads_cpu_ns()
+        deltas = [t - before.get(tid, 0) for tid, t in after.items()] + [own]
+        busiest.append(max(deltas) / 1e9 / inner)
+    return Timing(statistics.median(walls) * 1e3, statistics.median(cpus) * 1e3,
+                  statistics.median(busiest) * 1e3)
 
 
 def load_average() -> str:
