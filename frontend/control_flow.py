@@ -71,10 +71,6 @@ class Branch:
     out_tree: tuple
     input_index: list[int] = field(default_factory=list)
 
-    @property
-    def avals(self) -> list[tuple]:
-        return [(t.shape, t.dtype) for t in self.outputs]
-
 
 def trace_function(fn, name: str, leaves, in_tree, parent: Graph) -> Branch:
     """`fn(*args)` traced into a new SubGraph, args of the leaves' shapes and dtypes."""
