@@ -29,6 +29,7 @@ from .llvm_types import I1, I64, compute_type
 from .loops import emit_loop_nest, for_range, i64, partition_extent
 from .reduction import emit_column_reduce, is_column_reduce, window_source
 from .sorting import emit_sort
+from .transpose import try_emit_block_transpose
 
 
 def emit_kernel(kernel: KernelIR, instr, operands: list[Buffer], outputs: list[Buffer]) -> int:
@@ -65,12 +66,19 @@ def _emit_fusion(kernel, comp, operand_gens, views, outputs) -> int:
 
 
 def _try_gemm(kernel, root, operand_gen, operand_view, outputs) -> int | None:
-    """The packed-GEMM paths of a dot or convolution root; None when they decline
-    (then the generic generators of contraction.py compute it)."""
+    """The memory-view paths: dot and convolution on the packed GEMM, transposes by
+    register blocks; None when they decline (then the generic generators run)."""
     if root.opcode == "dot":
         return try_emit_gemm(kernel, root, operand_view(0), operand_view(1), outputs[0])
     if root.opcode == "convolution":
         return try_emit_conv_gemm(kernel, root, operand_gen(0), operand_view(1), outputs[0])
+    if root.opcode == "transpose":
+        view = operand_view(0)
+        if view is not None:
+            perm = root.dims()
+            view = View(view.pointer, tuple(view.dims[p] for p in perm),
+                        tuple(view.strides[p] for p in perm), view.etype)
+        return try_emit_block_transpose(kernel, root, view, outputs[0])
     return None
 
 

@@ -179,3 +179,20 @@ ENTRY e {
     np.testing.assert_array_equal(negated, -x)
     np.testing.assert_array_equal(copied, x)
     np.testing.assert_array_equal(same, x)
+
+
+@pytest.mark.parametrize("t,shape,perm", [("f32", (64, 48), (1, 0)), ("f64", (3, 16, 24), (0, 2, 1)),
+                                          ("s8", (40, 16), (1, 0)), ("f16", (8, 8), (1, 0)),
+                                          ("f32", (16, 8, 24), (2, 0, 1)), ("u32", (12, 20), (1, 0))])
+def test_transposes(t, shape, perm):
+    """Register-block transposes (8 x 8 shuffles) where the sizes allow, tiled loops elsewhere."""
+    out = tuple(shape[p] for p in perm)
+    _, exe = compiled(f"""HloModule tr
+ENTRY e {{
+  x = {t}[{",".join(map(str, shape))}] parameter(0)
+  ROOT r = {t}[{",".join(map(str, out))}] transpose(x), dimensions={{{",".join(map(str, perm))}}}
+}}""")
+    x = (np.arange(np.prod(shape)) % 251).astype(hlo.numpy_dtype(t)).reshape(shape)
+    np.testing.assert_array_equal(exe.run(x)[0], x.transpose(perm))
+    blocked = shape[perm[-1]] % 8 == 0 and out[-2] % 8 == 0 and perm[-1] == len(shape) - 2
+    assert ("shufflevector" in exe.as_llvm_ir()) == blocked
