@@ -13,7 +13,7 @@ Knows nothing about HLO; the CPU backend compiles kernels and hands them here.
     empty_with_address(shape, dtype) the same and its data address (lean call paths)
     configure(...), get_options()    thread counts and the allocator's cache bound
 
-Environment variables (read once; `configure()` overrides them in-process):
+Environment variables (read once, on first use; `configure()` overrides them in-process):
     XLAPY_INTRA_OP_THREADS       threads per kernel launch, caller included (default:
                                  usable cores; 1 = fully sequential, no worker threads)
     XLAPY_INTER_OP_THREADS       streams executing at the same time (default: cores)

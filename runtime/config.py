@@ -1,7 +1,7 @@
 """Runtime options: thread counts and the allocator's cache bound.
 
-Every option has a default, can be set by an environment variable read once at
-import time, and can be overridden in-process with `configure()` (which rebuilds
+Every option has a default, can be set by an environment variable (read once, on
+first use), and can be overridden in-process with `configure()` (which rebuilds
 the process-wide pools the next time they are asked for):
 
     option                   environment variable           default
