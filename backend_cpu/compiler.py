@@ -9,8 +9,10 @@
 3. Verify, optimize (O3, vectorizers) and JIT all kernels as one LLVM module.
 4. Place temporaries in the arena and link the thunks to their machine code.
 
-Compiled executables are cached in memory by a fingerprint of the module text
-and the options: compiling the same module twice returns the same executable.
+Compiled executables are cached in memory (an LRU of CACHE_CAPACITY) by a
+fingerprint of the module text and the options: compiling the same module
+twice returns the same executable. disk_cache.py adds a cache shared between
+processes.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import hashlib
 import re
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import llvmlite.ir as ir
@@ -52,7 +55,9 @@ class CompileOptions:
         return f"pipeline={key}"
 
 
-_cache: dict[str, CpuExecutable] = {}
+# The in-memory cache is an LRU of this many executables (each holds JIT'd code).
+CACHE_CAPACITY = 128
+_cache: "OrderedDict[str, CpuExecutable]" = OrderedDict()
 _cache_lock = threading.Lock()
 
 
@@ -65,6 +70,8 @@ def compile(module, options: CompileOptions | None = None) -> CpuExecutable:
     if options.cache:
         with _cache_lock:
             hit = _cache.get(key)
+            if hit is not None:
+                _cache.move_to_end(key)
         if hit is not None:
             return hit
     start = time.perf_counter()
@@ -79,6 +86,8 @@ def compile(module, options: CompileOptions | None = None) -> CpuExecutable:
     if options.cache:
         with _cache_lock:
             _cache[key] = executable
+            while len(_cache) > CACHE_CAPACITY:
+                _cache.popitem(last=False)      # the least recently used
     return executable
 
 

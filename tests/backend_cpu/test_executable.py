@@ -196,3 +196,19 @@ ENTRY e {{
     np.testing.assert_array_equal(exe.run(x)[0], x.transpose(perm))
     blocked = shape[perm[-1]] % 8 == 0 and out[-2] % 8 == 0 and perm[-1] == len(shape) - 2
     assert ("shufflevector" in exe.as_llvm_ir()) == blocked
+
+
+def test_memory_cache_is_a_bounded_lru(monkeypatch):
+    from backend_cpu import compiler
+    monkeypatch.setattr(compiler, "CACHE_CAPACITY", 3)
+    texts = [f"HloModule lru{k}\nENTRY e {{\n  x = f32[2] parameter(0)\n  c = f32[] constant({k})\n"
+             f"  b = f32[2] broadcast(c), dimensions={{}}\n  ROOT r = f32[2] add(x, b)\n}}\n"
+             for k in range(5)]
+    first = backend_cpu.compile(hlo.parse_module(texts[0]))
+    for text in texts[1:3]:
+        backend_cpu.compile(hlo.parse_module(text))
+    assert backend_cpu.compile(hlo.parse_module(texts[0])) is first     # a hit refreshes it
+    for text in texts[3:]:
+        backend_cpu.compile(hlo.parse_module(text))
+    assert len(compiler._cache) <= 3
+    assert backend_cpu.compile(hlo.parse_module(texts[0])) is first     # still recently used
