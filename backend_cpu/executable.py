@@ -45,9 +45,9 @@ def to_logical(array: np.ndarray, shape) -> np.ndarray:
 _SMALL_BYTES = 64 * 1024
 
 
-def _allocate(dims, dtype) -> np.ndarray:
+def _allocate(dims, dtype, nbytes: int) -> np.ndarray:
     """A fresh array: small ones from numpy, large ones already paged in (runtime)."""
-    if int(np.prod(dims)) * np.dtype(dtype).itemsize < _SMALL_BYTES:
+    if nbytes < _SMALL_BYTES:
         return np.empty(dims, dtype)
     return runtime.empty(dims, dtype)
 
@@ -66,7 +66,9 @@ class Program:
         self._result_layout = [(slot, physical_dims(shape), numpy_dtype(shape.element_type))
                                for slot, shape in outputs]
         output_slots = {i for i, s in enumerate(slots) if s.kind == "output"}
-        self._fresh_outputs = [r for r in self._result_layout if r[0] in output_slots]
+        self._fresh_outputs = [(slot, dims, dtype, slots[slot].nbytes)
+                               for slot, dims, dtype in self._result_layout if slot in output_slots]
+        self._all_fresh = len(self._fresh_outputs) == len(self._result_layout)
         self._build_template()
 
     def __getstate__(self):
@@ -101,19 +103,21 @@ class Program:
             table[slot] = address
         arena = None
         if self.arena_size:
-            arena = _allocate((self.arena_size,), np.uint8)
+            arena = _allocate((self.arena_size,), np.uint8, self.arena_size)
             base = arena.ctypes.data
             for slot, offset in self._temps:
                 table[slot] = base + offset
         fresh = {}
-        for slot, dims, dtype in self._fresh_outputs:
-            array = _allocate(dims, dtype)
+        for slot, dims, dtype, nbytes in self._fresh_outputs:
+            array = _allocate(dims, dtype, nbytes)
             fresh[slot] = array
             table[slot] = array.ctypes.data
         keep: dict = {}
         address = ctypes.addressof(table)
         for thunk in self.thunks:
             thunk.run(table, address, keep)
+        if self._all_fresh:           # the common case: every result is a fresh output
+            return list(fresh.values())
         results = []
         for slot, dims, dtype in self._result_layout:
             array = fresh.get(slot)
