@@ -268,24 +268,28 @@ class Bench:
         return row
 
     def _scaling(self, w: Workload, inputs) -> str:
-        """xlapy's time on 1 and on 2 intra-op threads, and the speed-up, from the
-        medians and from the fastest runs (on a busy machine the fastest run is the
-        one that got both cores, the median often is not)."""
-        medians, fastest = [], []
+        """xlapy on 1 and on 2 intra-op threads: the speed-up of the median wall times,
+        of the fastest runs (on a busy machine the one that got both cores) and of the
+        busiest thread's CPU time (what the split achieves when the cores are free)."""
+        medians, fastest, busiest = [], [], []
         for threads in (1, 2):
             f = self.jit_compile(self.ops_fns[w.name], name=f"{w.name}_t{threads}",
                                  intra_op_threads=threads)
             f(*inputs)
-            times = [median_ms(lambda: f(*inputs), 1, warmup=0) for _ in range(self.args.repeat)]
-            medians.append(float(np.median(times)))
-            fastest.append(min(times))
+            runs = [timed_ms(lambda: f(*inputs), 1, warmup=0) for _ in range(self.args.repeat)]
+            medians.append(float(np.median([t.wall for t in runs])))
+            fastest.append(min(t.wall for t in runs))
+            busiest.append(float(np.median([t.busiest for t in runs])))
 
         def unit(ms):
             text = fmt_ms(ms)
             return text if text.endswith("us") else text + " ms"
-        return (f"1 thread {unit(medians[0])}, 2 threads {unit(medians[1])}: "
-                f"x{medians[0] / medians[1]:.2f}; fastest runs {unit(fastest[0])} / "
-                f"{unit(fastest[1])}: x{fastest[0] / fastest[1]:.2f} (target >= 1.7)")
+
+        def pair(label, times):
+            return f"{label} {unit(times[0])} / {unit(times[1])}: x{times[0] / times[1]:.2f}"
+        return ("1 / 2 threads: " + "; ".join([pair("median", medians), pair("fastest", fastest),
+                                              pair("busiest thread", busiest)])
+                + " (target >= 1.7)")
 
     def _jax_row(self, w: Workload, inputs, ref, scale, repeat: int, inner: int):
         jax, jnp = self.jax, self.jnp
