@@ -37,8 +37,8 @@ def try_emit_block_transpose(kernel, root, view, out) -> int | None:
     if root.opcode != "transpose" or view is None or not out.shape.has_default_layout():
         return None
     dims = out.shape.dims
-    if len(dims) < 2 or dims[-1] % BLOCK or dims[-2] % BLOCK:
-        return None
+    if len(dims) < 2 or dims[-1] % BLOCK or dims[-2] % BLOCK or not out.shape.numel:
+        return None                     # (an empty output would give loads "align 0")
     if view.strides[-2] != 1 or view.strides[-1] < dims[-2]:
         return None                     # the input must be contiguous along out's rows
     batch = dims[:-2]

@@ -85,7 +85,7 @@ class ModuleGenerator:
         kind = self.draw(st.sampled_from(kinds))
         t = shape.element_type
         if kind == "parameter":
-            return self.b.parameter(shape)
+            return self.b.parameter(self._with_random_layout(shape))
         if kind == "iota":
             return self.b.iota(shape, self.draw(st.integers(0, shape.rank - 1)))
         if kind == "splat":
@@ -93,6 +93,14 @@ class ModuleGenerator:
             return self.b.broadcast(scalar, shape, dims=())
         literal = self.draw(hs.arrays(t, shape.dims, self.opt.exact_sums))
         return self.b.constant(literal, t)
+
+    def _with_random_layout(self, shape: Shape) -> Shape:
+        """Sometimes a non-default layout (minor-to-major order): the backend must
+        read such parameters in their physical order."""
+        if shape.rank < 2 or self.draw(st.integers(0, 3)) > 0:
+            return shape
+        return Shape(shape.element_type, shape.dims,
+                     layout=tuple(self.draw(st.permutations(range(shape.rank)))))
 
     def pick(self, accept=lambda instr: True) -> HloInstruction | None:
         choices = [i for i in self.pool if accept(i)]
