@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -124,6 +125,7 @@ def _compile_module(module, start: float) -> tuple[CpuExecutable, dict]:
     """(executable, the payload the disk cache stores for it)."""
     if module.entry is None:
         raise ValueError("compile: the module has no ENTRY computation")
+    _ensure_recursion_limit(module)
     context = _Context(ir.Module(name=_symbol(module.name)))
     program = ProgramBuilder(context, module.entry).build()
     ref = llvm_target.parse_and_verify(str(context.module))
@@ -139,6 +141,16 @@ def _compile_module(module, start: float) -> tuple[CpuExecutable, dict]:
     payload = {"program": program, "params": params, "llvm_ir": optimized,
                "hlo_text": hlo_text, "object": jit.object_code}
     return executable, payload
+
+
+def _ensure_recursion_limit(module) -> None:
+    """Element generators call their operands' generators: a fused chain of n ops nests
+    about 4n Python calls. Python 3.11 runs Python-to-Python calls without growing the
+    C stack, so raising the limit is safe; it is only ever raised (other threads may be
+    compiling too)."""
+    needed = 1000 + 8 * sum(len(c.instructions) for c in module.computations)
+    if sys.getrecursionlimit() < needed:
+        sys.setrecursionlimit(needed)
 
 
 def _check_external_symbols(ref) -> None:

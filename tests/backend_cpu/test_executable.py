@@ -212,3 +212,21 @@ def test_memory_cache_is_a_bounded_lru(monkeypatch):
         backend_cpu.compile(hlo.parse_module(text))
     assert len(compiler._cache) <= 3
     assert backend_cpu.compile(hlo.parse_module(texts[0])) is first     # still recently used
+
+
+def test_deep_fused_chains_compile():
+    """A fusion of thousands of chained ops (generators nest one call per op) compiles,
+    also off the main thread."""
+    import threading
+    n = 2000
+    body = ["  p = f32[16] parameter(0)"] + [
+        f"  v{i} = f32[16] negate({'p' if i == 0 else f'v{i - 1}'})" for i in range(n - 1)]
+    body.append(f"  ROOT v{n - 1} = f32[16] negate(v{n - 2})")
+    text = ("HloModule deep\nfused {\n" + "\n".join(body) + "\n}\nENTRY e {\n"
+            "  x = f32[16] parameter(0)\n  ROOT f = f32[16] fusion(x), kind=kLoop, calls=fused\n}\n")
+    results = []
+    thread = threading.Thread(target=lambda: results.append(
+        backend_cpu.compile(hlo.parse_module(text)).run(np.arange(16, dtype=np.float32))[0]))
+    thread.start()
+    thread.join()
+    np.testing.assert_array_equal(results[0], np.arange(16, dtype=np.float32))
