@@ -57,15 +57,16 @@ def _memo_key(instr, index) -> tuple:
     return (id(instr), tuple(parts))
 
 
-def _nondegenerate(shape: Shape, physical: bool) -> list[int]:
+def nondegenerate_dims(shape: Shape, physical: bool) -> list[int]:
+    """Dimensions of size > 1, major to minor: in memory order (physical) or logical."""
     order = list(reversed(shape.minor_to_major())) if physical else list(range(shape.rank))
     return [d for d in order if shape.dims[d] != 1]
 
 
 def remap_reshape(b, index, out_shape: Shape, in_shape: Shape, physical: bool) -> list:
     """Operand index of a reshape (logical, row-major) or bitcast (physical) at `index`."""
-    out_dims = _nondegenerate(out_shape, physical)
-    in_dims = _nondegenerate(in_shape, physical)
+    out_dims = nondegenerate_dims(out_shape, physical)
+    in_dims = nondegenerate_dims(in_shape, physical)
     if [out_shape.dims[d] for d in out_dims] == [in_shape.dims[d] for d in in_dims]:
         # Only size-1 dimensions come or go: a pure renaming of indices.
         result = [i64(0)] * in_shape.rank

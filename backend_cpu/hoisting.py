@@ -24,7 +24,7 @@ where it is used, so the plan never changes results.
 """
 from __future__ import annotations
 
-from .elemental import _nondegenerate
+from .elemental import nondegenerate_dims
 from .loops import i64
 
 ZERO = "zero"     # a size-1 dimension: its index is always 0
@@ -75,8 +75,8 @@ def _operand_map(user, i, mapping) -> list | None:
         return result
     if op in ("reshape", "bitcast"):
         physical = op == "bitcast"
-        out_dims = _nondegenerate(user.shape, physical)
-        in_dims = _nondegenerate(operand, physical)
+        out_dims = nondegenerate_dims(user.shape, physical)
+        in_dims = nondegenerate_dims(operand, physical)
         if [user.shape.dims[d] for d in out_dims] != [operand.dims[d] for d in in_dims]:
             return None
         result = [ZERO] * operand.rank
