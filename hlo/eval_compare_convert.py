@@ -4,7 +4,8 @@
   XLA's CPU backend), `type=TOTALORDER` orders floats by their bits
   (-NaN < -inf < ... < -0 < +0 < ... < inf < NaN), SIGNED/UNSIGNED are plain.
 - convert: float -> int truncates toward zero and saturates at the target's
-  range, NaN -> 0; int -> int wraps; anything -> pred is `x != 0`; float ->
+  range, NaN -> 0; int -> int wraps; anything -> pred is `x != 0` (a denormal
+  float reads as zero); float ->
   narrower float rounds to nearest even (overflow gives inf).
 - bitcast-convert reinterprets the bytes; between widths XLA adds (narrowing)
   or removes (widening) a minor-most dimension.
@@ -61,7 +62,7 @@ def clamp(instr, operands, ctx):
     lo, x, hi = operands
     # min(max(x, lo), hi) with NaN-propagating max/min (and -0 < +0 for floats).
     if x.dtype.kind == "f":
-        lo, x, hi = np.broadcast_arrays(lo, x, hi)
+        lo, x, hi = np.broadcast_arrays(*flush_all((lo, x, hi), ctx))
         return to_result(float_max_min("minimum", float_max_min("maximum", x, lo), hi), instr)
     with np.errstate(all="ignore"):
         return to_result(np.minimum(np.maximum(x, lo), hi), instr)
@@ -74,6 +75,8 @@ def convert(instr, operands, ctx):
     x = operands[0]
     target = np_dtype_of(instr)
     if target == np.bool_:
+        if x.dtype.kind == "f":
+            (x,) = flush_all((x,), ctx)   # DAZ: a denormal reads as zero, so converts to false
         return x != 0
     if x.dtype.kind == "f" and target.kind in "iu":
         return float_to_int(x, target)

@@ -219,7 +219,9 @@ def binary(instr, operands, ctx):
 
 def _float_binary(instr, a, b, ctx):
     if instr.opcode in ("maximum", "minimum"):
-        # NaN-propagating (np.maximum, unlike np.fmax) and -0 < +0; no flushing.
+        # NaN-propagating (np.maximum, unlike np.fmax) and -0 < +0. Like every
+        # arithmetic instruction under DAZ, max/min read a denormal input as zero.
+        a, b = flush_all((a, b), ctx)
         return to_result(float_max_min(instr.opcode, a, b), instr)
     fn = _FLOAT_BINARY.get(instr.opcode)
     if fn is None:
