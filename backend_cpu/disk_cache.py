@@ -13,7 +13,8 @@ features), the llvmlite and numpy versions and the compiler's own source files
 (hlo/, passes/, backend_cpu/: name, size, modification time), so a changed
 compiler never loads stale code. Entries are written atomically
 (temp file + rename); an unreadable entry is ignored and recompiled; beyond
-MAX_ENTRIES entries the oldest are deleted. Only
+MAX_ENTRIES entries the oldest are deleted (checked on a process's first write,
+then every EVICT_CHECK_EVERY writes). Only
 pipelines named by value (None, "default") are cached: a callable's behaviour
 is not part of the key.
 """
@@ -99,15 +100,28 @@ def store(entry_key: str, payload: dict) -> None:
         pass               # a read-only or full disk only costs the next compile
 
 
+# Listing the folder costs ~10 ms at a thousand entries: a process lists it on its
+# first write and then once every EVICT_CHECK_EVERY writes, not on every write.
+EVICT_CHECK_EVERY = 50
+_writes_until_check = 0
+
+
 def _evict(folder: Path) -> None:
-    """Keeps at most MAX_ENTRIES entries: the least recently written go first."""
-    entries = list(folder.glob("*.pkl"))
+    """Keeps about MAX_ENTRIES entries (checked every EVICT_CHECK_EVERY writes of this
+    process): the least recently written go first."""
+    global _writes_until_check
+    if _writes_until_check > 0:
+        _writes_until_check -= 1
+        return
+    _writes_until_check = EVICT_CHECK_EVERY - 1
+    with os.scandir(folder) as it:
+        entries = [e for e in it if e.name.endswith(".pkl")]
     if len(entries) <= MAX_ENTRIES:
         return
-    entries.sort(key=lambda p: p.stat().st_mtime)
-    for path in entries[:len(entries) - MAX_ENTRIES * 9 // 10]:
+    entries.sort(key=lambda e: e.stat().st_mtime)
+    for entry in entries[:len(entries) - MAX_ENTRIES * 9 // 10]:
         try:
-            path.unlink()
+            os.unlink(entry.path)
         except OSError:
             pass
 

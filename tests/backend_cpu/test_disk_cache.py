@@ -51,6 +51,22 @@ def test_old_entries_are_evicted(tmp_path, monkeypatch):
     monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("XLAPY_DISABLE_DISK_CACHE", raising=False)
     monkeypatch.setattr(disk_cache, "MAX_ENTRIES", 10)
+    monkeypatch.setattr(disk_cache, "EVICT_CHECK_EVERY", 1)
+    monkeypatch.setattr(disk_cache, "_writes_until_check", 0)
     for i in range(12):
         disk_cache.store(f"k{i}", {"program": None})
     assert len(list(tmp_path.glob("*.pkl"))) <= 10
+
+
+def test_eviction_lists_the_folder_only_every_few_writes(tmp_path, monkeypatch):
+    from backend_cpu import disk_cache
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("XLAPY_DISABLE_DISK_CACHE", raising=False)
+    monkeypatch.setattr(disk_cache, "MAX_ENTRIES", 4)
+    monkeypatch.setattr(disk_cache, "EVICT_CHECK_EVERY", 5)
+    monkeypatch.setattr(disk_cache, "_writes_until_check", 0)
+    for i in range(5):            # the first write checks (1 entry), the next 4 do not
+        disk_cache.store(f"k{i}", {"program": None})
+    assert len(list(tmp_path.glob("*.pkl"))) == 5
+    disk_cache.store("k5", {"program": None})       # the 6th write checks again
+    assert len(list(tmp_path.glob("*.pkl"))) <= 4
