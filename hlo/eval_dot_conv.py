@@ -9,8 +9,9 @@ ignored.
 convolution brings every operand into a canonical order first:
 lhs (batch, feature, spatial...), rhs (out feature, in feature, spatial...),
 as named by `dim_labels` (`b01f_01io->b01f`). The lhs is base-dilated
-(lhs_dilate) and padded (negative padding crops), the kernel reversed and
-dilated (rhs_dilate), and the result is a strided correlation, split into
+(lhs_dilate) and padded (negative padding crops), the kernel reversed, and the
+result is a strided correlation whose taps are `rhs_dilate` apart (input elements
+between taps are never read, so a NaN there stays out), split into
 `feature_group_count` groups of input features or `batch_group_count` groups
 of batch elements.
 """
@@ -102,20 +103,33 @@ def _dilate_pad_spatial(x: np.ndarray, window_dims) -> np.ndarray:
 
 
 def _prepare_kernel(k: np.ndarray, window_dims) -> np.ndarray:
-    """Reverses and window-dilates the spatial axes 2.. of a canonical kernel."""
+    """Reverses the spatial axes 2.. of a canonical kernel where the window says so.
+
+    Window dilation is applied to the input patches instead (`_patches`): a dilated
+    kernel padded with zero taps would turn a NaN between two taps into NaN * 0.
+    """
     for i, w in enumerate(window_dims):
-        axis = 2 + i
         if w.reversal:
-            k = np.flip(k, axis=axis)
-        if w.window_dilation > 1 and k.shape[axis]:
-            shape = list(k.shape)
-            shape[axis] = (k.shape[axis] - 1) * w.window_dilation + 1
-            dilated = np.zeros(shape, k.dtype)
-            index = [slice(None)] * k.ndim
-            index[axis] = slice(None, None, w.window_dilation)
-            dilated[tuple(index)] = k
-            k = dilated
+            k = np.flip(k, axis=2 + i)
     return k
+
+
+def _patches(lhs: np.ndarray, kernel_extents, window_dims) -> np.ndarray:
+    """patches[b, i, p..., k...] = lhs[b, i, p*stride + k*dilation ...] (zero-size when
+    the dilated window does not fit)."""
+    nsp = len(window_dims)
+    spatial_axes = tuple(range(2, 2 + nsp))
+    spans = [(k - 1) * w.window_dilation + 1 if k else 0
+             for k, w in zip(kernel_extents, window_dims)]
+    outs = [max(0, n - s + 1) for n, s in zip(lhs.shape[2:], spans)]
+    if 0 in outs or 0 in spans:
+        return np.zeros(lhs.shape[:2] + tuple(-(-o // w.stride) for o, w in zip(outs, window_dims))
+                        + tuple(kernel_extents), lhs.dtype)
+    patches = sliding_window_view(lhs, spans, axis=spatial_axes)
+    index = ((slice(None), slice(None))
+             + tuple(slice(None, None, w.stride) for w in window_dims)
+             + tuple(slice(None, None, w.window_dilation) for w in window_dims))
+    return patches[index]
 
 
 @reference("convolution")
@@ -132,14 +146,7 @@ def convolution(instr, operands, ctx):
                               f"{nsp} spatial dimensions")
     lhs = _dilate_pad_spatial(lhs, window_dims)
     rhs = _prepare_kernel(rhs, window_dims)
-    spatial_axes = tuple(range(2, 2 + nsp))
-    extents = rhs.shape[2:]
-    if any(e > n for e, n in zip(extents, lhs.shape[2:])):
-        out_spatial = [0] * nsp
-        patches = np.zeros(lhs.shape[:2] + tuple(out_spatial) + extents, lhs.dtype)
-    else:
-        patches = sliding_window_view(lhs, extents, axis=spatial_axes)
-    patches = patches[(slice(None), slice(None)) + tuple(slice(None, None, w.stride) for w in window_dims)]
+    patches = _patches(lhs, rhs.shape[2:], window_dims)
     out = _grouped_correlation(instr, patches, rhs, nsp)
     return _finish(np.transpose(out, out_perm), instr, ctx)
 
