@@ -8,8 +8,8 @@
   go away with their executables when the cache is off; resident memory stays
   flat over many calls and nearly flat over uncached compiles (a native leak
   of ~86 KiB per compile in llvmlite's pass manager makes the 400-compile
-  variant an xfail); and the compile cache has a bound (issue 8: an LRU
-  bound, documented) — xfail until it exists.
+  variant an xfail); and the in-memory compile cache is a bounded LRU
+  (`backend_cpu.compiler.CACHE_CAPACITY`).
 
 The heavy variants (thousands of compiles and calls) are `@pytest.mark.slow`.
 """
@@ -137,8 +137,9 @@ add {
 # --- resources ----------------------------------------------------------------------------------
 
 def compile_uncached(k: int):
+    """A real compile every time: neither the in-memory nor the disk cache."""
     return backend_cpu.compile(module_with_constant(k, "nocache"),
-                               backend_cpu.CompileOptions(cache=False))
+                               backend_cpu.CompileOptions(cache=False, disk_cache=False))
 
 
 def check_engines_freed(count: int) -> None:
@@ -190,18 +191,23 @@ def test_memory_flat_over_calls():
     check_flat_memory_over_calls(10_000, slack_mb=8)
 
 
-CACHE_BOUND = getattr(compiler, "CACHE_CAPACITY", None)
-
-
-@pytest.mark.xfail(CACHE_BOUND is None, strict=True,
-                   reason="backend_cpu's compile cache has no LRU bound yet (issue 8 requires one)")
-def test_compile_cache_is_bounded():
-    assert CACHE_BOUND is not None, "backend_cpu.compiler.CACHE_CAPACITY is not defined"
-    bound = CACHE_BOUND
-    for k in range(bound + 10):
-        backend_cpu.compile(module_with_constant(10_000 + k, "bound"))
-    assert len(compiler._cache) <= bound
-    assert live_engines() <= bound + 50     # + engines of other tests' live executables
+def test_compile_cache_is_a_bounded_lru(monkeypatch):
+    """The in-memory cache keeps the CACHE_CAPACITY most recently used executables;
+    evicted ones (and their JIT engines) are freed once nobody holds them."""
+    assert compiler.CACHE_CAPACITY >= 1
+    monkeypatch.setattr(compiler, "CACHE_CAPACITY", 4)
+    options = backend_cpu.CompileOptions(disk_cache=False)
+    base = 20_000 + int(np.random.default_rng().integers(1 << 20))
+    engines = live_engines()
+    first = [backend_cpu.compile(module_with_constant(base + k, "lru"), options) for k in range(4)]
+    assert backend_cpu.compile(module_with_constant(base, "lru"), options) is first[0]  # now recent
+    for k in range(4, 8):
+        backend_cpu.compile(module_with_constant(base + k, "lru"), options)
+    assert len(compiler._cache) <= 4
+    kept = first[0]
+    del first
+    assert live_engines() <= engines + 4 + 1      # the cache's four, and `kept`
+    assert backend_cpu.compile(module_with_constant(base, "lru"), options) is not kept
 
 
 # --- heavy variants ---------------------------------------------------------------------------------
