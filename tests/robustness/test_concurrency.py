@@ -191,6 +191,27 @@ def test_memory_flat_over_calls():
     check_flat_memory_over_calls(10_000, slack_mb=8)
 
 
+def test_memory_flat_over_disk_cache_loads(monkeypatch, tmp_path):
+    """Executables loaded from the disk cache (no LLVM optimization) leak nothing."""
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("XLAPY_DISABLE_DISK_CACHE", raising=False)
+    options = backend_cpu.CompileOptions(cache=False, disk_cache=True)
+    x = np.ones(WIDTH, np.float32)
+    for k in range(10):                          # compile and store
+        backend_cpu.compile(module_with_constant(k, "disk"), options)
+    assert len(list(tmp_path.rglob("*"))) >= 10, "nothing was written to the disk cache"
+    gc.collect()
+    start = resident_bytes()
+    for round_ in range(20):
+        for k in range(10):
+            np.testing.assert_array_equal(
+                backend_cpu.compile(module_with_constant(k, "disk"), options).run(x)[0],
+                expected(x, k))
+    gc.collect()
+    grown = (resident_bytes() - start) / 2**20
+    assert grown < 4, f"resident memory grew {grown:.1f} MiB over 200 disk-cache loads"
+
+
 def test_compile_cache_is_a_bounded_lru(monkeypatch):
     """The in-memory cache keeps the CACHE_CAPACITY most recently used executables;
     evicted ones (and their JIT engines) are freed once nobody holds them."""
