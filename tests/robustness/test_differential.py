@@ -93,7 +93,10 @@ def test_cpu_pipeline_keeps_the_numbers(case):
 def run_backend(module, args, pipeline=None):
     """The backend's results, or None when it does not support an opcode yet."""
     try:
-        executable = backend_cpu.compile(module, backend_cpu.CompileOptions(pipeline=pipeline))
+        # Not the disk cache: each example is a real compile, and thousands of
+        # throwaway modules would evict the user's useful entries.
+        options = backend_cpu.CompileOptions(pipeline=pipeline, disk_cache=False)
+        executable = backend_cpu.compile(module, options)
     except NotImplementedError as e:
         event(f"backend: not implemented: {str(e).split(':')[-1].strip()[:60]}")
         return None
