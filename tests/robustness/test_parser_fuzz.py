@@ -163,3 +163,13 @@ def test_hlo_opt_run_too_large_to_allocate(tmp_path, root):
     status, stderr = run_cli([str(path), "--run"])
     assert status != 0 and "allocate" in stderr
     assert_clean_failure(status, stderr)
+
+
+@pytest.mark.parametrize("content", [b"", b"\xff\xfe HloModule m"])
+def test_hlo_opt_subprocess_stdin(content):
+    proc = subprocess.run([sys.executable, "-m", "frontend.hlo_opt", "-"], cwd=REPO,
+                          input=content, capture_output=True, timeout=120)
+    stderr = proc.stderr.decode("utf-8", errors="replace")
+    assert proc.returncode != 0
+    assert_clean_failure(proc.returncode, stderr)
+    assert proc.stdout == b""
