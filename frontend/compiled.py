@@ -6,6 +6,8 @@ Either way it shows the HLO after passes and a cost analysis computed from it.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from . import pytree
 from .cost import cost_analysis
 
@@ -57,6 +59,7 @@ class Compiled:
 
     def __init__(self, lowered):
         self.lowered = lowered
+        self._plain_avals = _plain_avals(lowered.signature)
         jit = lowered.jit
         self.backend = jit.backend
         if self.backend == "cpu":
@@ -69,6 +72,10 @@ class Compiled:
             self._optimized_text = self._optimized.to_text()
 
     def __call__(self, *args, **kwargs):
+        if not kwargs and self._plain_avals is not None and len(args) == len(self._plain_avals) \
+                and all(type(a) is np.ndarray and (a.shape, a.dtype) == aval
+                        for a, aval in zip(args, self._plain_avals)):
+            return self.run_flat(args)      # the fast path: the arrays the signature takes
         return self.run_flat(self.lowered.check_call(args, kwargs))
 
     def run_flat(self, arrays):
@@ -105,6 +112,18 @@ class Compiled:
             raise NotImplementedError(f"{what}: the interpreter backend compiles no LLVM code "
                                       "(use backend='cpu')")
         return self._executable
+
+
+def _plain_avals(sig):
+    """((shape, dtype) per argument) when the signature is just positional arrays (no
+    static arguments, no nesting, no kwargs) -- calls then need no pytree flattening --
+    else None."""
+    n = len(sig.arrays)
+    if sig.static or sig.n_args != n:
+        return None
+    if sig.treedef != pytree.flatten((tuple(range(n)), {}))[1]:
+        return None
+    return tuple((shape, np.dtype(dtype)) for shape, dtype in sig.avals)
 
 
 def _compile_cpu(module, pipeline, intra_op_threads):

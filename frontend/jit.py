@@ -30,6 +30,8 @@ import functools
 import inspect
 import numbers
 
+import numpy as np
+
 from . import pytree
 from .compiled import Compiled, check_pipeline
 from .signature import CallSignature, check_arguments, make_signature
@@ -67,15 +69,31 @@ class JitFunction:
         except (TypeError, ValueError):
             self._signature = None
         self._cache: dict[tuple, Lowered] = {}
+        # (shape, dtype) of each positional ndarray -> Compiled: calls of plain arrays
+        # (no kwargs, no static arguments) whose signature the slow path has checked.
+        self._fast: dict[tuple, Compiled] = {}
         self.trace_count = 0            # how many times fn was traced (tests read it)
 
     # --- calling -------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        if not kwargs:
+            # The fast path: positional numpy arrays whose shapes and dtypes were seen
+            # before skip pytree flattening and the signature objects.
+            try:
+                compiled = self._fast[tuple([(a.shape, a.dtype) for a in args])]
+            except (KeyError, AttributeError, TypeError):
+                compiled = None
+            if compiled is not None and all(type(a) is np.ndarray for a in args):
+                return compiled.run_flat(args)
         sig = make_signature(self.name, self.static_argnums, args, kwargs)
         if sig is None:
             # Called from inside another trace: inline the function into that trace.
             return self.fn(*args, **kwargs)
-        return self._lower(sig, args, kwargs).compile().run_flat(sig.arrays)
+        compiled = self._lower(sig, args, kwargs).compile()
+        if not kwargs and not self.static_argnums and len(sig.arrays) == len(args) \
+                and all(type(a) is np.ndarray and a is b for a, b in zip(args, sig.arrays)):
+            self._fast[tuple([(a.shape, a.dtype) for a in args])] = compiled
+        return compiled.run_flat(sig.arrays)
 
     def signature_of(self, args, kwargs) -> CallSignature:
         sig = make_signature(self.name, self.static_argnums, args, kwargs)
@@ -115,6 +133,7 @@ class JitFunction:
 
     def clear_cache(self) -> None:
         self._cache.clear()
+        self._fast.clear()
 
     def __repr__(self) -> str:
         return f"<jit_compile {self.name} backend={self.backend} pipeline={self.pipeline!r}>"

@@ -1,0 +1,135 @@
+"""Inter-op parallelism: independent thunks of one program on different streams.
+
+A program's thunks come in schedule order, and running them in that order on
+the calling thread is always correct. When two *large* kernels do not depend on
+each other (neither reads what the other writes, directly or through a chain),
+they may run at the same time on two runtime `Stream`s, with `Event`s for the
+dependencies that cross streams:
+
+    thunks:   k1(a)  k2(b)  k3(k1, k2)
+    stream 0: [k1]──────────────wait e2──[k3]
+    stream 1: [k2]──record e2
+
+Dependencies come from memory, not just from slots: temporaries share the
+arena (buffer_assignment.py placed them for the *sequential* order), so two
+thunks conflict when any bytes they touch overlap and one of them writes.
+
+`plan(thunks, slots, max_streams)` returns None for the common case -- a single
+chain, tiny kernels, control flow, or `inter_op_threads` = 1 -- and the program
+then runs its thunks inline, paying nothing for this module.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import runtime
+
+from .thunks import CopyThunk, KernelThunk
+
+# A kernel reading and writing at least this many bytes is worth a stream of its own
+# (a stream hop costs tens of microseconds; such a kernel takes a hundred or more).
+INTER_OP_MIN_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """Which stream runs each thunk, which events it waits for, which it records."""
+    num_streams: int
+    stream: tuple[int, ...]                # per thunk
+    waits: tuple[tuple[int, ...], ...]     # per thunk: the thunks whose events it waits on
+    recorded: frozenset                    # thunks followed by an event record
+
+
+def _regions(slots, slot_ids) -> list:
+    """The memory a thunk touches: arena byte ranges for temps, whole slots otherwise."""
+    regions = []
+    for s in slot_ids:
+        slot = slots[s]
+        if slot.kind == "temp":
+            regions.append(("arena", slot.offset, slot.offset + max(slot.nbytes, 1)))
+        else:
+            regions.append(("slot", s, s + 1))
+    return regions
+
+
+def _overlap(a, b) -> bool:
+    return any(x[0] == y[0] and x[1] < y[2] and y[1] < x[2] for x in a for y in b)
+
+
+def dependencies(thunks, slots) -> list[list[int]]:
+    """Per thunk, the earlier thunks it must wait for (read-after-write, write-after-read,
+    write-after-write on overlapping memory)."""
+    reads = [_regions(slots, t.reads) for t in thunks]
+    writes = [_regions(slots, t.writes) for t in thunks]
+    deps = []
+    for j in range(len(thunks)):
+        deps.append([i for i in range(j) if _overlap(writes[i], reads[j] + writes[j])
+                     or _overlap(reads[i], writes[j])])
+    return deps
+
+
+def _is_large_kernel(thunk) -> bool:
+    return isinstance(thunk, KernelThunk) and thunk.work_bytes >= INTER_OP_MIN_BYTES
+
+
+def _has_independent_large_kernels(thunks, deps) -> bool:
+    ancestors = []                          # bit i set: thunk i must run before this one
+    for j, ds in enumerate(deps):
+        mask = 0
+        for i in ds:
+            mask |= ancestors[i] | (1 << i)
+        ancestors.append(mask)
+    large = [j for j, t in enumerate(thunks) if _is_large_kernel(t)]
+    return any(not (ancestors[j] >> i) & 1 for n, i in enumerate(large) for j in large[n + 1:])
+
+
+def plan(thunks, slots, max_streams: int) -> StreamPlan | None:
+    """A stream assignment, or None when running in order on the caller is as good."""
+    if max_streams < 2 or len(thunks) < 2:
+        return None
+    # Host thunks (while, conditional, call) bind slots at run time: keep them in order.
+    if not all(isinstance(t, (KernelThunk, CopyThunk)) for t in thunks):
+        return None
+    deps = dependencies(thunks, slots)
+    if not _has_independent_large_kernels(thunks, deps):
+        return None
+    stream, tails, waits = [], [], []
+    for j, ds in enumerate(deps):
+        # Continue the chain of a dependency that is still the last on its stream;
+        # else open a stream; else (all in use) queue behind the latest dependency.
+        chosen = next((stream[i] for i in reversed(ds) if tails[stream[i]] == i), None)
+        if chosen is None:
+            chosen = len(tails) if len(tails) < max_streams else (stream[ds[-1]] if ds else 0)
+            if chosen == len(tails):
+                tails.append(None)
+        stream.append(chosen)
+        tails[chosen] = j
+        waits.append(tuple(i for i in ds if stream[i] != chosen))
+    recorded = frozenset(i for w in waits for i in w)
+    return StreamPlan(len(tails), tuple(stream), tuple(waits), recorded)
+
+
+def run(stream_plan: StreamPlan, thunks, table, address, keep) -> None:
+    """Enqueues every thunk on its stream and waits for all of them.
+
+    Every stream is synchronized even when one fails (the others still use the
+    buffer table); the first error is raised afterwards.
+    """
+    streams = [runtime.Stream() for _ in range(stream_plan.num_streams)]
+    events = {i: runtime.Event() for i in stream_plan.recorded}
+    for j, thunk in enumerate(thunks):
+        stream = streams[stream_plan.stream[j]]
+        for i in stream_plan.waits[j]:
+            stream.wait_event(events[i])
+        stream.then_host_callback(functools.partial(thunk.run, table, address, keep))
+        if j in events:
+            stream.record_event(events[j])
+    first_error = None
+    for stream in streams:
+        try:
+            stream.block_host_until_done()
+        except BaseException as e:      # noqa: BLE001 - re-raised once all streams are done
+            first_error = first_error or e
+    if first_error is not None:
+        raise first_error
