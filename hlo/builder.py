@@ -33,7 +33,8 @@ from typing import Sequence
 import numpy as np
 
 from .dtypes import from_numpy, numpy_dtype
-from .ir import HloComputation, HloInstruction, HloModule, PadDim, SliceDim, Window, WindowDim
+from .ir import (HloComputation, HloInstruction, HloModule, PadDim, SliceDim, Window, WindowDim,
+                 callees_first)
 from .opcodes import OPCODES
 from .shape import Shape
 from .shape_inference import infer_shape
@@ -173,7 +174,7 @@ class HloBuilder:
         """A module whose entry is this computation, with every computation it calls."""
         entry = self.build(root)
         module = HloModule(name or entry.name)
-        for comp in _callees_first(entry):
+        for comp in callees_first([entry]):
             # Computations from unrelated builders may reuse names ("p0", "add");
             # the module's namespace is shared, so clashes get a ".N" suffix.
             for instr in comp.instructions:
@@ -376,24 +377,6 @@ class HloBuilder:
 
     def custom_call(self, target: str, operands, shape: Shape, **kw) -> HloInstruction:
         return self.op("custom-call", operands, shape, custom_call_target=target, **kw)
-
-
-def _callees_first(entry: HloComputation) -> list[HloComputation]:
-    """Every computation reachable from `entry`, each after the ones it calls."""
-    order: list[HloComputation] = []
-    seen: set[int] = set()
-
-    def visit(comp: HloComputation) -> None:
-        if id(comp) in seen:
-            return
-        seen.add(id(comp))
-        for instr in comp.instructions:
-            for callee in instr.called_computations():
-                visit(callee)
-        order.append(comp)
-
-    visit(entry)
-    return order
 
 
 # --- one method per elementwise opcode -------------------------------------------------

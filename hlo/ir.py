@@ -347,21 +347,7 @@ class HloModule:
 
     def computations_post_order(self) -> list[HloComputation]:
         """Callees before callers, ending with the entry; unreachable ones excluded."""
-        order: list[HloComputation] = []
-        seen: set[int] = set()
-
-        def visit(comp: HloComputation):
-            if id(comp) in seen:
-                return
-            seen.add(id(comp))
-            for instr in comp.instructions:
-                for callee in instr.called_computations():
-                    visit(callee)
-            order.append(comp)
-
-        if self.entry is not None:
-            visit(self.entry)
-        return order
+        return callees_first([self.entry] if self.entry is not None else [])
 
     def instructions(self) -> Iterator[HloInstruction]:
         for comp in self.computations:
@@ -376,3 +362,23 @@ class HloModule:
 
     def __repr__(self) -> str:
         return f"<HloModule {self.name}: {len(self.computations)} computations>"
+
+
+def callees_first(roots: Iterable[HloComputation]) -> list[HloComputation]:
+    """Every computation reachable from `roots` (in their order), each after the
+    computations it calls. Call graphs are shallow, so recursion is fine."""
+    order: list[HloComputation] = []
+    seen: set[int] = set()
+
+    def visit(comp: HloComputation) -> None:
+        if id(comp) in seen:
+            return
+        seen.add(id(comp))
+        for instr in comp.instructions:
+            for callee in instr.called_computations():
+                visit(callee)
+        order.append(comp)
+
+    for root in roots:
+        visit(root)
+    return order

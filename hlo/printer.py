@@ -20,7 +20,7 @@ to the same text: the parser is the printer's inverse.
 from __future__ import annotations
 
 from .attributes import encode_attribute
-from .ir import HloComputation, HloInstruction, HloModule
+from .ir import HloComputation, HloInstruction, HloModule, callees_first
 from .literal import format_literal
 
 __all__ = ["print_module", "print_computation", "print_instruction"]
@@ -41,25 +41,8 @@ def _print_order(module: HloModule) -> list[HloComputation]:
     """Stored order, except that a callee always comes before its first caller and the
     entry comes last. Text printed this way re-parses to the same order, so printing
     is idempotent."""
-    order: list[HloComputation] = []
-    seen: set[int] = set()
-
-    def visit(comp: HloComputation) -> None:
-        # Call graphs are shallow (a few levels), so recursion is fine here.
-        if id(comp) in seen:
-            return
-        seen.add(id(comp))
-        for instr in comp.instructions:
-            for callee in instr.called_computations():
-                visit(callee)
-        order.append(comp)
-
-    for comp in module.computations:
-        if comp is not module.entry:
-            visit(comp)
-    if module.entry is not None:
-        visit(module.entry)
-    return order
+    others = [c for c in module.computations if c is not module.entry]
+    return callees_first(others + ([module.entry] if module.entry is not None else []))
 
 
 def print_computation(comp: HloComputation, *, print_metadata: bool = True,
