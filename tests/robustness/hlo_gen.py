@@ -38,7 +38,7 @@ class ModuleGenerator:
                        self._make_slice, self._make_concatenate, self._make_pad,
                        self._make_reverse, self._make_iota, self._make_reduce,
                        self._make_reduce, self._make_dot, self._make_dynamic_slice,
-                       self._make_gather]
+                       self._make_gather, self._make_sort]
         if options.control_flow:
             self.makers += [self._make_while, self._make_conditional]
 
@@ -323,6 +323,25 @@ class ModuleGenerator:
         return self.b.gather(x, indices, offset_dims=tuple(range(1, len(dims))),
                              collapsed_slice_dims=(0,), start_index_map=(0,),
                              index_vector_dim=1, slice_sizes=sizes)
+
+    def _make_sort(self):
+        """Sorts one dimension, keyed on the first of 1-2 operands (argsort-style)."""
+        x = self.pick(lambda i: i.shape.rank > 0)
+        if x is None:
+            return None
+        dim = self.draw(st.integers(0, x.shape.rank - 1))
+        operands = [x]
+        if self.draw(st.booleans()):
+            operands.append(self.b.iota(Shape("s32", x.shape.dims), dim))
+        self._sub_count += 1
+        comparator = self.b.comparator(f"compare{self._sub_count}",
+                                       [o.shape.element_type for o in operands],
+                                       self.draw(st.sampled_from(["LT", "GT"])))
+        # Only a stable sort is deterministic when keys tie (the iota tells them apart).
+        result = self.b.sort(operands, dim, comparator, is_stable=len(operands) > 1)
+        if len(operands) == 1:
+            return result
+        return self.b.get_tuple_element(result, self.draw(st.integers(0, 1)))
 
     # --- control flow ------------------------------------------------------------------------------
     def _sub(self, kind: str) -> HloBuilder:
