@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from . import elemental
+from . import elemental, row_normalize
 from .conv_emitter import try_emit_conv_gemm
 from .dot_emitter import View, resolve_view, try_emit_gemm
 from .hoisting import make_hoister, plan_hoisting
@@ -58,7 +58,11 @@ def _emit_fusion(kernel, comp, operand_gens, views, outputs) -> int:
                        lambda i: resolve_view(root.operands[i], views), outputs)
     if extent is not None:
         return extent
-    hoist = _hoister(root, gens)
+    plan = plan_hoisting(root)
+    reduce = row_normalize.match(root, plan) if len(outputs) == 1 else None
+    if reduce is not None:           # a softmax-like row: exp once, scale in place
+        return row_normalize.emit(kernel, root, reduce, gens, plan, outputs[0])
+    hoist = make_hoister(plan, gens) if plan else None
     if root.opcode == "tuple":
         return _emit_tuple_root(kernel, root, gens, outputs, hoist)
     return _emit_root(kernel, root, [gens[o] for o in root.operands], outputs, gens.get(root),
@@ -80,11 +84,6 @@ def _try_gemm(kernel, root, operand_gen, operand_view, outputs) -> int | None:
                         tuple(view.strides[p] for p in perm), view.etype)
         return try_emit_block_transpose(kernel, root, view, outputs[0])
     return None
-
-
-def _hoister(root, gens):
-    plan = plan_hoisting(root)
-    return make_hoister(plan, gens) if plan else None
 
 
 def buffer_reader(buffer: Buffer):

@@ -29,12 +29,28 @@ def i64(value: int) -> ir.Constant:
     return ir.Constant(I64, value)
 
 
+def loop_hints(module: ir.Module, interleave: int) -> ir.values.MDValue:
+    """A loop ID (`!llvm.loop`) asking the vectorizer for `interleave` vector bodies
+    per iteration and no unrolling after it.
+
+    A loop ID refers to itself (`!7 = !{!7, !8}`), which makes it unique to its loop;
+    llvmlite's `add_metadata` would hash (and share) nodes, so it is built directly.
+    """
+    count = module.add_metadata([ir.MetaDataString(module, "llvm.loop.interleave.count"),
+                                 ir.Constant(ir.IntType(32), interleave)])
+    no_unroll = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
+    loop_id = ir.values.MDValue(module, [count, no_unroll], name=str(len(module.metadata)))
+    loop_id.operands = (loop_id, count, no_unroll)
+    return loop_id
+
+
 @contextmanager
-def for_range(b: ir.IRBuilder, start, stop, name: str = "i", step: int = 1) -> Iterator[ir.Value]:
+def for_range(b: ir.IRBuilder, start, stop, name: str = "i", step: int = 1,
+              interleave: int | None = None) -> Iterator[ir.Value]:
     """`for i in range(start, stop, step)` with an i64 induction variable.
 
     The body is emitted inside the `with` block; on exit the builder is
-    positioned after the loop.
+    positioned after the loop. `interleave`: see `loop_hints` (None: LLVM decides).
     """
     start = i64(start) if isinstance(start, int) else start
     stop = i64(stop) if isinstance(stop, int) else stop
@@ -51,7 +67,9 @@ def for_range(b: ir.IRBuilder, start, stop, name: str = "i", step: int = 1) -> I
     yield index
     nxt = b.add(index, i64(step), name=f"{name}.next", flags=("nsw", "nuw"))
     index.add_incoming(nxt, b.block)
-    b.branch(header)
+    latch = b.branch(header)
+    if interleave is not None:
+        latch.set_metadata("llvm.loop", loop_hints(b.block.function.module, interleave))
     b.position_at_end(exit_)
 
 

@@ -21,6 +21,10 @@ from .llvm_types import compute_type, is_float
 from .loops import emit_loop_nest, for_range, i64, major_to_minor, partition_extent
 from .scalar_ops import BINARY
 
+# Vector bodies per iteration of a reduction's innermost loop: None lets LLVM choose
+# (an explicit 2 made a softmax's max pass measurably slower).
+REDUCE_INTERLEAVE = None
+
 # Reducers emitted as one flagged instruction when the computation is just `op(p0, p1)`.
 _SIMPLE = ("add", "multiply", "maximum", "minimum", "and", "or")
 
@@ -71,7 +75,9 @@ def _loop_over(kernel, b, dims: list[int], sizes, body, name: str):
         if level == len(dims):
             body(b, dict(values))
             return
-        with for_range(b, 0, sizes[dims[level]], f"{name}{dims[level]}") as i:
+        innermost = level == len(dims) - 1
+        with for_range(b, 0, sizes[dims[level]], f"{name}{dims[level]}",
+                       interleave=REDUCE_INTERLEAVE if innermost else None) as i:
             values[dims[level]] = i
             nest(level + 1)
     with kernel.scope():
