@@ -10,6 +10,7 @@ import pytest
 import backend_cpu
 import hlo
 import runtime
+from backend_cpu import llvm_target
 from tests.backend_cpu.helpers import compiled
 
 ELEMENTWISE = """HloModule ew
@@ -183,9 +184,11 @@ ENTRY e {
 
 @pytest.mark.parametrize("t,shape,perm", [("f32", (64, 48), (1, 0)), ("f64", (3, 16, 24), (0, 2, 1)),
                                           ("s8", (40, 16), (1, 0)), ("f16", (8, 8), (1, 0)),
-                                          ("f32", (16, 8, 24), (2, 0, 1)), ("u32", (12, 20), (1, 0))])
+                                          ("f32", (16, 8, 24), (2, 0, 1)), ("u32", (12, 20), (1, 0)),
+                                          ("s32", (2, 32, 48), (0, 2, 1)), ("f32", (48, 24), (1, 0))])
 def test_transposes(t, shape, perm):
-    """Register-block transposes (8 x 8 shuffles) where the sizes allow, tiled loops elsewhere."""
+    """Register-block transposes (8 x 8 or 16 x 16 shuffles) where the sizes allow, tiled
+    loops elsewhere."""
     out = tuple(shape[p] for p in perm)
     _, exe = compiled(f"""HloModule tr
 ENTRY e {{
@@ -196,6 +199,9 @@ ENTRY e {{
     np.testing.assert_array_equal(exe.run(x)[0], x.transpose(perm))
     blocked = shape[perm[-1]] % 8 == 0 and out[-2] % 8 == 0 and perm[-1] == len(shape) - 2
     assert ("shufflevector" in exe.as_llvm_ir()) == blocked
+    wide = blocked and np.dtype(hlo.numpy_dtype(t)).itemsize == 4 and shape[perm[-1]] % 16 == 0 \
+        and out[-2] % 16 == 0 and llvm_target.host_has_feature("avx512f")
+    assert bool(re.search(r"shufflevector <16 x (float|i32)>", exe.as_llvm_ir())) == wide
 
 
 def test_memory_cache_is_a_bounded_lru(monkeypatch):
