@@ -46,31 +46,46 @@ class ArenaPlan:
     live: list = field(default_factory=list)   # (offset, end, slot) currently placed
 
 
-def assign_arena(slots: list[Slot], schedule: list[tuple[list[int], list[int]]]) -> int:
+def assign_arena(slots: list[Slot], schedule: list[tuple[list[int], list[int]]],
+                 ancestors: list[int] | None = None) -> int:
     """Places every temp slot in the arena; returns its size in bytes.
 
     `schedule` is, per thunk in execution order, (slots it reads, slots it writes).
+    `ancestors` (inter_op.py), when thunks may run concurrently: per thunk, a bit
+    mask of the thunks that always run before it. A released temp's bytes are then
+    reused only by a writer that all of the temp's users run before.
     """
     last_use: dict[int, int] = {}
+    users: dict[int, int] = {}
     for step, (reads, writes) in enumerate(schedule):
         for s in list(reads) + list(writes):
             last_use[s] = step
+            users[s] = users.get(s, 0) | (1 << step)
     plan = ArenaPlan()
+    released: list = []          # (lo, hi, users mask) of temps no longer used in order
     for step, (reads, writes) in enumerate(schedule):
         for s in writes:
             slot = slots[s]
             if slot.kind == "temp" and slot.offset is None:
-                slot.offset = _first_fit(plan, _round_up(max(slot.nbytes, 1)))
-                plan.live.append((slot.offset, slot.offset + _round_up(max(slot.nbytes, 1)), s))
+                # In order, released bytes are free; concurrently, only those whose
+                # users all run before this writer.
+                busy = [] if ancestors is None else \
+                    [(lo, hi, None) for lo, hi, m in released if m & ~ancestors[step]]
+                size = _round_up(max(slot.nbytes, 1))
+                slot.offset = _first_fit(plan.live + busy, size)
+                plan.live.append((slot.offset, slot.offset + size, s))
                 plan.size = max(plan.size, plan.live[-1][1])
         # Release after the step: a kernel's outputs never overlap its own inputs.
+        for lo, hi, s in plan.live:
+            if last_use.get(s, step) <= step:
+                released.append((lo, hi, users.get(s, 0)))
         plan.live = [(lo, hi, s) for lo, hi, s in plan.live if last_use.get(s, step) > step]
     return plan.size
 
 
-def _first_fit(plan: ArenaPlan, nbytes: int) -> int:
+def _first_fit(occupied: list, nbytes: int) -> int:
     offset = 0
-    for lo, hi, _ in sorted(plan.live):
+    for lo, hi, _ in sorted(occupied):
         if offset + nbytes <= lo:
             break
         offset = max(offset, hi)

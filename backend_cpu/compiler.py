@@ -29,7 +29,7 @@ import numpy as np
 
 from hlo.dtypes import numpy_dtype
 
-from . import disk_cache, kernels, llvm_target
+from . import disk_cache, inter_op, kernels, llvm_target
 from .buffer_assignment import Slot, assign_arena
 from .executable import CpuExecutable, Program, physical_dims, to_physical
 from .kernel_ir import KernelIR
@@ -229,7 +229,8 @@ class ProgramBuilder:
             if instr.opcode != "parameter":
                 self.value[instr] = self._visit(instr)
         outputs = self._outputs()
-        arena = assign_arena(self.slots, [(t.reads, t.writes) for t in self.thunks])
+        arena = assign_arena(self.slots, [(t.reads, t.writes) for t in self.thunks],
+                             inter_op.overlap_ancestors(self.thunks))
         return Program(self.comp.name, self.slots, self.thunks, param_slots, outputs, arena)
 
     def _visit(self, instr) -> list[int]:

@@ -11,16 +11,21 @@ dependencies that cross streams:
     stream 1: [k2]──record e2
 
 Dependencies come from memory, not just from slots: temporaries share the
-arena (buffer_assignment.py placed them for the *sequential* order), so two
-thunks conflict when any bytes they touch overlap and one of them writes.
+arena, so two thunks conflict when any bytes they touch overlap and one of them
+writes. So that reuse does not chain independent branches together, programs
+with independent large kernels lay out their arena knowing which thunks may run
+at the same time (`overlap_ancestors`, buffer_assignment.py): a temp only reuses
+bytes whose readers all run before its writer in every order.
 
 `plan(thunks, slots, max_streams)` returns None for the common case -- a single
-chain, tiny kernels, control flow, or `inter_op_threads` = 1 -- and the program
-then runs its thunks inline, paying nothing for this module.
+chain, tiny kernels, kernels already split over every core by intra-op
+parallelism, control flow, or `inter_op_threads` = 1 -- and the program then
+runs its thunks inline, paying nothing for this module.
 """
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 
 import runtime
@@ -42,11 +47,12 @@ class StreamPlan:
 
 
 def _regions(slots, slot_ids) -> list:
-    """The memory a thunk touches: arena byte ranges for temps, whole slots otherwise."""
+    """The memory a thunk touches: arena byte ranges for temps, whole slots otherwise
+    (`slots` None: every slot on its own, as before the arena is laid out)."""
     regions = []
     for s in slot_ids:
-        slot = slots[s]
-        if slot.kind == "temp":
+        slot = slots[s] if slots is not None else None
+        if slot is not None and slot.kind == "temp":
             regions.append(("arena", slot.offset, slot.offset + max(slot.nbytes, 1)))
         else:
             regions.append(("slot", s, s + 1))
@@ -57,9 +63,9 @@ def _overlap(a, b) -> bool:
     return any(x[0] == y[0] and x[1] < y[2] and y[1] < x[2] for x in a for y in b)
 
 
-def dependencies(thunks, slots) -> list[list[int]]:
+def dependencies(thunks, slots=None) -> list[list[int]]:
     """Per thunk, the earlier thunks it must wait for (read-after-write, write-after-read,
-    write-after-write on overlapping memory)."""
+    write-after-write on overlapping memory; `slots` None: on the same slots)."""
     reads = [_regions(slots, t.reads) for t in thunks]
     writes = [_regions(slots, t.writes) for t in thunks]
     deps = []
@@ -73,15 +79,38 @@ def _is_large_kernel(thunk) -> bool:
     return isinstance(thunk, KernelThunk) and thunk.work_bytes >= INTER_OP_MIN_BYTES
 
 
-def _has_independent_large_kernels(thunks, deps) -> bool:
-    ancestors = []                          # bit i set: thunk i must run before this one
-    for j, ds in enumerate(deps):
+def _leaves_cores_idle(thunk) -> bool:
+    """A linked kernel launched on fewer partitions than the machine has cores: only
+    then can another kernel use the rest (two kernels already on every core would
+    only take turns, plus the streams' hand-offs)."""
+    return thunk.dims is not None and len(thunk.dims.slices) < (os.cpu_count() or 1)
+
+
+def ancestors(deps) -> list[int]:
+    """Per thunk, a bit mask of every thunk that must run before it (transitively)."""
+    masks = []
+    for ds in deps:
         mask = 0
         for i in ds:
-            mask |= ancestors[i] | (1 << i)
-        ancestors.append(mask)
-    large = [j for j, t in enumerate(thunks) if _is_large_kernel(t)]
-    return any(not (ancestors[j] >> i) & 1 for n, i in enumerate(large) for j in large[n + 1:])
+            mask |= masks[i] | (1 << i)
+        masks.append(mask)
+    return masks
+
+
+def overlap_ancestors(thunks) -> list[int] | None:
+    """Before the arena is laid out: the ancestor masks when independent large kernels
+    could overlap (buffer_assignment then never lets two thunks that may run at the
+    same time share arena bytes), else None (the arena is reused freely)."""
+    if len(thunks) < 2 or not all(isinstance(t, (KernelThunk, CopyThunk)) for t in thunks):
+        return None
+    deps = dependencies(thunks)
+    return ancestors(deps) if _has_independent_large_kernels(thunks, deps) else None
+
+
+def _has_independent_large_kernels(thunks, deps, also=lambda t: True) -> bool:
+    ancestors_of = ancestors(deps)
+    large = [j for j, t in enumerate(thunks) if _is_large_kernel(t) and also(t)]
+    return any(not (ancestors_of[j] >> i) & 1 for n, i in enumerate(large) for j in large[n + 1:])
 
 
 def plan(thunks, slots, max_streams: int) -> StreamPlan | None:
@@ -92,7 +121,7 @@ def plan(thunks, slots, max_streams: int) -> StreamPlan | None:
     if not all(isinstance(t, (KernelThunk, CopyThunk)) for t in thunks):
         return None
     deps = dependencies(thunks, slots)
-    if not _has_independent_large_kernels(thunks, deps):
+    if not _has_independent_large_kernels(thunks, deps, _leaves_cores_idle):
         return None
     stream, tails, waits = [], [], []
     for j, ds in enumerate(deps):

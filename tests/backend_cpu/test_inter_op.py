@@ -2,6 +2,7 @@
 streams at the same time; chains and tiny programs keep running in order inline."""
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -44,10 +45,13 @@ ENTRY e {
 
 @pytest.fixture
 def two_streams():
-    previous = runtime.get_options().inter_op_threads
-    runtime.configure(inter_op_threads=2)
+    """Two streams, one partition per kernel (kernels split over every core by intra-op
+    parallelism get no streams: see test_kernels_on_every_core_run_inline)."""
+    previous = runtime.get_options()
+    runtime.configure(inter_op_threads=2, intra_op_threads=1)
     yield
-    runtime.configure(inter_op_threads=previous)
+    runtime.configure(inter_op_threads=previous.inter_op_threads,
+                      intra_op_threads=previous.intra_op_threads)
 
 
 def _compile(text):
@@ -105,6 +109,43 @@ def test_results_are_right_on_streams_repeatedly(two_streams):
 def test_chains_and_tiny_programs_run_inline(two_streams):
     assert _compile(CHAIN)._program.stream_plan is None
     assert _compile(TINY)._program.stream_plan is None
+
+
+def test_kernels_on_every_core_run_inline():
+    previous = runtime.get_options()
+    runtime.configure(inter_op_threads=2, intra_op_threads=os.cpu_count() or 1)
+    try:
+        program = _compile(INDEPENDENT)._program
+        if all(len(t.dims.slices) >= (os.cpu_count() or 1) for t in program.thunks):
+            assert program.stream_plan is None
+    finally:
+        runtime.configure(inter_op_threads=previous.inter_op_threads,
+                          intra_op_threads=previous.intra_op_threads)
+
+
+def test_independent_branches_do_not_share_arena_bytes(two_streams):
+    """Two chains: sequential reuse would put the second chain's temps on the first's
+    released bytes and chain them together; the arena keeps them apart instead."""
+    text = """HloModule chains
+ENTRY e {
+  x = f32[512,512] parameter(0)
+  y = f32[512,512] parameter(1)
+  a1 = f32[512,512] exponential(x)
+  a2 = f32[512,512] negate(a1)
+  a3 = f32[512,512] exponential(a2)
+  b1 = f32[512,512] exponential(y)
+  b2 = f32[512,512] negate(b1)
+  b3 = f32[512,512] exponential(b2)
+  ROOT t = (f32[512,512], f32[512,512]) tuple(a3, b3)
+}"""
+    executable = _compile(text)
+    plan = executable._program.stream_plan
+    assert plan is not None and plan.num_streams == 2
+    assert plan.stream[:3] != plan.stream[3:] and all(w == () for w in plan.waits)
+    x, y = _inputs(np.random.default_rng(2), 2)
+    a, b = executable.run(x, y)
+    np.testing.assert_allclose(a, np.exp(-np.exp(x)), rtol=2e-5, atol=1e-37)  # FTZ
+    np.testing.assert_allclose(b, np.exp(-np.exp(y)), rtol=2e-5, atol=1e-37)
 
 
 def test_one_inter_op_thread_runs_in_order():
