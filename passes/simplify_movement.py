@@ -77,9 +77,12 @@ def _slice(instr):
         # slice(slice(x)): z[k] = y[s2 + k t2] = x[s1 + (s2 + k t2) t1]
         composed = []
         for outer, inner, n in zip(sl, value.attrs["slice"], instr.shape.dims):
+            if n == 0:    # empty: s1 + s2 t1 may lie past x's end, so take [s1:s1]
+                composed.append(SliceDim(inner.start, inner.start, 1))
+                continue
             start = inner.start + outer.start * inner.stride
             stride = inner.stride * outer.stride
-            composed.append(SliceDim(start, start + (n - 1) * stride + 1 if n else start, stride))
+            composed.append(SliceDim(start, start + (n - 1) * stride + 1, stride))
         return make(instr, "slice", [value.operands[0]], slice=tuple(composed))
     return None
 

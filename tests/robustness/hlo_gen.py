@@ -17,6 +17,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from hlo import HloBuilder, HloInstruction, HloModule, Shape, verify
+from hlo.builder import make_window
 from tests import hlo_strategies as hs
 
 MAX_PARAMETERS = 5
@@ -38,7 +39,7 @@ class ModuleGenerator:
                        self._make_slice, self._make_concatenate, self._make_pad,
                        self._make_reverse, self._make_iota, self._make_reduce,
                        self._make_reduce, self._make_dot, self._make_dynamic_slice,
-                       self._make_gather, self._make_sort]
+                       self._make_gather, self._make_sort, self._make_reduce_window]
         if options.control_flow:
             self.makers += [self._make_while, self._make_conditional]
 
@@ -273,6 +274,26 @@ class ModuleGenerator:
         reducer = self.b.scalar_computation(f"{op}_{t}", op, t)
         init = self.b.constant(hs.reducer_identity(op, t), t)
         return self.b.reduce(x, init, dims, reducer)
+
+    def _make_reduce_window(self):
+        """A pooling-style window (size, stride, low/high padding with the identity)."""
+        x = self.pick(lambda i: i.shape.rank > 0)
+        if x is None:
+            return None
+        t = x.shape.element_type
+        op = self.draw(st.sampled_from(hs.REDUCERS[hs.family(t)]))
+        if hs.family(t) == "f" and not self.opt.float_sums:
+            op = self.draw(st.sampled_from(["maximum", "minimum"]))
+        sizes, strides, padding = [], [], []
+        for d in x.shape.dims:
+            low, high = self.draw(st.integers(0, 1)), self.draw(st.integers(0, 1))
+            sizes.append(self.draw(st.integers(1, max(1, d + low + high))))
+            strides.append(self.draw(st.integers(1, 2)))
+            padding.append((low, high))
+        window = make_window(sizes, strides, padding)
+        reducer = self.b.scalar_computation(f"{op}_{t}", op, t)
+        init = self.b.constant(hs.reducer_identity(op, t), t)
+        return self.b.reduce_window(x, init, window, reducer)
 
     def _make_dot(self):
         def fits(i):
