@@ -8,8 +8,10 @@
 
 Where to read next: compiler.py (the stages), elemental.py (how a fusion becomes
 one loop nest of composed element generators), kernels.py (the kernel shapes),
-hoisting.py (row fusions), buffer_assignment.py (slots and the temp arena),
-executable.py / thunks.py (running), disk_cache.py (the persistent cache:
+hoisting.py (row fusions), row_normalize.py (softmax rows: exp once, scale in
+place), buffer_assignment.py (slots and the temp arena), executable.py /
+thunks.py (running), inter_op.py (independent kernels on runtime streams),
+disk_cache.py (the persistent cache:
 $XLAPY_CACHE_DIR, disabled by XLAPY_DISABLE_DISK_CACHE=1).
 """
 from .compiler import CompileOptions, compile

@@ -1,4 +1,5 @@
-"""Thunks: the steps of an executable, run in order against one buffer table.
+"""Thunks: the steps of an executable, run against one buffer table (in order, or on
+streams when independent: inter_op.py).
 
 - `KernelThunk` launches a JIT-compiled kernel over its partitions on the
   runtime's intra-op thread pool (one partition runs inline: tiny kernels pay
