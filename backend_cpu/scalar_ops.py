@@ -107,8 +107,8 @@ def _negate(b, x, t):
 
 def _sign(b, x, t):
     ty = x.type
-    if is_float(t):   # keeps +-0 and NaN
-        r = b.select(b.fcmp_ordered(">", x, const(ty, 0)), const(ty, 1), x)
+    if is_float(t):   # keeps +-0 and NaN; a denormal (read as zero) gives +-0: x * 0
+        r = b.select(b.fcmp_ordered(">", x, const(ty, 0)), const(ty, 1), b.fmul(x, const(ty, 0)))
         return b.select(b.fcmp_ordered("<", x, const(ty, 0)), const(ty, -1), r)
     if is_pred(t):
         return x

@@ -74,6 +74,8 @@ def clamp(instr, operands, ctx):
 def convert(instr, operands, ctx):
     x = operands[0]
     target = np_dtype_of(instr)
+    if instr.operands[0].shape.element_type == instr.shape.element_type:
+        return x                          # a no-op (XLA removes it): nothing is flushed
     if target == np.bool_:
         if x.dtype.kind == "f":
             (x,) = flush_all((x,), ctx)   # DAZ: a denormal reads as zero, so converts to false
