@@ -3,7 +3,8 @@
 `hlo_modules()` draws a module: a DAG of 1-40 instructions built with
 `hlo.HloBuilder` over elementwise unary/binary/compare/select/clamp/convert
 ops in every real element type, broadcast, reshape, transpose, slice,
-concatenate, pad, reverse, iota, reduce, dot, dynamic-slice, gather, sort, and
+concatenate, pad, reverse, iota, reduce, reduce-window, dot, dynamic-slice,
+gather, sort, and
 `while`/`conditional` with small trip counts. Shapes are small and include
 scalars and size-0 and size-1 dimensions; constants include NaN, +-inf, +-0,
 denormals, the integer extremes and the largest finite floats. Every module
