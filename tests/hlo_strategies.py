@@ -4,8 +4,8 @@
 `hlo.HloBuilder` over elementwise unary/binary/compare/select/clamp/convert
 ops in every real element type, broadcast, reshape, transpose, slice,
 concatenate, pad, reverse, iota, reduce, reduce-window, dot, dynamic-slice,
-gather, sort, and
-`while`/`conditional` with small trip counts. Shapes are small and include
+gather, sort, and `while`/`conditional` with small trip counts (parameters
+sometimes carry non-default layouts). Shapes are small and include
 scalars and size-0 and size-1 dimensions; constants include NaN, +-inf, +-0,
 denormals, the integer extremes and the largest finite floats. Every module
 passes `hlo.verify` (the strategy asserts it, so a bug here is loud).
