@@ -63,9 +63,31 @@ def _overlap(a, b) -> bool:
     return any(x[0] == y[0] and x[1] < y[2] and y[1] < x[2] for x in a for y in b)
 
 
+def slot_dependencies(thunks) -> list[list[int]]:
+    """`dependencies` on slots alone, in one pass: the last writer of each slot, and
+    the readers since."""
+    last_writer: dict[int, int] = {}
+    readers: dict[int, list[int]] = {}
+    deps = []
+    for j, t in enumerate(thunks):
+        found = {last_writer[s] for s in list(t.reads) + list(t.writes) if s in last_writer}
+        for s in t.writes:
+            found.update(readers.get(s, ()))
+        for s in t.reads:
+            readers.setdefault(s, []).append(j)
+        for s in t.writes:
+            last_writer[s] = j
+            readers[s] = []
+        found.discard(j)
+        deps.append(sorted(found))
+    return deps
+
+
 def dependencies(thunks, slots=None) -> list[list[int]]:
     """Per thunk, the earlier thunks it must wait for (read-after-write, write-after-read,
     write-after-write on overlapping memory; `slots` None: on the same slots)."""
+    if slots is None:
+        return slot_dependencies(thunks)
     reads = [_regions(slots, t.reads) for t in thunks]
     writes = [_regions(slots, t.writes) for t in thunks]
     deps = []
@@ -101,9 +123,10 @@ def overlap_ancestors(thunks) -> list[int] | None:
     """Before the arena is laid out: the ancestor masks when independent large kernels
     could overlap (buffer_assignment then never lets two thunks that may run at the
     same time share arena bytes), else None (the arena is reused freely)."""
-    if len(thunks) < 2 or not all(isinstance(t, (KernelThunk, CopyThunk)) for t in thunks):
-        return None
-    deps = dependencies(thunks)
+    if sum(map(_is_large_kernel, thunks)) < 2 \
+            or not all(isinstance(t, (KernelThunk, CopyThunk)) for t in thunks):
+        return None                         # the common case, found in one pass
+    deps = slot_dependencies(thunks)
     return ancestors(deps) if _has_independent_large_kernels(thunks, deps) else None
 
 
@@ -115,7 +138,10 @@ def _has_independent_large_kernels(thunks, deps, also=lambda t: True) -> bool:
 
 def plan(thunks, slots, max_streams: int) -> StreamPlan | None:
     """A stream assignment, or None when running in order on the caller is as good."""
-    if max_streams < 2 or len(thunks) < 2:
+    if max_streams < 2 or sum(_is_large_kernel(t) and _leaves_cores_idle(t) for t in thunks) < 2:
+        return None                         # the common case, found in one pass
+    # Independent on slots is necessary for independent in memory: check it first.
+    if not _has_independent_large_kernels(thunks, slot_dependencies(thunks), _leaves_cores_idle):
         return None
     # Host thunks (while, conditional, call) bind slots at run time: keep them in order.
     if not all(isinstance(t, (KernelThunk, CopyThunk)) for t in thunks):

@@ -170,3 +170,20 @@ def test_arena_reuse_is_a_dependency():
     deps = inter_op.dependencies(thunks, slots)
     assert deps[1] == [0]
     assert 1 in deps[2]          # writes slot 2 over slot 1's bytes, which thunk 1 reads
+
+
+def test_one_pass_slot_dependencies_give_the_pairwise_order():
+    """The one-pass edges may skip ones implied by others: the orders (ancestors) agree."""
+    from backend_cpu.buffer_assignment import Slot
+
+    class Fake:
+        def __init__(self, reads, writes):
+            self.reads, self.writes = reads, writes
+    rng = np.random.default_rng(7)
+    slots = [Slot("output", 64) for _ in range(6)]   # no temps: regions are whole slots
+    for _ in range(50):
+        thunks = [Fake(list(rng.choice(6, rng.integers(0, 3), replace=False)),
+                       list(rng.choice(6, rng.integers(1, 3), replace=False)))
+                  for _ in range(8)]
+        assert inter_op.ancestors(inter_op.slot_dependencies(thunks)) == \
+            inter_op.ancestors(inter_op.dependencies(thunks, slots))
