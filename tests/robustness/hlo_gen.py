@@ -153,12 +153,26 @@ class ModuleGenerator:
         op = self.draw(st.sampled_from(self.binary_ops(x.shape.element_type)))
         return self.b.op(op, [x, y] if self.draw(st.booleans()) else [y, x])
 
+    def canonical_nans(self, x: HloInstruction) -> HloInstruction:
+        """x with every NaN replaced by +NaN.
+
+        The sign of a NaN made by arithmetic is unspecified (x86 makes -NaN, numpy
+        often +NaN), and only a TOTALORDER compare can see it; canonical NaNs keep
+        such compares (and sorts) deterministic.
+        """
+        if not x.shape.dtype.is_float:
+            return x
+        t = x.shape.element_type
+        nan = self.b.broadcast(self.b.constant(np.array(np.nan, hs.numpy_type(t)), t), x.shape)
+        return self.b.select(self.b.compare(x, x, "NE"), nan, x)
+
     def _make_compare(self):
         x = self.pick()
         y = self.value_of(x.shape)
         kind = None
         if x.shape.dtype.is_float and self.draw(st.booleans()):
             kind = "TOTALORDER"
+            x, y = self.canonical_nans(x), self.canonical_nans(y)
         return self.b.compare(x, y, self.draw(st.sampled_from(hs.DIRECTIONS)), kind)
 
     def _make_select(self):
@@ -351,7 +365,7 @@ class ModuleGenerator:
         if x is None:
             return None
         dim = self.draw(st.integers(0, x.shape.rank - 1))
-        operands = [x]
+        operands = [self.canonical_nans(x)]           # the comparator is TOTALORDER
         if self.draw(st.booleans()):
             operands.append(self.b.iota(Shape("s32", x.shape.dims), dim))
         self._sub_count += 1
