@@ -1,5 +1,9 @@
-"""Session-wide test options: golden-file updating and hypothesis profiles."""
+"""Session-wide test options: golden-file updating, hypothesis profiles, and a
+disk cache of compiled code private to the test session."""
+import atexit
 import os
+import shutil
+import tempfile
 
 from hypothesis import HealthCheck, settings
 
@@ -13,3 +17,12 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", default=False,
                      help="rewrite the expected HLO of tests/golden from the current output")
+
+
+# Compiled kernels are cached on disk between processes (backend_cpu/disk_cache.py).
+# A test session uses a fresh folder of its own, so results never depend on what an
+# earlier run or another checkout left in ~/.cache, and the suite's time is honest.
+if "XLAPY_CACHE_DIR" not in os.environ:
+    _session_cache = tempfile.mkdtemp(prefix="xlapy-test-cache-")
+    os.environ["XLAPY_CACHE_DIR"] = _session_cache
+    atexit.register(shutil.rmtree, _session_cache, ignore_errors=True)
