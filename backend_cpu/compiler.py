@@ -29,7 +29,7 @@ import numpy as np
 
 from hlo.dtypes import numpy_dtype
 
-from . import disk_cache, inter_op, kernels, llvm_target
+from . import disk_cache, gemm_library, inter_op, kernels, llvm_target
 from .buffer_assignment import Slot, assign_arena
 from .executable import CpuExecutable, Program, physical_dims, to_physical
 from .kernel_ir import KernelIR
@@ -81,7 +81,7 @@ def compile(module, options: CompileOptions | None = None) -> CpuExecutable:
     executable = _load_from_disk(disk_key, start) if on_disk else None
     if executable is None:
         module = _run_pipeline(module, text, options.pipeline)
-        executable, payload = _compile_module(module, start)
+        executable, payload = _compile_module(module, start, use_disk_cache=on_disk)
         if on_disk and payload["object"] is not None:
             disk_cache.store(disk_key, payload)
     if options.cache:
@@ -96,6 +96,8 @@ def _load_from_disk(disk_key: str, start: float) -> CpuExecutable | None:
     payload = disk_cache.load(disk_key)
     if payload is None:
         return None
+    # The GEMM routines the module calls live in the process-wide library.
+    gemm_library.ensure_compiled(payload.get("gemm_routines", []))
     jit = disk_cache.jit_object(payload["object"])
     program = payload["program"]
     program.link(jit.lookup)
@@ -121,7 +123,8 @@ def _run_pipeline(module, text: str, pipeline):
     return module
 
 
-def _compile_module(module, start: float) -> tuple[CpuExecutable, dict]:
+def _compile_module(module, start: float, use_disk_cache: bool = False
+                    ) -> tuple[CpuExecutable, dict]:
     """(executable, the payload the disk cache stores for it)."""
     if module.entry is None:
         raise ValueError("compile: the module has no ENTRY computation")
@@ -131,6 +134,8 @@ def _compile_module(module, start: float) -> tuple[CpuExecutable, dict]:
     ref = llvm_target.parse_and_verify(str(context.module))
     llvm_target.optimize(ref)
     optimized = str(ref)
+    routines = gemm_library.routines_in(context.module)
+    gemm_library.ensure_compiled(routines, use_disk_cache)
     _check_external_symbols(ref)
     jit = disk_cache.jit_module(ref)
     program.link(jit.lookup)
@@ -139,7 +144,7 @@ def _compile_module(module, start: float) -> tuple[CpuExecutable, dict]:
     executable = CpuExecutable(program, params, jit=jit, llvm_ir=optimized, hlo_text=hlo_text,
                                compile_seconds=time.perf_counter() - start)
     payload = {"program": program, "params": params, "llvm_ir": optimized,
-               "hlo_text": hlo_text, "object": jit.object_code}
+               "hlo_text": hlo_text, "object": jit.object_code, "gemm_routines": routines}
     return executable, payload
 
 

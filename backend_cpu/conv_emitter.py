@@ -10,8 +10,9 @@ where the rhs is used in place (its row-major HWIO bytes are that [K, F]
 matrix) and `patches` is built in a scratch slot: each entry is the input
 element under window tap (k0, k1..) of output position (o0, o1..), or 0 in
 padding and between base-dilated elements (window_source gives the mapping).
-`[begin, end)` are batch images: a partition builds its own rows of `patches`
-and runs the GEMM on exactly those rows, so partitions never share memory.
+`[begin, end)` are work units of whole batch images (dot_emitter.run_units): a
+unit builds its own rows of `patches` and runs the GEMM on exactly those rows
+with its own packing scratch, so partitions never share memory.
 
 Other convolutions (grouped, other layouts, huge patch matrices) keep the
 generic generator of contraction.py.
@@ -23,6 +24,7 @@ from math import prod
 from hlo.shape import Shape
 
 from .contraction import parse_dim_labels
+from .dot_emitter import even_cuts, run_units
 from .loops import for_range, i64
 from .reduction import window_source
 
@@ -60,20 +62,22 @@ def try_emit_conv_gemm(kernel, conv, lhs_gen, rhs_view, out) -> int | None:
     esize = out.shape.nbytes // max(out.shape.numel, 1)
     if m * k * esize > MAX_PATCH_BYTES or m * k * features < GEMM_MIN_FLOPS:
         return None
+    args = dict(lhs_dtype=etype, rhs_dtype=etype, out_dtype=etype, m=m, n=features, k=k,
+                lhs_strides=(k, 1), rhs_strides=(features, 1))
     try:
-        fn = gemm.emit_gemm(kernel.function.module, f"{kernel.name}_gemm", lhs_dtype=etype,
-                            rhs_dtype=etype, out_dtype=etype, m=m, n=features, k=k,
-                            lhs_strides=(k, 1), rhs_strides=(features, 1))
+        fn = gemm.emit_gemm(kernel.function.module, f"{kernel.name}_gemm", **args)
     except ValueError:
         return None
     patch_shape = Shape(etype, (batch, *out_spatial, *taps, lhs_shape.dims[-1]))
     patches = kernel.buffer(kernel.scratch_slot(patch_shape), patch_shape)
-    _emit_im2col(kernel, lhs_gen, patches, window, lhs_shape, out_spatial, taps)
     b = kernel.b
-    first = b.mul(kernel.begin, i64(rows_per_image))
-    last = b.mul(kernel.end, i64(rows_per_image))
-    b.call(fn, [patches.pointer, rhs_view.pointer, out.pointer, first, last])
-    return batch
+
+    def images(lo, hi, scratch):
+        _emit_im2col(kernel, lhs_gen, patches, window, lhs_shape, out_spatial, taps, lo, hi)
+        first, last = b.mul(lo, i64(rows_per_image)), b.mul(hi, i64(rows_per_image))
+        b.call(fn, [patches.pointer, rhs_view.pointer, out.pointer, first, last, scratch])
+    return run_units(kernel, even_cuts(batch, 2 * m * features * k),
+                     gemm.gemm_scratch_bytes(**args), images)
 
 
 def _row_major(dims):
@@ -84,15 +88,17 @@ def _row_major(dims):
     return list(reversed(strides))
 
 
-def _emit_im2col(kernel, lhs_gen, patches, window, lhs_shape, out_spatial, taps) -> None:
-    """patches[n, o.., k.., c] = lhs[n, o*stride + k*dilation - pad.., c] (0 outside)."""
+def _emit_im2col(kernel, lhs_gen, patches, window, lhs_shape, out_spatial, taps,
+                 first_image, end_image) -> None:
+    """patches[n, o.., k.., c] = lhs[n, o*stride + k*dilation - pad.., c] (0 outside),
+    for images first_image <= n < end_image."""
     from .llvm_types import compute_type
     from .scalar_ops import const
     b = kernel.b
     spatial_dims = lhs_shape.dims[1:-1]
     channels = lhs_shape.dims[-1]
     zero = const(compute_type(patches.etype), 0)
-    loops = [("n", kernel.begin, kernel.end)] + \
+    loops = [("n", first_image, end_image)] + \
         [(f"o{i}", i64(0), i64(s)) for i, s in enumerate(out_spatial)] + \
         [(f"k{i}", i64(0), i64(s)) for i, s in enumerate(taps)] + [("c", i64(0), i64(channels))]
     index: list = []

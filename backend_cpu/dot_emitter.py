@@ -7,9 +7,12 @@ parameters, bitcasts and transposes only: each of those is a *strided view*
 strides go to the GEMM, which folds them into packing. Several free (or
 contracting) dimensions merge into one when they are contiguous in memory.
 
-Without batch dimensions the kernel's [begin, end) are GEMM rows (partitioned
-by `gemm_partitions`); with batch dimensions they are batch indices, and each
-batch entry runs the whole GEMM on offset pointers.
+The kernel's [begin, end) count *work units* (`run_units`): unit p covers a
+fixed range of GEMM rows (without batch dimensions; cut by `gemm_row_split`)
+or of batch indices (each batch entry runs the whole GEMM on offset pointers),
+and owns region p of a scratch slot for the GEMM's packing buffers. Units run
+concurrently on different threads, so no two share packing memory, and the
+generated code allocates nothing itself.
 
 Small products stay on the generic dot generator (contraction.py): for them the
 packed GEMM costs more compile time than it saves.
@@ -95,33 +98,76 @@ def try_emit_gemm(kernel, dot, lhs: View | None, rhs: View | None, out) -> int |
     (m, sm), (k, slk), (k2, srk), (n, sn) = merged
     if k != k2 or m * n * k < GEMM_MIN_FLOPS:
         return None
+    args = dict(lhs_dtype=lhs.etype, rhs_dtype=rhs.etype, out_dtype=out.shape.element_type,
+                m=m, n=n, k=k, lhs_strides=(sm, slk), rhs_strides=(srk, sn))
     try:
-        fn = gemm.emit_gemm(kernel.function.module, f"{kernel.name}_gemm",
-                            lhs_dtype=lhs.etype, rhs_dtype=rhs.etype,
-                            out_dtype=out.shape.element_type, m=m, n=n, k=k,
-                            lhs_strides=(sm, slk), rhs_strides=(srk, sn))
+        fn = gemm.emit_gemm(kernel.function.module, f"{kernel.name}_gemm", **args)
     except ValueError:
         return None
+    scratch_bytes = gemm.gemm_scratch_bytes(**args)
     b = kernel.b
     if not lb:
-        b.call(fn, [lhs.pointer, rhs.pointer, out.pointer, kernel.begin, kernel.end])
-        threads = _threads()
-        kernel.max_partitions = gemm.gemm_partitions(m, n, k, threads)
-        return m
+        parts = gemm.gemm_partitions(m, n, k, _threads())
+        cuts = [begin for begin, _ in gemm.gemm_row_split(m, parts)] + [m]
+        return run_units(kernel, cuts, scratch_bytes, lambda lo, hi, scratch: b.call(
+            fn, [lhs.pointer, rhs.pointer, out.pointer, lo, hi, scratch]))
     batch_dims = [dot.shape.dims[i] for i in range(len(lb))]
-    with for_range(b, kernel.begin, kernel.end, "batch") as flat:
-        rest, offsets = flat, [i64(0), i64(0), i64(0)]
-        for i in reversed(range(len(lb))):
-            idx = b.urem(rest, i64(batch_dims[i]))
-            rest = b.udiv(rest, i64(batch_dims[i]))
-            offsets[0] = b.add(offsets[0], b.mul(idx, i64(lhs.strides[lb[i]])))
-            offsets[1] = b.add(offsets[1], b.mul(idx, i64(rhs.strides[rb[i]])))
-        offsets[2] = b.mul(flat, i64(m * n))
-        pointers = [_offset(b, v.pointer, off, v.etype) for v, off in
-                    ((lhs, offsets[0]), (rhs, offsets[1]), (out, offsets[2]))]
-        b.call(fn, pointers + [i64(0), i64(m)])
-    kernel.max_partitions = None
-    return prod(batch_dims)
+
+    def batches(lo, hi, scratch):
+        with for_range(b, lo, hi, "batch") as flat:
+            rest, offsets = flat, [i64(0), i64(0), i64(0)]
+            for i in reversed(range(len(lb))):
+                idx = b.urem(rest, i64(batch_dims[i]))
+                rest = b.udiv(rest, i64(batch_dims[i]))
+                offsets[0] = b.add(offsets[0], b.mul(idx, i64(lhs.strides[lb[i]])))
+                offsets[1] = b.add(offsets[1], b.mul(idx, i64(rhs.strides[rb[i]])))
+            offsets[2] = b.mul(flat, i64(m * n))
+            pointers = [_offset(b, v.pointer, off, v.etype) for v, off in
+                        ((lhs, offsets[0]), (rhs, offsets[1]), (out, offsets[2]))]
+            b.call(fn, pointers + [i64(0), i64(m), scratch])
+    count = prod(batch_dims)
+    return run_units(kernel, even_cuts(count, 2 * m * n * k * count), scratch_bytes, batches)
+
+
+def even_cuts(count: int, flops: int) -> list[int]:
+    """Unit boundaries splitting `count` items evenly over the intra-op threads, with at
+    least MIN_FLOPS_PER_PARTITION of `flops` (the whole launch's) per unit."""
+    from .gemm import MIN_FLOPS_PER_PARTITION
+    units = max(1, min(_threads(), count, flops // MIN_FLOPS_PER_PARTITION))
+    return [count * p // units for p in range(units + 1)]
+
+
+def run_units(kernel, cuts: list[int], scratch_bytes: int, body) -> int:
+    """Makes the kernel's [begin, end) count work units: unit p calls
+    `body(lo, hi, scratch)` on items [cuts[p], cuts[p + 1]) with region p of a scratch
+    slot of this kernel (`scratch_bytes` each, 64-byte aligned; null when 0). Returns
+    the partition extent (the number of units), which is also the most partitions
+    worth launching. A launch with fewer partitions runs several units in turn."""
+    units = len(cuts) - 1
+    b = kernel.b
+    table_type = ir.ArrayType(ir.IntType(64), len(cuts))
+    table = ir.GlobalVariable(kernel.function.module, table_type, f"{kernel.name}.units")
+    table.initializer = ir.Constant(table_type, cuts)
+    table.global_constant, table.linkage = True, "internal"
+    base = _aligned_scratch(kernel, units * scratch_bytes) if scratch_bytes else None
+    with for_range(b, kernel.begin, kernel.end, "unit") as p:
+        bound = [b.load(b.gep(table, [i64(0), q], inbounds=True, source_etype=table_type),
+                        typ=ir.IntType(64)) for q in (p, b.add(p, i64(1)))]
+        scratch = ir.Constant(ir.PointerType(), None) if base is None else \
+            b.gep(base, [b.mul(p, i64(scratch_bytes))], inbounds=True, source_etype=ir.IntType(8))
+        body(bound[0], bound[1], scratch)
+    kernel.max_partitions = units
+    return units
+
+
+def _aligned_scratch(kernel, nbytes: int) -> ir.Value:
+    """A pointer to `nbytes` of this kernel's scratch slot, rounded up to 64 bytes."""
+    from hlo.shape import Shape
+    from .gemm_packing import ALIGN
+    slot = kernel.scratch_slot(Shape("u8", (nbytes + ALIGN,)))
+    e, pointer = kernel.entry, kernel.slot_pointer(slot)
+    pad = e.and_(e.sub(i64(0), e.ptrtoint(pointer, ir.IntType(64))), i64(ALIGN - 1))
+    return e.gep(pointer, [pad], inbounds=True, source_etype=ir.IntType(8), name="gemm.scratch")
 
 
 def _offset(b, pointer, elements, etype):

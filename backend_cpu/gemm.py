@@ -2,10 +2,14 @@
 
 `emit_gemm` adds to an llvmlite module one function
 
-    void name(ptr lhs, ptr rhs, ptr out, i64 m_begin, i64 m_end)
+    void name(ptr lhs, ptr rhs, ptr out, i64 m_begin, i64 m_end, ptr scratch)
 
 that computes rows [m_begin, m_end) of out[m, n] = lhs[m, k] @ rhs[k, n] (the caller
-splits rows across threads; `gemm_partitions` says into how many parts). Operands
+splits rows across threads; `gemm_partitions` says into how many parts). `scratch`
+is the caller's packing memory, `gemm_scratch_bytes` long and 64-byte aligned, one
+region per concurrent call (null when that size is 0): the generated code allocates
+nothing, so it cannot fail, and the host's caching allocator hands out memory that
+is already paged in. Operands
 are addressed through element strides, so a transposed operand costs nothing extra:
 the transpose is folded into packing. Shapes are static; the code is specialized
 on them.
@@ -24,8 +28,10 @@ cache level (see the budgets below):
 
 Packing converts operands to the accumulation type (s8 -> i32, f16 -> f32, ...) and
 zero-pads partial panels, so the micro-kernel (gemm_microkernel.py) only ever sees
-full, contiguous, aligned panels. Matrix-vector products (m == 1 or n == 1) skip all
-this and stream the matrix once (gemm_gemv.py).
+full, contiguous, aligned panels. The micro-kernel and the packing routines depend
+on a few parameters only (spelled out in their names): they are compiled once per
+process (gemm_library.py), and a GEMM only declares them. Matrix-vector products
+(m == 1 or n == 1) skip all this and stream the matrix once (gemm_gemv.py).
 """
 from __future__ import annotations
 
@@ -37,10 +43,10 @@ from llvmlite import ir
 from hlo.dtypes import DTYPES
 from .gemm_gemv import emit_gemv
 from .gemm_ir import (I64, PTR, VOID, Arith, GemmSpec, const,
-                      element_ptr, entry_alloca, for_range, imin, libc_function, storage_type)
-from .gemm_microkernel import MicroTile, choose_tile, emit_microkernel
-from .gemm_packing import ALIGN, PackLayout, emit_pack
-from . import llvm_target
+                      element_ptr, entry_alloca, for_range, imin, storage_type)
+from .gemm_microkernel import MicroTile, choose_tile
+from .gemm_packing import ALIGN, PackLayout
+from . import gemm_library, llvm_target
 
 # Cache budgets of Zen 5 (48 KiB L1D and 1 MiB L2 per core, a shared L3), in bytes,
 # from which KC, MC and NC follow for each element size:
@@ -56,8 +62,8 @@ L2_BLOCK_BYTES = 384 * 1024
 L3_PANEL_BYTES = 2 * 1024 * 1024
 # From this size on, a GEMM is worth the compile time of the fastest A packing.
 BIG_GEMM_FLOPS = 1 << 28
-# Packing buffers up to this size live on the stack; larger ones come from
-# aligned_alloc (worker threads may have small stacks).
+# Packing buffers up to this size live on the stack; larger ones are the caller's
+# scratch (worker threads may have small stacks).
 STACK_SCRATCH_BYTES = 64 * 1024
 # Splitting a launch across threads costs a few tens of microseconds; a partition
 # should have at least this much work (about 10 us of one core's FMA throughput).
@@ -132,11 +138,31 @@ def gemm_row_split(m: int, parts: int) -> list[tuple[int, int]]:
     return list(zip(cuts, cuts[1:] + [m]))
 
 
+def gemm_scratch_bytes(*, lhs_dtype: str, rhs_dtype: str, out_dtype: str, m: int, n: int,
+                       k: int, vector_bits: int | None = None, **_strides) -> int:
+    """How many bytes of `scratch` one call of `emit_gemm`'s function needs (0: none,
+    the packing buffers fit on its stack or it does not pack). Takes emit_gemm's
+    keyword arguments (the strides do not matter)."""
+    spec = GemmSpec(lhs_dtype, rhs_dtype, out_dtype, m, n, k, (0, 0), (0, 0))
+    if m <= 1 or n <= 1 or k == 0:
+        return 0                 # empty, zero-filled or matrix-vector: no packing
+    return sum(_pack_bytes(spec, plan_gemm(spec, vector_bits or host_vector_bits())))
+
+
+def _pack_bytes(spec: GemmSpec, plan: GemmPlan) -> tuple[int, int]:
+    """(A block, B panel) bytes when they come from the caller's scratch, else (0, 0)."""
+    esize = spec.arith.nbytes
+    a_bytes = _round_up(plan.mc * plan.kc * esize, ALIGN)
+    b_bytes = _round_up(plan.nc * plan.kc * esize, ALIGN)
+    return (0, 0) if a_bytes + b_bytes <= STACK_SCRATCH_BYTES else (a_bytes, b_bytes)
+
+
 def emit_gemm(module: ir.Module, name: str, *, lhs_dtype: str, rhs_dtype: str,
               out_dtype: str, m: int, n: int, k: int,
               lhs_strides: tuple[int, int], rhs_strides: tuple[int, int],
               vector_bits: int | None = None) -> ir.Function:
-    """Adds `void name(ptr lhs, ptr rhs, ptr out, i64 m_begin, i64 m_end)` to `module`.
+    """Adds `void name(ptr lhs, ptr rhs, ptr out, i64 m_begin, i64 m_end, ptr scratch)`
+    to `module` (`scratch`: `gemm_scratch_bytes` bytes, see the module docstring).
 
     It computes out[i, j] = sum_k lhs[i, k] * rhs[k, j] for m_begin <= i < m_end, in the
     accumulation type of `out_dtype` (f16 accumulates in f32; integers wrap). `vector_bits`
@@ -145,8 +171,8 @@ def emit_gemm(module: ir.Module, name: str, *, lhs_dtype: str, rhs_dtype: str,
     spec = GemmSpec(lhs_dtype, rhs_dtype, out_dtype, m, n, k,
                     tuple(lhs_strides), tuple(rhs_strides))
     _check_spec(spec)
-    fn = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR, PTR, I64, I64]), name)
-    for arg, arg_name in zip(fn.args, ("lhs", "rhs", "out", "m_begin", "m_end")):
+    fn = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR, PTR, I64, I64, PTR]), name)
+    for arg, arg_name in zip(fn.args, ("lhs", "rhs", "out", "m_begin", "m_end", "scratch")):
         arg.name = arg_name
     bits = vector_bits or host_vector_bits()
     if m == 0 or n == 0:
@@ -186,7 +212,7 @@ def _round_up(x: int, multiple: int) -> int:
 def _emit_zero_fill(fn: ir.Function, spec: GemmSpec) -> None:
     """k == 0: every output element is the empty sum, zero."""
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    _, _, out, m_begin, m_end = fn.args
+    _, _, out, m_begin, m_end, _ = fn.args
     out_ty = storage_type(spec.out_dtype)
     with for_range(b, b.mul(m_begin, const(spec.n)), b.mul(m_end, const(spec.n)), name="z") as i:
         b.store(ir.Constant(out_ty, None), element_ptr(b, out, out_ty, i))
@@ -196,13 +222,13 @@ def _emit_zero_fill(fn: ir.Function, spec: GemmSpec) -> None:
 def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan) -> None:
     """The five-loop nest of the module docstring."""
     module, arith, tile = fn.module, spec.arith, plan.tile
-    # Helpers are shared by every GEMM of the module that has the same parameters:
-    # less IR to optimize when a model has many dots.
+    # The helpers are routines of the process-wide library (gemm_library.py): the
+    # module only declares them, by names that encode every parameter.
     may_accumulate = spec.k > plan.kc
     shape = f"{arith.type}.{tile.mr}x{tile.nrv}x{tile.lanes}"
-    micro = _shared(module, f"xlapy.gemm.micro.{shape}.{spec.out_dtype}{'.acc' * may_accumulate}",
-                    lambda name: emit_microkernel(module, name, arith, tile, spec.out_dtype,
-                                                  may_accumulate))
+    micro = gemm_library.declare(module, gemm_library.Routine(
+        f"xlapy.gemm.micro.{shape}.{spec.out_dtype}{'.acc' * may_accumulate}", "micro",
+        spec.out_dtype, tile, may_accumulate))
     # A's rows and B's columns are the panels' x axis (gemm_packing.py).
     a_strides = [const(s) for s in spec.lhs_strides]            # (s_x, s_k)
     b_strides = [const(s) for s in reversed(spec.rhs_strides)]
@@ -212,15 +238,14 @@ def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan) -> None:
                              in_registers=2 * spec.m * spec.n * spec.k >= BIG_GEMM_FLOPS)
     b_layout = PackLayout.of(spec.rhs_dtype, *reversed(spec.rhs_strides), width=tile.nr,
                              lanes=tile.lanes)
-    pack_a, pack_b = (
-        _shared(module, f"xlapy.gemm.pack.{arith.type}.{layout.key()}",
-                lambda name, layout=layout: emit_pack(module, name, layout, arith))
+    pack_a, pack_b = (gemm_library.declare(module, gemm_library.Routine(
+        f"xlapy.gemm.pack.{arith.type}.{layout.key()}", "pack", spec.out_dtype, layout))
         for layout in (a_layout, b_layout))
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    lhs, rhs, out, m_begin, m_end = fn.args
+    lhs, rhs, out, m_begin, m_end, scratch = fn.args
     with b.if_then(b.icmp_signed(">=", m_begin, m_end)):
         b.ret_void()   # an empty partition: do not even pack B
-    a_buf, b_buf, release = _scratch(b, arith, plan.mc * plan.kc, plan.nc * plan.kc)
+    a_buf, b_buf = _pack_buffers(b, spec, plan, scratch)
     n, k, mr, nr = spec.n, spec.k, tile.mr, tile.nr
     out_ty = storage_type(spec.out_dtype)
     with for_range(b, 0, n, plan.nc, name="jc", transform=False) as jc:
@@ -243,30 +268,19 @@ def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan) -> None:
                         c_tile = element_ptr(b, out, out_ty, b.add(c_row, c_col))
                         b.call(micro, [a_panel, b_panel, c_tile, const(n), kcb, rows, cols,
                                        accumulate])
-    release()
     b.ret_void()
 
 
-def _shared(module: ir.Module, name: str, build) -> ir.Function:
-    """The function `name` of `module`, built by `build(name)` the first time."""
-    existing = module.globals.get(name)
-    return existing if existing is not None else build(name)
-
-
-def _scratch(b: ir.IRBuilder, arith: Arith, a_elems: int, b_elems: int):
-    """Two 64-byte aligned packing buffers; returns (a_buf, b_buf, release)."""
-    a_bytes = _round_up(a_elems * arith.nbytes, ALIGN)
-    b_bytes = _round_up(b_elems * arith.nbytes, ALIGN)
-    if a_bytes + b_bytes <= STACK_SCRATCH_BYTES:
-        a_buf = entry_alloca(b, ir.IntType(8), a_bytes, name="a_pack", align=ALIGN)
-        b_buf = entry_alloca(b, ir.IntType(8), b_bytes, name="b_pack", align=ALIGN)
-        return a_buf, b_buf, lambda: None
-    alloc = libc_function(b.module, "aligned_alloc", PTR, [I64, I64])
-    free = libc_function(b.module, "free", VOID, [PTR])
-    a_buf = b.call(alloc, [const(ALIGN), const(a_bytes)], name="a_pack")
-    b_buf = b.call(alloc, [const(ALIGN), const(b_bytes)], name="b_pack")
-
-    def release():
-        b.call(free, [a_buf])
-        b.call(free, [b_buf])
-    return a_buf, b_buf, release
+def _pack_buffers(b: ir.IRBuilder, spec: GemmSpec, plan: GemmPlan, scratch):
+    """The 64-byte aligned packing buffers (a_buf, b_buf): the caller's scratch, or the
+    stack when they are small (then `scratch` may be null)."""
+    a_bytes, b_bytes = _pack_bytes(spec, plan)
+    if a_bytes:
+        return scratch, b.gep(scratch, [const(a_bytes)], source_etype=ir.IntType(8),
+                              inbounds=True, name="b_pack")
+    esize = spec.arith.nbytes
+    a_buf = entry_alloca(b, ir.IntType(8), _round_up(plan.mc * plan.kc * esize, ALIGN),
+                         name="a_pack", align=ALIGN)
+    b_buf = entry_alloca(b, ir.IntType(8), _round_up(plan.nc * plan.kc * esize, ALIGN),
+                         name="b_pack", align=ALIGN)
+    return a_buf, b_buf

@@ -59,7 +59,7 @@ class _MatVec:
 def emit_gemv(fn: ir.Function, spec: GemmSpec, vector_bits: int) -> None:
     """Fills `fn` (emit_gemm's signature) for m == 1 or n == 1."""
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    lhs, rhs, out, m_begin, m_end = fn.args
+    lhs, rhs, out, m_begin, m_end, _ = fn.args   # no scratch: nothing is packed
     arith = spec.arith
     lanes = max(1, vector_bits // arith.bits)
     if spec.n == 1:

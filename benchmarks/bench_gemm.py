@@ -20,6 +20,7 @@ import ctypes
 import os
 import statistics
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,8 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from llvmlite import ir  # noqa: E402
 
-from backend_cpu import llvm_target  # noqa: E402
-from backend_cpu.gemm import emit_gemm, gemm_partitions, gemm_row_split  # noqa: E402
+from backend_cpu import gemm_library, llvm_target  # noqa: E402
+from backend_cpu.gemm import (emit_gemm, gemm_partitions, gemm_row_split,  # noqa: E402
+                              gemm_scratch_bytes)
 
 # 2 Zen 5 cores x 2 FMA pipes x 16 f32 lanes x 2 flops x ~4 GHz (issue 9's figure).
 PEAK_GFLOPS_2_CORES = 500.0
@@ -39,16 +41,27 @@ PEAK_GFLOPS_2_CORES = 500.0
 XLA_MS = {(1024, 1024, 1024): 8.2, (2048, 2048, 2048): 62.0}
 DEFAULT_SHAPES = ["1024", "2048", "256x4096x1024", "256x1024x4096"]
 KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                          ctypes.c_int64, ctypes.c_int64)
+                          ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
 
 
 def compile_matmul(m: int, n: int, k: int):
-    """(engine, ctypes kernel) for f32 [m, k] @ [k, n], both row-major."""
+    """(engine, kernel(a, b, c, m_begin, m_end)) for f32 [m, k] @ [k, n], both row-major
+    (the kernel takes data addresses; each thread packs into its own scratch)."""
     module = ir.Module(name=f"matmul{m}x{n}x{k}")
-    emit_gemm(module, "matmul", lhs_dtype="f32", rhs_dtype="f32", out_dtype="f32",
-              m=m, n=n, k=k, lhs_strides=(k, 1), rhs_strides=(n, 1))
+    args = dict(lhs_dtype="f32", rhs_dtype="f32", out_dtype="f32", m=m, n=n, k=k,
+                lhs_strides=(k, 1), rhs_strides=(n, 1))
+    emit_gemm(module, "matmul", **args)
+    gemm_library.ensure_compiled(gemm_library.routines_in(module))
     jit = llvm_target.jit_compile(str(module))
-    return jit, KERNEL(jit.lookup("matmul"))
+    kernel, nbytes = KERNEL(jit.lookup("matmul")), gemm_scratch_bytes(**args)
+    scratch = threading.local()       # packing memory: one block per thread, reused
+
+    def call(a, b, c, m_begin, m_end):
+        if not hasattr(scratch, "block"):
+            scratch.block = np.zeros(nbytes + 64, np.uint8)
+        address = scratch.block.ctypes.data
+        kernel(a, b, c, m_begin, m_end, address + (-address) % 64 if nbytes else None)
+    return jit, call
 
 
 def median_ms(fn, repeat: int) -> float:

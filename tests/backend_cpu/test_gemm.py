@@ -16,16 +16,16 @@ import numpy as np
 import pytest
 from llvmlite import ir
 
-from backend_cpu import llvm_target
+from backend_cpu import gemm_library, llvm_target
 from backend_cpu.gemm import (BIG_GEMM_FLOPS, K_PANEL_BYTES, emit_gemm, gemm_partitions, gemm_row_split,
-                              host_vector_bits, plan_gemm)
+                              gemm_scratch_bytes, host_vector_bits, plan_gemm)
 from backend_cpu.gemm_ir import GemmSpec
 from backend_cpu.gemm_microkernel import choose_tile
 from backend_cpu.gemm_packing import transpose_square
 from hlo.dtypes import numpy_dtype
 
 KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                          ctypes.c_int64, ctypes.c_int64)
+                          ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
 
 # The blocking of f32 GEMMs on this host: the longest k block, and the m block and n
 # panel of a large GEMM with that k.
@@ -94,6 +94,8 @@ def _compiled_table():
     for index, (spec, bits) in enumerate(ALL_CASES):
         names[(spec, bits)] = f"gemm{index}"
         _emit(module, names[(spec, bits)], spec, bits)
+    # The micro-kernels and packing routines come from the process-wide library.
+    gemm_library.ensure_compiled(gemm_library.routines_in(module))
     jit = llvm_target.jit_compile(str(module))
     kernels = {case: KERNEL(jit.lookup(name)) for case, name in names.items()}
     return jit, kernels
@@ -104,6 +106,19 @@ def _emit(module, name, spec, bits):
                      out_dtype=spec.out_dtype, m=spec.m, n=spec.n, k=spec.k,
                      lhs_strides=spec.lhs_strides, rhs_strides=spec.rhs_strides,
                      vector_bits=bits)
+
+
+def _scratch(case):
+    """(keep-alive array, 64-byte aligned address or None) of the case's packing scratch,
+    poisoned with NaN bytes: the kernel must write before it reads."""
+    spec, bits = case
+    nbytes = gemm_scratch_bytes(lhs_dtype=spec.lhs_dtype, rhs_dtype=spec.rhs_dtype,
+                                out_dtype=spec.out_dtype, m=spec.m, n=spec.n, k=spec.k,
+                                vector_bits=bits)
+    if not nbytes:
+        return None, None
+    raw = np.full(nbytes + 64, 0xFF, np.uint8)
+    return raw, raw.ctypes.data + (-raw.ctypes.data) % 64
 
 
 def _random_operand(rng, dtype: str, rows: int, cols: int, strides):
@@ -158,8 +173,9 @@ def _run(case, rng, row_chunks=None):
     b_buf, b = _random_operand(rng, spec.rhs_dtype, spec.k, spec.n, spec.rhs_strides)
     out = np.full((spec.m, spec.n), 77, dtype=numpy_dtype(spec.out_dtype))  # poison
     bounds = row_chunks or [0, spec.m]
+    keep, scratch = _scratch(case)
     for begin, end in zip(bounds, bounds[1:]):
-        kernel(a_buf.ctypes.data, b_buf.ctypes.data, out.ctypes.data, begin, end)
+        kernel(a_buf.ctypes.data, b_buf.ctypes.data, out.ctypes.data, begin, end, scratch)
     _check(spec, out, a, b)
 
 
@@ -200,7 +216,7 @@ def test_empty_row_range_writes_nothing():
     spec, _ = case
     out = np.full((spec.m, spec.n), 5.0, np.float32)
     a, b = np.ones((spec.m, spec.k), np.float32), np.ones((spec.k, spec.n), np.float32)
-    _compiled_table()[1][case](a.ctypes.data, b.ctypes.data, out.ctypes.data, 4, 4)
+    _compiled_table()[1][case](a.ctypes.data, b.ctypes.data, out.ctypes.data, 4, 4, None)
     assert np.all(out == 5.0)
 
 
@@ -272,8 +288,10 @@ def test_transpose_square_in_registers(lanes):
 
 @pytest.mark.skipif(host_vector_bits() < 512, reason="needs AVX-512")
 def test_microkernel_uses_zmm_fma_with_broadcast_operands():
-    module = ir.Module()
-    _emit(module, "g", GemmSpec("f32", "f32", "f32", 64, 64, 64, (64, 1), (64, 1)), None)
+    kernel_module, module = ir.Module(), ir.Module()
+    _emit(kernel_module, "g", GemmSpec("f32", "f32", "f32", 64, 64, 64, (64, 1), (64, 1)), None)
+    for routine in gemm_library.routines_in(kernel_module):   # the library's code
+        routine.emit(module)
     ref = llvm_target.parse_and_verify(str(module))
     llvm_target.optimize(ref)
     asm = llvm_target.assembly(ref)

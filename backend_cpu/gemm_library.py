@@ -1,0 +1,120 @@
+"""The GEMM's shape-independent routines, compiled once per process.
+
+A packed GEMM (gemm.py) calls two kinds of helpers: the micro-kernel
+(gemm_microkernel.py) and the packing routines (gemm_packing.py). Their code
+depends only on a few parameters (accumulation type, register tile, packing
+layout), all spelled out in their names, yet they are three quarters of a dot
+kernel's IR. Emitting them into every module made LLVM optimize and generate
+them again for every compile.
+
+Instead, a kernel module only *declares* them (`declare`), and before the
+module is JIT-compiled `ensure_compiled(routines_in(module))` makes sure each
+one exists in this process: missing routines are emitted together into one
+LLVM module of their own, optimized, code-generated (or loaded from the disk
+cache), JIT-compiled into an engine kept alive for the life of the process,
+and published with `llvm.add_symbol`, which the JIT of every later module
+resolves external calls against. The calls cross modules, but both helpers
+are kept out of line anyway (one call per micro-tile or per packed block).
+
+A `Routine` is a picklable recipe: the disk cache stores the ones a module
+needs next to its object code, so loading a cached module first ensures them.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from llvmlite import binding as llvm
+from llvmlite import ir
+
+from .gemm_ir import I1, I64, PTR, VOID, accumulation_arith
+from .gemm_microkernel import MicroTile, emit_microkernel
+from .gemm_packing import PackLayout, emit_pack
+
+# The signatures of the two kinds (see emit_microkernel and emit_pack).
+_SIGNATURES = {
+    "micro": ir.FunctionType(VOID, [PTR, PTR, PTR, I64, I64, I64, I64, I1]),
+    "pack": ir.FunctionType(VOID, [PTR, PTR] + [I64] * 6),
+}
+
+
+@dataclass(frozen=True)
+class Routine:
+    """One library routine: its symbol name and how to emit it. `out_dtype` picks the
+    accumulation type; `shape` is a MicroTile ("micro") or a PackLayout ("pack")."""
+    name: str
+    kind: str
+    out_dtype: str
+    shape: MicroTile | PackLayout
+    may_accumulate: bool = False      # micro only
+
+    def emit(self, module: ir.Module) -> ir.Function:
+        arith = accumulation_arith(self.out_dtype)
+        if self.kind == "micro":
+            fn = emit_microkernel(module, self.name, arith, self.shape, self.out_dtype,
+                                  self.may_accumulate)
+        else:
+            fn = emit_pack(module, self.name, self.shape, arith)
+        fn.linkage = ""          # exported: other modules' code calls it
+        return fn
+
+
+_lock = threading.Lock()
+_known: dict[str, Routine] = {}       # every routine declared in this process, by name
+_ready: dict[str, int] = {}           # compiled ones: name -> address
+_engines: list = []                   # the JITs holding their code, alive for good
+
+
+def declare(module: ir.Module, routine: Routine) -> ir.Function:
+    """Declares `routine` in `module` (once) and remembers its recipe."""
+    _known.setdefault(routine.name, routine)
+    existing = module.globals.get(routine.name)
+    if existing is not None:
+        return existing
+    return ir.Function(module, _SIGNATURES[routine.kind], routine.name)
+
+
+def routines_in(module: ir.Module) -> list[Routine]:
+    """The library routines `module` declares, in a stable order."""
+    return sorted((_known[f.name] for f in module.functions
+                   if f.is_declaration and f.name in _known), key=lambda r: r.name)
+
+
+def ensure_compiled(routines: list[Routine], use_disk_cache: bool = True) -> None:
+    """Makes every routine callable by JIT'd code in this process (thread-safe)."""
+    with _lock:
+        missing = [r for r in routines if r.name not in _ready]
+        if not missing:
+            return
+        jit = _load_or_compile(missing, use_disk_cache)
+        _engines.append(jit)
+        for r in missing:
+            address = jit.lookup(r.name)
+            llvm.add_symbol(r.name, address)
+            _ready[r.name] = address
+            _known.setdefault(r.name, r)
+
+
+def compiled_names() -> list[str]:
+    """The routines compiled so far in this process (for tests and diagnostics)."""
+    with _lock:
+        return sorted(_ready)
+
+
+def _load_or_compile(routines: list[Routine], use_disk_cache: bool):
+    from . import disk_cache, llvm_target
+    recipe = "\n".join(repr(r) for r in routines)
+    key = disk_cache.key(recipe, "gemm-library") if use_disk_cache else None
+    payload = disk_cache.load(key) if key else None
+    if payload is not None and payload.get("routines") == recipe:
+        return disk_cache.jit_object(payload["object"])
+    module = ir.Module(name="xlapy_gemm_library")
+    for r in routines:
+        r.emit(module)
+    ref = llvm_target.parse_and_verify(str(module))
+    llvm_target.optimize(ref)
+    jit = disk_cache.jit_module(ref)
+    if key:
+        disk_cache.store(key, {"routines": recipe, "object": jit.object_code})
+    return jit
+
