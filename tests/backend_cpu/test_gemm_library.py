@@ -45,7 +45,8 @@ def test_kernels_declare_the_routines_and_share_them():
 
 def test_ensure_compiled_is_idempotent_and_thread_safe():
     _, exe = compiled(DOT.format(name="lib_threads", m=40))
-    routines = [gemm_library.Routine(n, "micro", "f32", None) for n in gemm_library.compiled_names()]
+    routines = [gemm_library.Routine(name, "micro", "f32", None)      # never emitted:
+                for name in gemm_library.compiled_names()]           # all are compiled
     before = gemm_library.compiled_names()
     threads = [threading.Thread(target=gemm_library.ensure_compiled, args=(routines,))
                for _ in range(4)]
