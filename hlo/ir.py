@@ -237,6 +237,13 @@ class HloComputation:
         self.instructions.remove(instr)
         instr.parent = None
 
+    def replace_instruction(self, old: HloInstruction, new: HloInstruction) -> None:
+        """Every use of `old` (and the root, if it is) becomes `new`; `old` is removed
+        once nothing reads it."""
+        old.replace_all_uses_with(new)
+        if not old.users and not old.is_root and old.parent is self:
+            self.remove_instruction(old)
+
     # --- queries ----------------------------------------------------------------
     @property
     def parameters(self) -> list[HloInstruction]:

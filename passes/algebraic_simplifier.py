@@ -223,9 +223,7 @@ def simplify_computation(comp: HloComputation) -> bool:
             new = fn(instr)
             if new is None or new is instr:
                 continue
-            instr.replace_all_uses_with(new)
-            if not instr.users and not instr.is_root:
-                comp.remove_instruction(instr)
+            comp.replace_instruction(instr, new)
             changed = True
             break
     return changed

@@ -44,9 +44,7 @@ def fold_computation(comp: HloComputation, max_elements: int) -> bool:
         constant = fold(instr)
         if constant is None:
             continue
-        instr.replace_all_uses_with(constant)
-        if not instr.users and not instr.is_root:
-            comp.remove_instruction(instr)
+        comp.replace_instruction(instr, constant)
         changed = True
     return changed
 

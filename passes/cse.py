@@ -75,9 +75,7 @@ def eliminate_common_subexpressions(comp: HloComputation, keys: _Keys) -> bool:
             continue
         first = canonical.setdefault(key, instr)
         if first is not instr:
-            instr.replace_all_uses_with(first)
-            if not instr.users and not instr.is_root:
-                comp.remove_instruction(instr)
+            comp.replace_instruction(instr, first)
             changed = True
     return changed
 

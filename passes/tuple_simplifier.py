@@ -35,9 +35,7 @@ def simplify_tuples(comp: HloComputation) -> bool:
         value = _forwarded(instr)
         if value is None:
             continue
-        instr.replace_all_uses_with(value)
-        if not instr.users and not instr.is_root:
-            comp.remove_instruction(instr)
+        comp.replace_instruction(instr, value)
         changed = True
     return changed
 
