@@ -29,19 +29,40 @@ def i64(value: int) -> ir.Constant:
     return ir.Constant(I64, value)
 
 
-def loop_hints(module: ir.Module, interleave: int) -> ir.values.MDValue:
+def loop_hints(module: ir.Module, interleave: int | None) -> ir.values.MDValue:
     """A loop ID (`!llvm.loop`) asking the vectorizer for `interleave` vector bodies
-    per iteration and no unrolling after it.
+    per iteration (None: the vectorizer decides) and no unrolling after it.
 
     A loop ID refers to itself (`!7 = !{!7, !8}`), which makes it unique to its loop;
     llvmlite's `add_metadata` would hash (and share) nodes, so it is built directly.
     """
-    count = module.add_metadata([ir.MetaDataString(module, "llvm.loop.interleave.count"),
-                                 ir.Constant(ir.IntType(32), interleave)])
-    no_unroll = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
-    loop_id = ir.values.MDValue(module, [count, no_unroll], name=str(len(module.metadata)))
-    loop_id.operands = (loop_id, count, no_unroll)
+    hints = []
+    if interleave is not None:
+        hints.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.interleave.count"),
+                                          ir.Constant(ir.IntType(32), interleave)]))
+    hints.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")]))
+    loop_id = ir.values.MDValue(module, hints, name=str(len(module.metadata)))
+    loop_id.operands = (loop_id, *hints)
     return loop_id
+
+
+# Loops that run at least this many iterations (a compile-time count) are never
+# fully unrolled by LLVM; partial unrolling only copies their (already interleaved)
+# vector bodies again, which about doubles what the optimizer and the code generator
+# work through for no measurable speed on these streaming loops. Such a loop gets
+# LONG_LOOP_INTERLEAVE vector bodies instead (a loop ID that disables unrolling also
+# stops the vectorizer's own interleaving, and a reduction then has one accumulator).
+NO_UNROLL_TRIP_COUNT = 256
+LONG_LOOP_INTERLEAVE = 4
+
+
+def _long_loop(start: ir.Value, stop: ir.Value, step: int) -> bool:
+    """True if the loop's trip count is a constant >= NO_UNROLL_TRIP_COUNT."""
+    if not (isinstance(start, ir.Constant) and isinstance(stop, ir.Constant)):
+        return False
+    if not (isinstance(start.constant, int) and isinstance(stop.constant, int)):
+        return False
+    return (stop.constant - start.constant) // step >= NO_UNROLL_TRIP_COUNT
 
 
 @contextmanager
@@ -51,6 +72,7 @@ def for_range(b: ir.IRBuilder, start, stop, name: str = "i", step: int = 1,
 
     The body is emitted inside the `with` block; on exit the builder is
     positioned after the loop. `interleave`: see `loop_hints` (None: LLVM decides).
+    A long loop (NO_UNROLL_TRIP_COUNT) is interleaved but not unrolled.
     """
     start = i64(start) if isinstance(start, int) else start
     stop = i64(stop) if isinstance(stop, int) else stop
@@ -68,6 +90,8 @@ def for_range(b: ir.IRBuilder, start, stop, name: str = "i", step: int = 1,
     nxt = b.add(index, i64(step), name=f"{name}.next", flags=("nsw", "nuw"))
     index.add_incoming(nxt, b.block)
     latch = b.branch(header)
+    if interleave is None and _long_loop(start, stop, step):
+        interleave = LONG_LOOP_INTERLEAVE
     if interleave is not None:
         latch.set_metadata("llvm.loop", loop_hints(b.block.function.module, interleave))
     b.position_at_end(exit_)
