@@ -183,6 +183,11 @@ def emit_gemm(module: ir.Module, name: str, *, lhs_dtype: str, rhs_dtype: str,
         emit_gemv(fn, spec, bits)
     else:
         _emit_packed_gemm(fn, spec, plan_gemm(spec, bits))
+        # The packed driver only walks blocks and calls the packing routines and the
+        # micro-kernel (where the time goes): optimizing it would not be measurable at
+        # run time but costs several ms of every compile.
+        fn.attributes.add("noinline")
+        fn.attributes.add("optnone")
     return fn
 
 
