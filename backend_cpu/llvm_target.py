@@ -90,10 +90,15 @@ def host_target_machine() -> llvm.TargetMachine:
 def _new_host_target_machine() -> llvm.TargetMachine:
     initialize()
     target = llvm.Target.from_default_triple()
-    return target.create_target_machine(
-        cpu=llvm.get_host_cpu_name(),
-        features=llvm.get_host_cpu_features().flatten(),
-        opt=3, reloc="default", codemodel="jitdefault")
+    cpu, features = _host_cpu()
+    return target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="default",
+                                        codemodel="jitdefault")
+
+
+@functools.lru_cache(maxsize=None)
+def _host_cpu() -> tuple[str, str]:
+    """(CPU name, feature string): asked once, since every compile makes fresh machines."""
+    return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
 
 
 @functools.lru_cache(maxsize=None)
