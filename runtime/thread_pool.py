@@ -154,41 +154,39 @@ class ThreadPool:
 
 
 _pools_lock = threading.Lock()
-_intra_op_pool: ThreadPool | None = None
-_inter_op_pool: ThreadPool | None = None
+_pools: dict[str, ThreadPool] = {}      # "intra" and "inter", made on first use
+
+
+def _shared_pool(kind: str) -> ThreadPool:
+    pool = _pools.get(kind)
+    if pool is None:
+        with _pools_lock:
+            pool = _pools.get(kind)
+            if pool is None:
+                options = config.get_options()
+                if kind == "intra":
+                    pool = ThreadPool(options.intra_op_threads, name="xlapy-intra-op")
+                else:
+                    threads = options.inter_op_threads
+                    pool = ThreadPool(threads, name="xlapy-inter-op", workers=threads)
+                _pools[kind] = pool
+    return pool
 
 
 def default_thread_pool() -> ThreadPool:
     """The process-wide intra-op pool, sized by `intra_op_threads`."""
-    global _intra_op_pool
-    pool = _intra_op_pool
-    if pool is None:
-        with _pools_lock:
-            if _intra_op_pool is None:
-                threads = config.get_options().intra_op_threads
-                _intra_op_pool = ThreadPool(threads, name="xlapy-intra-op")
-            pool = _intra_op_pool
-    return pool
+    return _shared_pool("intra")
 
 
 def inter_op_thread_pool() -> ThreadPool:
     """The process-wide pool whose workers execute streams, sized by `inter_op_threads`."""
-    global _inter_op_pool
-    pool = _inter_op_pool
-    if pool is None:
-        with _pools_lock:
-            if _inter_op_pool is None:
-                threads = config.get_options().inter_op_threads
-                _inter_op_pool = ThreadPool(threads, name="xlapy-inter-op", workers=threads)
-            pool = _inter_op_pool
-    return pool
+    return _shared_pool("inter")
 
 
 def _forget_pools(_options) -> None:
     # Rebuilt lazily with the new sizes; the old ones stop once nothing holds them.
-    global _intra_op_pool, _inter_op_pool
     with _pools_lock:
-        _intra_op_pool = _inter_op_pool = None
+        _pools.clear()
 
 
 config.on_configure(_forget_pools)
