@@ -119,6 +119,8 @@ def combine_in_order(comp, ctx, targets: list[np.ndarray], index: np.ndarray,
     Repeated indices are applied in the order they appear.
     """
     opcode = recognize_binary_reducer(comp) if len(targets) == 1 else None
+    if opcode in ("maximum", "minimum") and targets[0].dtype.kind == "f":
+        opcode = None        # np.maximum.at picks either zero of (+0, -0): evaluate the combiner
     if opcode is not None:
         # ufunc.at is unbuffered: repeated indices accumulate, in order.
         with np.errstate(all="ignore"):
