@@ -39,7 +39,8 @@ class ModuleGenerator:
                        self._make_slice, self._make_concatenate, self._make_pad,
                        self._make_reverse, self._make_iota, self._make_reduce,
                        self._make_reduce, self._make_dot, self._make_dynamic_slice,
-                       self._make_gather, self._make_sort, self._make_reduce_window]
+                       self._make_gather, self._make_scatter, self._make_dynamic_update_slice,
+                       self._make_sort, self._make_reduce_window]
         if options.control_flow:
             self.makers += [self._make_while, self._make_conditional]
 
@@ -358,6 +359,39 @@ class ModuleGenerator:
         return self.b.gather(x, indices, offset_dims=tuple(range(1, len(dims))),
                              collapsed_slice_dims=(0,), start_index_map=(0,),
                              index_vector_dim=1, slice_sizes=sizes)
+
+    def _make_dynamic_update_slice(self):
+        x = self.pick(lambda i: i.shape.rank > 0)
+        if x is None:
+            return None
+        sizes = tuple(self.draw(st.integers(0, d)) for d in x.shape.dims)
+        update = self.value_of(Shape(x.shape.element_type, sizes))
+        index_type = self.draw(st.sampled_from(["s32", "s64", "u32"]))
+        starts = [self.scalar_int(index_type, 0 if index_type[0] == "u" else -3, d + 3)
+                  for d in x.shape.dims]
+        return self.b.dynamic_update_slice(x, update, starts)
+
+    def _make_scatter(self):
+        """Rows of x combined with k update windows at row indices that may repeat or
+        fall outside (then the window is dropped)."""
+        x = self.pick(lambda i: i.shape.rank > 0 and i.shape.dims[0] > 0)
+        if x is None:
+            return None
+        dims, t = x.shape.dims, x.shape.element_type
+        k = self.draw(st.integers(0, 3))
+        values = self.draw(st.lists(st.integers(-2, dims[0] + 1), min_size=k, max_size=k))
+        indices = self.b.constant(np.array(values, np.int32).reshape(k, 1), "s32")
+        window = tuple(self.draw(st.integers(0, d)) for d in dims[1:])
+        updates = self.value_of(Shape(t, (k,) + window))
+        combiners = hs.REDUCERS[hs.family(t)]
+        if hs.family(t) == "f" and not self.opt.float_sums:
+            combiners = ("maximum", "minimum")
+        op = self.draw(st.sampled_from(combiners))
+        combiner = self.b.scalar_computation(f"{op}_{t}", op, t)
+        return self.b.scatter(x, indices, updates, combiner,
+                              update_window_dims=tuple(range(1, len(dims))),
+                              inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,),
+                              index_vector_dim=1)
 
     def _make_sort(self):
         """Sorts one dimension, keyed on the first of 1-2 operands (argsort-style)."""
