@@ -5,16 +5,19 @@ from __future__ import annotations
 from .core import apply, apply_multi, promote, to_float, to_tensor, user_error
 
 
-def _activation(op: str, doc: str):
+def _activation(op: str, doc: str, integers: bool = False):
+    """A tf.nn activation; integer inputs keep their type only where `integers` (as in
+    TensorFlow, whose relu and relu6 accept integers), else they become float32."""
     def fn(features):
-        return apply(op, [to_float(features)])
+        x = to_tensor(features) if integers else to_float(features)
+        return apply(op, [x])
     fn.__name__ = op.lower()
     fn.__doc__ = doc
     return fn
 
 
-relu = _activation("Relu", "max(x, 0).")
-relu6 = _activation("Relu6", "min(max(x, 0), 6).")
+relu = _activation("Relu", "max(x, 0); integers stay integers.", integers=True)
+relu6 = _activation("Relu6", "min(max(x, 0), 6); integers stay integers.", integers=True)
 elu = _activation("Elu", "x if x > 0 else exp(x) - 1.")
 selu = _activation("Selu", "scale * elu with alpha (the self-normalizing constants).")
 silu = _activation("Silu", "x * sigmoid(x).")

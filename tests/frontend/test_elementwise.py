@@ -201,3 +201,17 @@ def test_nan_propagates_through_maximum_like_numpy():
     y = np.array([0.0, np.nan, 2.0], np.float32)
     assert_close(interpret(ops.maximum, x, y), np.maximum(x, y))
     assert_close(interpret(ops.relu, x), np.maximum(x, 0))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int8, np.uint8])
+def test_relu_and_relu6_keep_integer_types(dtype):
+    """As in TensorFlow: relu of an integer tensor is an integer tensor."""
+    x = np.array([0, 1, 5, 6, 7, 100], dtype) if dtype == np.uint8 else \
+        np.array([-100, -1, 0, 1, 5, 6, 7, 100], dtype)
+    for fn, expected in ((ops.relu, np.maximum(x, 0)), (ops.relu6, np.clip(x, 0, 6))):
+        got = interpret(fn, x)
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got, expected.astype(dtype))
+        got = compiled(f"{fn.__name__}_{np.dtype(dtype).name}", fn, x)
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got, expected.astype(dtype))
