@@ -30,10 +30,20 @@ def _mean_grad(node, grads):
 
 @register_gradient("Prod")
 def _prod_grad(node, grads):
-    # d prod / d x_i = prod / x_i: exact unless an element is zero (then nan/inf,
-    # a known limitation; TensorFlow uses exclusive cumprods instead).
+    # d prod / d x_i is the product of the other elements. With no zero among the
+    # reduced elements that is prod / x_i; with one zero, only the zero's own
+    # derivative is non-zero (the product of the rest); with two or more, none is.
+    # The product of the non-zero elements gives all three cases without 0 / 0.
     x = node.inputs[0]
-    return [expand_to_input(node, grads[0]) * expand_to_input(node, node.outputs[0]) / x]
+    axes = reduction_axes(node)
+    is_zero = ops.equal(x, ops.zeros_like(x))
+    nonzero = ops.where(is_zero, ops.ones_like(x), x)
+    rest = ops.reduce_prod(nonzero, axes, keepdims=True)
+    zeros = ops.reduce_sum(ops.cast(is_zero, x.dtype), axes, keepdims=True)
+    others = ops.where(ops.equal(zeros, ops.zeros_like(zeros)), rest / nonzero,
+                       ops.where(ops.logical_and(is_zero, ops.equal(zeros, ops.ones_like(zeros))),
+                                 rest + ops.zeros_like(x), ops.zeros_like(x)))
+    return [expand_to_input(node, grads[0]) * others]
 
 
 def _extremum_grad(node, grads):

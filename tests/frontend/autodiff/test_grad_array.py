@@ -45,6 +45,26 @@ def test_max_gradient_is_shared_by_ties():
     np.testing.assert_allclose(g, [0.0, 0.5, 0.5])
 
 
+def _product_of_others(x: np.ndarray, axis: int) -> np.ndarray:
+    """d prod(x, axis) / dx, element by element: the product of the other elements."""
+    out = np.empty_like(x)
+    for i in range(x.shape[axis]):
+        others = np.delete(x, i, axis)
+        np.moveaxis(out, axis, 0)[i] = np.prod(others, axis)
+    return out
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_prod_gradient_with_zeros(backend):
+    """No zero, one zero and two zeros in a row: the product of the other elements,
+    never nan (prod / x would divide 0 by 0)."""
+    from frontend import grad
+    x = np.array([[2.0, 3.0, 4.0], [2.0, 0.0, 4.0], [0.0, 3.0, 0.0], [0.0, 0.0, 0.0]])
+    g = grad(lambda t: ops.reduce_sum(ops.reduce_prod(t, 1)), backend=backend)(x)
+    np.testing.assert_array_equal(g, _product_of_others(x, 1))
+    np.testing.assert_array_equal(g[1], [0.0, 8.0, 0.0])
+
+
 @settings(max_examples=6)
 @given(shape=SHAPE, seed=SEED, exclusive=st.booleans(), reverse=st.booleans())
 def test_cumsum_gradient(shape, seed, exclusive, reverse):
