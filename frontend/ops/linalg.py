@@ -35,5 +35,54 @@ def batch_matmul(x, y, adj_x=False, adj_y=False):
 
 
 def einsum(equation, *inputs):
-    """Einsum of one or two operands ("ij,jk->ik", "bij,bjk->bik", "ij->ji", "ij->")."""
-    return apply("Einsum", promote(*inputs), equation=str(equation))
+    """Einsum with numpy's notation: "ij,jk->ik", "bij,bjk->bik", "ij->ji", "ij->",
+    an implicit output ("ij,jk"), an ellipsis ("...ij,...jk->...ik") and any number of
+    operands ("ij,jk,kl->il", contracted pairwise from the left). Each letter names
+    distinct dims of one size (no diagonals, no broadcasting of size-1 dims)."""
+    from ..kernels.linalg import parse_equation
+    tensors = promote(*inputs)
+    equation = _expand_ellipsis(str(equation).replace(" ", ""), [t.ndim for t in tensors])
+    if len(tensors) <= 2:
+        return apply("Einsum", tensors, equation=equation)   # the kernel checks it
+    specs, out = parse_equation(equation, len(tensors))
+    # Fold from the left; an intermediate keeps only the letters needed later.
+    acc, acc_spec = tensors[0], specs[0]
+    for k in range(1, len(specs)):
+        if k == len(specs) - 1:
+            keep = out
+        else:
+            later = set(out).union(*specs[k + 1:])
+            keep = "".join(c for c in dict.fromkeys(acc_spec + specs[k]) if c in later)
+        acc = apply("Einsum", [acc, tensors[k]], equation=f"{acc_spec},{specs[k]}->{keep}")
+        acc_spec = keep
+    return acc
+
+
+def _expand_ellipsis(equation: str, ranks: list[int]) -> str:
+    """Replaces "..." by letters the equation does not use, right-aligned across the
+    operands as numpy does ("...ij" of rank 4 -> "ABij"); an implicit output puts the
+    ellipsis letters first."""
+    if "..." not in equation:
+        return equation
+    lhs, arrow, out = equation.partition("->")
+    specs = lhs.split(",")
+    if len(specs) != len(ranks):
+        return equation                     # parse_equation reports the count
+    widths = []
+    for spec, rank in zip(specs, ranks):
+        named = len(spec.replace("...", ""))
+        if "..." in spec and rank < named:
+            raise user_error(ValueError, f"einsum {equation!r}: {spec!r} names {named} dims "
+                                         f"but the operand has rank {rank}")
+        widths.append(rank - named if "..." in spec else 0)
+    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+            if c not in equation]
+    letters = "".join(free[:max(widths)])
+    specs = [s.replace("...", letters[len(letters) - w:]) for s, w in zip(specs, widths)]
+    if arrow:
+        out = out.replace("...", letters)
+    else:
+        joined = "".join(specs)
+        out = letters + "".join(sorted(c for c in set(joined)
+                                       if joined.count(c) == 1 and c not in letters))
+    return ",".join(specs) + "->" + out

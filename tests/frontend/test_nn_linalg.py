@@ -148,6 +148,22 @@ def test_einsum(eq, sa, sb):
     assert_close(got, np.einsum(eq, *[a.astype(np.float64) for a in args]), scale=10)
 
 
+EINSUMS_BEYOND_TWO = [("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
+                      ("ab,bc,cd,de", [(2, 3), (3, 4), (4, 2), (2, 3)]),
+                      ("i,i,i->", [(4,), (4,), (4,)]),
+                      ("bi,bj,bk->bijk", [(2, 3), (2, 4), (2, 5)]),
+                      ("...ij,...jk->...ik", [(2, 3, 4, 5), (2, 3, 5, 6)]),
+                      ("...ij,jk", [(7, 2, 3), (3, 4)]),
+                      ("i...->...", [(2, 3, 4)])]
+
+
+@pytest.mark.parametrize("eq, shapes", EINSUMS_BEYOND_TWO, ids=[e[0] for e in EINSUMS_BEYOND_TWO])
+def test_einsum_many_operands_and_ellipsis(eq, shapes):
+    args = [_x(s, seed=k) for k, s in enumerate(shapes)]
+    got = interpret(lambda *t: ops.einsum(eq, *t), *args)
+    assert_close(got, np.einsum(eq, *[a.astype(np.float64) for a in args]), scale=10)
+
+
 def test_einsum_compiled_and_errors():
     a, b = _x((2, 3, 4)), _x((2, 4, 5), seed=1)
     assert_close(compiled("einsum", lambda x, y: ops.einsum("bij,bjk->bik", x, y), a, b),
@@ -156,6 +172,11 @@ def test_einsum_compiled_and_errors():
         interpret(lambda x: ops.einsum("ii->i", x), np.zeros((3, 3), np.float32))
     with pytest.raises(ValueError, match="Einsum.*letter 'j'"):
         interpret(lambda x, y: ops.einsum("ij,jk->ik", x, y), a[0], b[0, :3])
+    with pytest.raises(ValueError, match="rank 1"):
+        interpret(lambda x: ops.einsum("...ij->...", x), np.zeros(3, np.float32))
+    x, y, z = _x((2, 3)), _x((3, 4), seed=1), _x((4, 2), seed=2)
+    assert_close(compiled("einsum3", lambda *t: ops.einsum("ij,jk,kl->il", *t), x, y, z),
+                 np.einsum("ij,jk,kl->il", x.astype(np.float64), y, z), scale=10)
 
 
 @settings(max_examples=12)

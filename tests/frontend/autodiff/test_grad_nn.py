@@ -43,6 +43,7 @@ def test_batch_matmul_gradient_with_broadcast_batch(m, k, n, adj, batch, seed):
     ("ij,jk->ik", [(2, 3), (3, 2)]), ("bij,bjk->bik", [(2, 2, 3), (2, 3, 1)]),
     ("ij,kj->ki", [(2, 3), (2, 3)]), ("ijk,jl->li", [(2, 3, 2), (3, 2)]),
     ("ij->ji", [(2, 3)]), ("ij->", [(2, 3)]), ("ij,j->i", [(2, 3), (3,)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 2), (2, 2)]), ("...ij,...j->...i", [(2, 2, 3), (2, 3)]),
 ])
 def test_einsum_gradient(equation, shapes):
     rng = np.random.default_rng(0)
