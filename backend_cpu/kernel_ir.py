@@ -34,10 +34,11 @@ except ImportError:
 _MXCSR_FTZ_DAZ = 0x8040
 
 
-def _mxcsr_intrinsic(module: ir.Module, name: str) -> ir.Function:
+def _x86_intrinsic(module: ir.Module, name: str, args=(PTR,)) -> ir.Function:
+    """The x86 intrinsic `name` returning void (the MXCSR ones take a pointer)."""
     if name in module.globals:
         return module.globals[name]
-    return ir.Function(module, ir.FunctionType(VOID, [PTR]), name)
+    return ir.Function(module, ir.FunctionType(VOID, list(args)), name)
 
 
 def _set_flush_denormals(kernel: "KernelIR"):
@@ -47,9 +48,9 @@ def _set_flush_denormals(kernel: "KernelIR"):
     b = kernel.b
     saved = kernel.alloca(I32, "mxcsr.saved")
     new = kernel.alloca(I32, "mxcsr.new")
-    b.call(_mxcsr_intrinsic(b.module, "llvm.x86.sse.stmxcsr"), [saved])
+    b.call(_x86_intrinsic(b.module, "llvm.x86.sse.stmxcsr"), [saved])
     b.store(b.or_(b.load(saved), ir.Constant(I32, _MXCSR_FTZ_DAZ)), new)
-    b.call(_mxcsr_intrinsic(b.module, "llvm.x86.sse.ldmxcsr"), [new])
+    b.call(_x86_intrinsic(b.module, "llvm.x86.sse.ldmxcsr"), [new])
     return saved
 
 
@@ -57,7 +58,7 @@ def _restore_fp_mode(kernel: "KernelIR", saved) -> None:
     if emit_restore_fp_mode is not None:
         emit_restore_fp_mode(kernel.b, saved)
         return
-    kernel.b.call(_mxcsr_intrinsic(kernel.b.module, "llvm.x86.sse.ldmxcsr"), [saved])
+    kernel.b.call(_x86_intrinsic(kernel.b.module, "llvm.x86.sse.ldmxcsr"), [saved])
 
 
 def strides(shape) -> list[int]:
@@ -143,6 +144,7 @@ class KernelIR:
         self._accesses: list[tuple[int, ir.Instruction]] = []
         self._memo: list[dict] = [{}]
         self.max_partitions: int | None = None   # set by emitters that know better
+        self.streams = False    # set by streaming.py: non-temporal stores need an sfence
         self._fp_saved = _set_flush_denormals(self)
 
     # --- entry-block values -------------------------------------------------------
@@ -181,6 +183,10 @@ class KernelIR:
 
     # --- done --------------------------------------------------------------------------
     def finish(self) -> None:
+        if self.streams:
+            # Non-temporal stores are weakly ordered: drain them before the thread
+            # pool hands this partition's results to anyone else.
+            self.b.call(_x86_intrinsic(self.b.module, "llvm.x86.sse.sfence", ()), [])
         _restore_fp_mode(self, self._fp_saved)
         self.b.ret_void()
         self.entry.branch(self.b.function.blocks[1])

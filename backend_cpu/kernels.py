@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from . import elemental, row_normalize
+from . import elemental, row_normalize, streaming
 from .conv_emitter import try_emit_conv_gemm
 from .dot_emitter import View, resolve_view, try_emit_gemm
 from .hoisting import make_hoister, plan_hoisting
@@ -129,15 +129,19 @@ def _emit_tuple_root(kernel, root, gens, outputs, hoist=None) -> int:
 
 
 def _store_together(kernel, gen, outputs, tile_dim=None, hoist=None) -> int:
-    """One loop nest over the (common) output shape storing every value of `gen`."""
+    """One loop nest over the (common) output shape storing every value of `gen`
+    (a large output with non-temporal stores: streaming.py)."""
     shape = outputs[0].shape
+    if tile_dim is None:
+        outputs = streaming.streamed_outputs(kernel, shape, outputs)
+    minor_loop = getattr(outputs[0], "emit_minor_loop", None)
 
     def body(b, index):
         with kernel.scope():
             for out, value in zip(outputs, gen(b, index)):
                 out.store(b, index, value)
     emit_loop_nest(kernel.b, shape, kernel.begin, kernel.end, body, tile_dim=tile_dim,
-                   hoist=hoist, level_scope=kernel.scope)
+                   hoist=hoist, level_scope=kernel.scope, minor_loop=minor_loop)
     return partition_extent(shape)
 
 

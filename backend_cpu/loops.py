@@ -29,9 +29,11 @@ def i64(value: int) -> ir.Constant:
     return ir.Constant(I64, value)
 
 
-def loop_hints(module: ir.Module, interleave: int | None) -> ir.values.MDValue:
+def loop_hints(module: ir.Module, interleave: int | None,
+               scalar: bool = False) -> ir.values.MDValue:
     """A loop ID (`!llvm.loop`) asking the vectorizer for `interleave` vector bodies
-    per iteration (None: the vectorizer decides) and no unrolling after it.
+    per iteration (None: the vectorizer decides) and no unrolling after it; with
+    `scalar`, no vectorization either.
 
     A loop ID refers to itself (`!7 = !{!7, !8}`), which makes it unique to its loop;
     llvmlite's `add_metadata` would hash (and share) nodes, so it is built directly.
@@ -40,6 +42,9 @@ def loop_hints(module: ir.Module, interleave: int | None) -> ir.values.MDValue:
     if interleave is not None:
         hints.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.interleave.count"),
                                           ir.Constant(ir.IntType(32), interleave)]))
+    if scalar:
+        hints.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"),
+                                          ir.Constant(ir.IntType(1), 0)]))
     hints.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")]))
     loop_id = ir.values.MDValue(module, hints, name=str(len(module.metadata)))
     loop_id.operands = (loop_id, *hints)
@@ -67,12 +72,13 @@ def _long_loop(start: ir.Value, stop: ir.Value, step: int) -> bool:
 
 @contextmanager
 def for_range(b: ir.IRBuilder, start, stop, name: str = "i", step: int = 1,
-              interleave: int | None = None) -> Iterator[ir.Value]:
+              interleave: int | None = None, scalar: bool = False) -> Iterator[ir.Value]:
     """`for i in range(start, stop, step)` with an i64 induction variable.
 
     The body is emitted inside the `with` block; on exit the builder is
-    positioned after the loop. `interleave`: see `loop_hints` (None: LLVM decides).
-    A long loop (NO_UNROLL_TRIP_COUNT) is interleaved but not unrolled.
+    positioned after the loop. `interleave`, `scalar`: see `loop_hints` (None and
+    False: LLVM decides). A long loop (NO_UNROLL_TRIP_COUNT) is interleaved but not
+    unrolled.
     """
     start = i64(start) if isinstance(start, int) else start
     stop = i64(stop) if isinstance(stop, int) else stop
@@ -92,8 +98,8 @@ def for_range(b: ir.IRBuilder, start, stop, name: str = "i", step: int = 1,
     latch = b.branch(header)
     if interleave is None and _long_loop(start, stop, step):
         interleave = LONG_LOOP_INTERLEAVE
-    if interleave is not None:
-        latch.set_metadata("llvm.loop", loop_hints(b.block.function.module, interleave))
+    if interleave is not None or scalar:
+        latch.set_metadata("llvm.loop", loop_hints(b.block.function.module, interleave, scalar))
     b.position_at_end(exit_)
 
 
@@ -112,7 +118,7 @@ def partition_extent(shape) -> int:
 def emit_loop_nest(b: ir.IRBuilder, shape, begin: ir.Value, end: ir.Value,
                    body: Callable[[ir.IRBuilder, list], None], name: str = "e",
                    tile_dim: int | None = None, tile: int = 64, hoist=None,
-                   level_scope=None) -> None:
+                   level_scope=None, minor_loop=None) -> None:
     """Calls `body(b, index)` for every logical index of `shape`, outermost in [begin, end).
 
     With `tile_dim` (a dimension other than the minor-most one), that dimension and
@@ -124,9 +130,15 @@ def emit_loop_nest(b: ir.IRBuilder, shape, begin: ir.Value, end: ir.Value,
 
     With `hoist` (see hoisting.py), `hoist(b, opened_dims, index)` runs at the top of
     the nest and at the top of every loop body, inside `level_scope()`.
+
+    With `minor_loop` (untiled nests only; see streaming.py), the minor-most loop is
+    `minor_loop(b, lo, hi, index, dim, per_element, name)` instead of a `for_range`:
+    it calls `per_element(b, i)` wherever it wants the body for element i emitted.
     """
+    if tile_dim is not None:
+        minor_loop = None
     if hoist is not None and tile_dim is None:
-        return _hoisting_nest(b, shape, begin, end, body, name, hoist, level_scope)
+        return _hoisting_nest(b, shape, begin, end, body, name, hoist, level_scope, minor_loop)
     if shape.rank == 0:
         # A scalar is one partition of extent 1: run the body iff it is ours.
         with for_range(b, begin, end, f"{name}.s"):
@@ -168,6 +180,12 @@ def emit_loop_nest(b: ir.IRBuilder, shape, begin: ir.Value, end: ir.Value,
                         index[dim] = i
                         body(b, list(index))
             return
+        if minor_loop is not None and level == len(order) - 1:
+            def per_element(b, i):
+                index[dim] = i
+                body(b, list(index))
+            minor_loop(b, lo, hi, index, dim, per_element, f"{name}.d{dim}")
+            return
         with for_range(b, lo, hi, f"{name}.d{dim}") as i:
             index[dim] = i
             nest(level + 1)
@@ -175,7 +193,7 @@ def emit_loop_nest(b: ir.IRBuilder, shape, begin: ir.Value, end: ir.Value,
     nest(0)
 
 
-def _hoisting_nest(b, shape, begin, end, body, name, hoist, level_scope) -> None:
+def _hoisting_nest(b, shape, begin, end, body, name, hoist, level_scope, minor_loop) -> None:
     """The untiled nest, calling `hoist` as each loop opens (see emit_loop_nest)."""
     hoist(b, set(), [None] * shape.rank)
     if shape.rank == 0:
@@ -188,7 +206,8 @@ def _hoisting_nest(b, shape, begin, end, body, name, hoist, level_scope) -> None
     def nest(level: int) -> None:
         dim = order[level]
         lo, hi = (begin, end) if level == 0 else (0, shape.dims[dim])
-        with for_range(b, lo, hi, f"{name}.d{dim}") as i:
+
+        def per_element(b, i):
             index[dim] = i
             with level_scope():
                 hoist(b, set(order[:level + 1]), index)
@@ -196,4 +215,9 @@ def _hoisting_nest(b, shape, begin, end, body, name, hoist, level_scope) -> None
                     nest(level + 1)
                 else:
                     body(b, list(index))
+        if minor_loop is not None and level == len(order) - 1:
+            minor_loop(b, lo, hi, index, dim, per_element, f"{name}.d{dim}")
+            return
+        with for_range(b, lo, hi, f"{name}.d{dim}") as i:
+            per_element(b, i)
     nest(0)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from . import streaming
 from .hoisting import make_hoister
 from .llvm_types import compute_type
 from .loops import emit_loop_nest, for_range, partition_extent
@@ -76,11 +77,15 @@ def emit(kernel, root, reduce, gens, plan, output) -> int:
         if opened == outer and "scale" not in state:
             state["scale"] = _stash_and_sum(kernel, b, num, reduce, gens, index, shape, output)
 
+    # The scaling pass writes the row for the last time: a large output streams it
+    # to memory (streaming.py), the stash pass keeps it in cache for this pass.
+    final = streaming.streamed_outputs(kernel, shape, [output])[0]
+
     def body(b, index):
         with kernel.scope():
-            output.store(b, index, b.fmul(output.load(b, index), state["scale"]))
+            final.store(b, index, b.fmul(output.load(b, index), state["scale"]))
     emit_loop_nest(kernel.b, shape, kernel.begin, kernel.end, body, hoist=hoist,
-                   level_scope=kernel.scope)
+                   level_scope=kernel.scope, minor_loop=getattr(final, "emit_minor_loop", None))
     return partition_extent(shape)
 
 

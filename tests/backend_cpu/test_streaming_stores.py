@@ -1,0 +1,156 @@
+"""Non-temporal stores for large outputs (streaming.py).
+
+A kernel whose output is at least STREAM_MIN_BYTES writes its vector loop with
+`vmovntps` and ends with an `sfence`; a small one does neither. Streaming only
+changes how values reach memory, so a streamed build must give bit-identical
+results to an ordinary one, whatever the alignment of rows and partitions: the
+tests lower the threshold to reach the head, chunk and tail paths on small,
+odd shapes (and compile without the caches, which do not know the threshold).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import backend_cpu
+import hlo
+from backend_cpu import streaming
+from tests.backend_cpu.helpers import uniquify
+
+FRESH = backend_cpu.CompileOptions(cache=False, disk_cache=False)
+
+CHAIN = """HloModule chain
+fused {{
+  x = f32[{n}] parameter(0)
+  c = f32[] constant(1.5)
+  cb = f32[{n}] broadcast(c), dimensions={{}}
+  m = f32[{n}] multiply(x, cb)
+  a = f32[{n}] abs(m)
+  ROOT s = f32[{n}] subtract(a, x)
+}}
+ENTRY main {{
+  p = f32[{n}] parameter(0)
+  ROOT f = f32[{n}] fusion(p), kind=kLoop, calls=fused
+}}
+"""
+
+# out = x[1:] * 3 - x[:-1] on a row-major matrix: two unaligned reads of one input.
+SLICED = """HloModule sliced
+fused {{
+  x = {t}[{r},{c1}] parameter(0)
+  lo = {t}[{r},{c}] slice(x), slice={{[0:{r}], [1:{c1}]}}
+  hi = {t}[{r},{c}] slice(x), slice={{[0:{r}], [0:{c}]}}
+  k = {t}[] constant(3)
+  kb = {t}[{r},{c}] broadcast(k), dimensions={{}}
+  m = {t}[{r},{c}] multiply(lo, kb)
+  ROOT s = {t}[{r},{c}] subtract(m, hi)
+}}
+ENTRY main {{
+  p = {t}[{r},{c1}] parameter(0)
+  ROOT f = {t}[{r},{c}] fusion(p), kind=kLoop, calls=fused
+}}
+"""
+
+SOFTMAX = """HloModule softmax
+max {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}}
+add {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}}
+fused {{
+  x = f32[{r},{c}] parameter(0)
+  ninf = f32[] constant(-inf)
+  mx = f32[{r}] reduce(x, ninf), dimensions={{1}}, to_apply=max
+  mb = f32[{r},{c}] broadcast(mx), dimensions={{0}}
+  d = f32[{r},{c}] subtract(x, mb)
+  ex = f32[{r},{c}] exponential(d)
+  z = f32[] constant(0)
+  sm = f32[{r}] reduce(ex, z), dimensions={{1}}, to_apply=add
+  sb = f32[{r},{c}] broadcast(sm), dimensions={{0}}
+  ROOT o = f32[{r},{c}] divide(ex, sb)
+}}
+ENTRY main {{
+  p = f32[{r},{c}] parameter(0)
+  ROOT f = f32[{r},{c}] fusion(p), kind=kCustom, calls=fused
+}}
+"""
+
+
+def _compile(text: str, threshold: int | None = None):
+    """A fresh executable of `text`; with `threshold`, as if it were STREAM_MIN_BYTES."""
+    saved = streaming.STREAM_MIN_BYTES
+    if threshold is not None:
+        streaming.STREAM_MIN_BYTES = threshold
+    try:
+        module = hlo.parse_module(uniquify(text))
+        return module, backend_cpu.compile(module, FRESH)
+    finally:
+        streaming.STREAM_MIN_BYTES = saved
+
+
+def test_large_output_streams_and_small_does_not():
+    n_large = streaming.STREAM_MIN_BYTES // 4 + 13      # just above the threshold, odd
+    _, large = _compile(CHAIN.format(n=n_large))
+    _, small = _compile(CHAIN.format(n=1000))
+    large_asm, small_asm = large.as_asm(), small.as_asm()
+    assert "vmovntps" in large_asm and "sfence" in large_asm
+    assert "vmovnt" not in small_asm and "sfence" not in small_asm
+
+
+def test_wants_streaming_needs_one_large_output_with_long_rows():
+    from hlo.shape import Shape
+
+    class Out:
+        def __init__(self, shape):
+            self.shape = shape
+    big = Shape("f32", (4096, 4096))
+    assert streaming.wants_streaming(big, [Out(big)])
+    assert not streaming.wants_streaming(big, [Out(big), Out(big)])        # multi-output
+    narrow = Shape("f32", (1 << 22, 3))
+    assert not streaming.wants_streaming(narrow, [Out(narrow)])            # 12-byte rows
+    bytes_ = Shape("u8", (1 << 25,))
+    assert not streaming.wants_streaming(bytes_, [Out(bytes_)])            # 1-byte elements
+
+
+@pytest.mark.parametrize("n", [1000, 1024, 4099])
+@pytest.mark.parametrize("offset", [0, 1, 7])
+def test_streamed_elementwise_is_bit_identical(n, offset):
+    """Odd sizes, and inputs that start off a cache line (a numpy slice of a larger array)."""
+    text = CHAIN.format(n=n)
+    module, streamed = _compile(text, threshold=256)
+    assert "vmovntps" in streamed.as_asm()
+    base = np.random.default_rng(n + offset).standard_normal(n + offset).astype(np.float32)
+    x = base[offset:]
+    (actual,) = streamed.run(x)
+    (expected,) = hlo.evaluate(module, [x])
+    np.testing.assert_array_equal(actual, np.asarray(expected))
+
+
+@pytest.mark.parametrize("etype", ["f32", "f64"])
+@pytest.mark.parametrize("rows,cols", [(5, 333), (8, 512), (3, 1031)])
+def test_streamed_sliced_rows_are_bit_identical(etype, rows, cols):
+    """Rows whose length is no multiple of a cache line: each row has its own head
+    and tail; the fused slices read the input one element apart."""
+    text = SLICED.format(t=etype, r=rows, c=cols, c1=cols + 1)
+    module, streamed = _compile(text, threshold=256)
+    assert "vmovnt" in streamed.as_asm()
+    x = np.random.default_rng(cols).standard_normal((rows, cols + 1)).astype(hlo.numpy_dtype(etype))
+    (actual,) = streamed.run(x)
+    (expected,) = hlo.evaluate(module, [x])
+    np.testing.assert_array_equal(actual, np.asarray(expected))
+
+
+@pytest.mark.parametrize("rows,cols", [(6, 1027), (4, 2048)])
+def test_streamed_softmax_matches_ordinary_stores(rows, cols):
+    """The row normalization's last pass streams: the same values as ordinary stores."""
+    text = SOFTMAX.format(r=rows, c=cols)
+    _, streamed = _compile(text, threshold=256)
+    _, ordinary = _compile(text, threshold=1 << 62)
+    assert "vmovntps" in streamed.as_asm() and "vmovnt" not in ordinary.as_asm()
+    x = np.random.default_rng(rows).standard_normal((rows, cols)).astype(np.float32) * 5
+    np.testing.assert_array_equal(streamed.run(x)[0], ordinary.run(x)[0])
