@@ -123,7 +123,7 @@ class StreamedBuffer(Buffer):
                 self._lane = None
         staged = b.load(self.stage, typ=self.vector, align=LINE_BYTES)
         inst = b.store(staged, self.address(b, _at(index, dim, c)), align=LINE_BYTES)
-        inst.set_metadata("nontemporal", _nontemporal_node(b.module))
+        inst.set_metadata("nontemporal", nontemporal_node(b.module))
         if self._on_access is not None:
             self._on_access(inst)
 
@@ -134,7 +134,7 @@ def _at(index: list, dim: int, value) -> list:
     return at
 
 
-def _nontemporal_node(module: ir.Module):
+def nontemporal_node(module: ir.Module):
     """`!{i32 1}`: LLVM's marker for a non-temporal store."""
     return module.add_metadata([ir.Constant(ir.IntType(32), 1)])
 

@@ -154,3 +154,21 @@ def test_streamed_softmax_matches_ordinary_stores(rows, cols):
     assert "vmovntps" in streamed.as_asm() and "vmovnt" not in ordinary.as_asm()
     x = np.random.default_rng(rows).standard_normal((rows, cols)).astype(np.float32) * 5
     np.testing.assert_array_equal(streamed.run(x)[0], ordinary.run(x)[0])
+
+
+TRANSPOSE = """HloModule transpose
+ENTRY main {{
+  p = f32[{a},{b}] parameter(0)
+  ROOT t = f32[{b},{a}] transpose(p), dimensions={{1,0}}
+}}
+"""
+
+
+def test_block_transpose_streams_whole_lines():
+    text = TRANSPOSE.format(a=48, b=64)
+    _, streamed = _compile(text, threshold=256)
+    _, ordinary = _compile(text, threshold=1 << 62)
+    assert "vmovntps" in streamed.as_asm() and "sfence" in streamed.as_asm()
+    assert "vmovnt" not in ordinary.as_asm()
+    x = np.random.default_rng(0).standard_normal((48, 64)).astype(np.float32)
+    np.testing.assert_array_equal(streamed.run(x)[0], x.T)
