@@ -177,6 +177,20 @@ def window_source(b, index, loop: dict, window, in_dims):
 
 # --- the streaming column reduce ---------------------------------------------------------
 
+# Rows of the input one step of a column reduce adds into the accumulator row, by the
+# cost of computing an input element. One row per step loads and stores the whole
+# accumulator row for every input row: the stores fill the store queue while the input
+# loads wait for memory, and the core keeps fewer misses in flight (f32[4096,4096] axis 0
+# read ~25 GB/s on one core). Eight rows per step cut that traffic eightfold and give
+# eight independent load streams (~43 GB/s, like a row reduce); sixteen streams were
+# slower again. An expensive input expression is copied once per row of a step, so it
+# gets fewer rows.
+ROWS_PER_STEP = 8
+ROWS_PER_STEP_COMPUTED = 4      # inputs with a few cheap elementwise ops
+ROWS_PER_STEP_EXPENSIVE = 2     # inputs with an expensive op or many ops
+_CHEAP_OPS = 4
+
+
 def is_column_reduce(instr) -> bool:
     """True when the input's minor-most physical dimension is kept: reading the input
     element by element for each output would stride through memory, so the kernel
@@ -186,15 +200,48 @@ def is_column_reduce(instr) -> bool:
         and bool(instr.dims())
 
 
+def rows_per_step(instr) -> int:
+    """How many input rows one step of the column reduce `instr` adds (see ROWS_PER_STEP)."""
+    n = len(instr.operands) // 2
+    ops, expensive, seen = 0, False, set()
+    stack = list(instr.operands[:n])
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        kind = node.info.kind
+        if kind not in ("leaf", "movement"):
+            ops += 1
+            expensive = expensive or node.info.expensive or not node.info.is_elementwise
+        stack.extend(node.operands)
+    if ops == 0:
+        return ROWS_PER_STEP
+    if expensive or ops > _CHEAP_OPS:
+        return ROWS_PER_STEP_EXPENSIVE
+    return ROWS_PER_STEP_COMPUTED
+
+
 def emit_column_reduce(kernel: KernelIR, instr, srcs, outputs) -> int:
-    """out = init; for every input index in memory order: out[kept] = f(out[kept], in).
+    """out = init; then, walking the input in memory order, out[kept] = f(out[kept], in).
 
     `[begin, end)` ranges over the output's major-most physical dimension, so the
-    partitions write disjoint parts of the output and never race.
+    partitions write disjoint parts of the output and never race. The innermost reduced
+    dimension ("rows") advances R = rows_per_step() rows per step, and the rows of a step
+    are combined before they meet the accumulator:
 
-        for i in [0, rows):             # reduced
-          for j in [begin, end):        # kept, unit stride: vectorized
+        for i in [0, rows - rows % R, step R):        # reduced
+          for j in [begin, end):                      # kept, unit stride: vectorized
+            out[j] = out[j] + ((in[i, j] + in[i+1, j]) + (in[i+2, j] + in[i+3, j]))
+        for i in [rows - rows % R, rows):             # the remaining rows, one at a time
+          for j in [begin, end):
             out[j] = out[j] + in[i, j]
+
+    Summation order: each output element sums its rows in row order, R at a time as a
+    balanced tree (pairwise within the step, which also keeps the rounding error low);
+    it never depends on the thread count, because the partitions split the kept
+    dimension, not the rows. A reducer that is not one simple associative op (argmax)
+    is applied row by row in order.
     """
     n = len(instr.operands) // 2
     inputs, inits = srcs[:n], srcs[n:]
@@ -204,6 +251,7 @@ def emit_column_reduce(kernel: KernelIR, instr, srcs, outputs) -> int:
     kept = [d for d in range(in_shape.rank) if d not in reduced]
     etypes = [o.shape.element_type for o in instr.operands[:n]]
     step = make_reducer(kernel, instr.to_apply, etypes)
+    tree = n == 1 and simple_reducer(instr.to_apply) is not None
     b = kernel.b
     init_values = [g(b, []) for g in inits]
 
@@ -214,21 +262,58 @@ def emit_column_reduce(kernel: KernelIR, instr, srcs, outputs) -> int:
 
     partition_dim = kept[major_to_minor(out_shape)[0]] if out_shape.rank else None
     order = major_to_minor(in_shape)
+    row_dim = [d for d in order if d in reduced][-1]
     full: list = [None] * in_shape.rank
 
-    def nest(level):
+    def accumulate(b, rows):
+        with kernel.scope():
+            out_index = [full[d] for d in kept]
+            values = []
+            for row in rows:
+                full[row_dim] = row
+                values.append([g(b, list(full)) for g in inputs])
+            accs = [out.load(b, out_index) for out in outputs]
+            if tree:
+                accs = step(b, accs, _combine_pairwise(b, step, values))
+            else:
+                for value in values:
+                    with kernel.scope():     # a reducer's own values are memoized per step
+                        accs = step(b, accs, value)
+            for out, value in zip(outputs, accs):
+                out.store(b, out_index, value)
+
+    def nest(level, rows):
         if level == len(order):
-            with kernel.scope():
-                out_index = [full[d] for d in kept]
-                values = [g(b, list(full)) for g in inputs]
-                olds = [out.load(b, out_index) for out in outputs]
-                for out, value in zip(outputs, step(b, olds, values)):
-                    out.store(b, out_index, value)
+            accumulate(b, rows)
             return
         d = order[level]
+        if d == row_dim:
+            _row_steps(b, in_shape.dims[d], rows_per_step(instr), f"c{d}",
+                       lambda rows: nest(level + 1, rows))
+            return
         lo, hi = (kernel.begin, kernel.end) if d == partition_dim else (0, in_shape.dims[d])
         with for_range(b, lo, hi, f"c{d}") as i:
             full[d] = i
-            nest(level + 1)
-    nest(0)
+            nest(level + 1, rows)
+    nest(0, None)
     return partition_extent(out_shape)
+
+
+def _row_steps(b, size: int, per_step: int, name: str, body) -> None:
+    """body(rows) for [0, size) in steps of `per_step` rows, then the rest one by one."""
+    per_step = max(1, min(per_step, size))
+    main = size - size % per_step
+    if main:
+        with for_range(b, 0, main, name, step=per_step) as i:
+            body([i] + [b.add(i, i64(k), flags=("nsw", "nuw")) for k in range(1, per_step)])
+    if main < size:
+        with for_range(b, main, size, f"{name}.rest") as i:
+            body([i])
+
+
+def _combine_pairwise(b, step, values: list) -> list:
+    """values[0] op values[1] op ... as a balanced tree (neighbours first)."""
+    while len(values) > 1:
+        paired = [step(b, values[k], values[k + 1]) for k in range(0, len(values) - 1, 2)]
+        values = paired + ([values[-1]] if len(values) % 2 else [])
+    return values[0]

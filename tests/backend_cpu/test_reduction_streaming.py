@@ -1,0 +1,215 @@
+"""The streaming column reduce (reduction.py): several input rows per step.
+
+A column reduce (the input's minor dimension kept) adds R rows per step into the
+accumulator row, R chosen by the cost of an input element, then the remaining
+rows one at a time. These tests pin the row counts that exercise the steps and
+the rest (fewer rows than R, a multiple of R, R*k + 7), reducers that are not
+one simple op (argmax applied row by row), inputs computed by a fusion, layouts
+whose rows are not the major dimension, and that the sums do not depend on the
+number of threads (the partitions split the kept dimension, never the rows).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import backend_cpu
+import hlo
+import runtime
+from backend_cpu import reduction
+from tests.backend_cpu.helpers import check_against_evaluator, compiled, uniquify
+
+ADD = """
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] add(a, b)
+}
+"""
+
+
+def _column_sum(rows: int, cols: int) -> str:
+    return f"""HloModule colsum
+{ADD}
+ENTRY e {{
+  x = f32[{rows},{cols}] parameter(0)
+  z = f32[] constant(0)
+  ROOT s = f32[{cols}] reduce(x, z), dimensions={{0}}, to_apply=add
+}}"""
+
+
+def _reduce_root(text: str):
+    return hlo.parse_module(text).entry.root
+
+
+def _quarters(shape, seed: int) -> np.ndarray:
+    """Multiples of 1/4 in [-8, 8]: every summation order gives the same exact sum."""
+    rng = np.random.default_rng(seed)
+    return (rng.integers(-32, 33, shape) / 4).astype(np.float32)
+
+
+@pytest.mark.parametrize("rows", [1, 3, 8, 16, 23, 64 + 7])
+def test_column_sum_any_row_count(rows):
+    """Whole steps, a partial last step, and fewer rows than one step."""
+    x = _quarters((rows, 37), seed=rows)
+    out = check_against_evaluator(_column_sum(rows, 37), [x], f"rows={rows}")[0]
+    np.testing.assert_array_equal(out, x.sum(axis=0, dtype=np.float64).astype(np.float32))
+
+
+@pytest.mark.parametrize("t,reducer", [("f32", "maximum"), ("f32", "multiply"),
+                                       ("s32", "add"), ("f16", "add"), ("f64", "minimum")])
+def test_column_reduce_other_reducers_and_types(t, reducer):
+    text = f"""HloModule col
+red {{
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ROOT r = {t}[] {reducer}(a, b)
+}}
+ENTRY e {{
+  x = {t}[19,33] parameter(0)
+  z = {t}[] constant(1)
+  ROOT s = {t}[33] reduce(x, z), dimensions={{0}}, to_apply=red
+}}"""
+    rng = np.random.default_rng(7)
+    if reducer == "multiply":
+        x = rng.choice(np.array([0.5, 1.0, 2.0, -1.0], np.float32), (19, 33))
+    elif t == "s32":
+        x = rng.integers(-1000, 1000, (19, 33)).astype(np.int32)
+    else:
+        x = np.round(rng.standard_normal((19, 33)) * 4).astype(hlo.numpy_dtype(t))
+    x[3, 5] = np.nan if t in ("f32", "f64") else x[3, 5]
+    check_against_evaluator(text, [x], f"{t} {reducer}")
+
+
+def test_rank3_middle_and_outer_dims_reduced_with_a_layout():
+    """Reduced dims {0,1} of a {2,1,0} input, and dim {1} of a {2,0,1} input (the rows
+    are then the major-most dimension in memory)."""
+    text = f"""HloModule r3
+{ADD}
+ENTRY e {{
+  x = f32[5,11,24] parameter(0)
+  y = f32[6,13,24]{{2,0,1}} parameter(1)
+  z = f32[] constant(0)
+  a = f32[24] reduce(x, z), dimensions={{0,1}}, to_apply=add
+  b = f32[6,24] reduce(y, z), dimensions={{1}}, to_apply=add
+  ROOT t = (f32[24], f32[6,24]) tuple(a, b)
+}}"""
+    check_against_evaluator(text, [_quarters((5, 11, 24), 1), _quarters((6, 13, 24), 2)])
+
+
+def test_fused_input_expression():
+    """An input computed in the kernel (exp(x) * y) is evaluated once per element."""
+    text = f"""HloModule fused
+{ADD}
+fc {{
+  x = f32[21,40] parameter(0)
+  y = f32[21,40] parameter(1)
+  e = f32[21,40] exponential(x)
+  m = f32[21,40] multiply(e, y)
+  z = f32[] constant(0)
+  ROOT s = f32[40] reduce(m, z), dimensions={{0}}, to_apply=add
+}}
+ENTRY e {{
+  x = f32[21,40] parameter(0)
+  y = f32[21,40] parameter(1)
+  ROOT f = f32[40] fusion(x, y), kind=kInput, calls=fc
+}}"""
+    rng = np.random.default_rng(5)
+    x, y = (rng.standard_normal((21, 40)).astype(np.float32) for _ in range(2))
+    check_against_evaluator(text, [x, y])
+
+
+def test_variadic_argmax_over_many_rows():
+    """A reducer of two values is applied row by row, in row order (ties: lowest index)."""
+    text = """HloModule argmax
+argmax {
+  v0 = f32[] parameter(0)
+  i0 = s32[] parameter(1)
+  v1 = f32[] parameter(2)
+  i1 = s32[] parameter(3)
+  gt = pred[] compare(v0, v1), direction=GT
+  eq = pred[] compare(v0, v1), direction=EQ
+  lt = pred[] compare(i0, i1), direction=LT
+  tie = pred[] and(eq, lt)
+  keep = pred[] or(gt, tie)
+  v = f32[] select(keep, v0, v1)
+  i = s32[] select(keep, i0, i1)
+  ROOT r = (f32[], s32[]) tuple(v, i)
+}
+ENTRY e {
+  x = f32[29,17] parameter(0)
+  io = s32[29,17] iota(), iota_dimension=0
+  ninf = f32[] constant(-inf)
+  zero = s32[] constant(0)
+  ROOT r = (f32[17], s32[17]) reduce(x, io, ninf, zero), dimensions={0}, to_apply=argmax
+}"""
+    x = np.random.default_rng(9).integers(-3, 3, (29, 17)).astype(np.float32)
+    values, where = check_against_evaluator(text, [x])
+    np.testing.assert_array_equal(where, np.argmax(x, axis=0))
+
+
+def test_rows_per_step_follows_the_cost_of_an_input_element():
+    plain = _reduce_root(_column_sum(64, 64))
+    assert reduction.rows_per_step(plain) == reduction.ROWS_PER_STEP
+    module = hlo.parse_module(uniquify(f"""HloModule c
+{ADD}
+ENTRY e {{
+  x = f32[64,64] parameter(0)
+  sq = f32[64,64] multiply(x, x)
+  ex = f32[64,64] exponential(x)
+  z = f32[] constant(0)
+  a = f32[64] reduce(sq, z), dimensions={{0}}, to_apply=add
+  b = f32[64] reduce(ex, z), dimensions={{0}}, to_apply=add
+  ROOT t = (f32[64], f32[64]) tuple(a, b)
+}}"""))
+    a, b = module.entry.root.operands
+    assert reduction.rows_per_step(a) == reduction.ROWS_PER_STEP_COMPUTED
+    assert reduction.rows_per_step(b) == reduction.ROWS_PER_STEP_EXPENSIVE
+
+
+def _vector_blocks(llvm_ir: str) -> list[tuple[int, int]]:
+    """(vector loads, vector stores) of each basic block of optimized IR that has loads."""
+    blocks, loads, stores = [], 0, 0
+    for line in llvm_ir.splitlines() + ["end:"]:
+        if re.match(r"^[\w.]+:", line):
+            if loads:
+                blocks.append((loads, stores))
+            loads = stores = 0
+        loads += " load <" in line
+        stores += line.lstrip().startswith("store <")
+    return blocks
+
+
+def test_one_accumulator_store_per_step_of_rows():
+    """Each vectorized loop body loads a whole step of rows (and the accumulator) per
+    store of the accumulator (2048 columns: not a small kernel optimized for size)."""
+    _, exe = compiled(_column_sum(4096, 2048))
+    blocks = [(loads, stores) for loads, stores in _vector_blocks(exe.as_llvm_ir()) if stores]
+    assert blocks
+    for loads, stores in blocks:
+        assert loads == (reduction.ROWS_PER_STEP + 1) * stores, blocks
+
+
+def test_sums_do_not_depend_on_the_thread_count():
+    """Random (inexact) sums are bitwise equal on one and on two partitions."""
+    rows, cols = 1037, 96                    # 398 KB: large enough to be split
+    text = _column_sum(rows, cols)
+    x = np.random.default_rng(11).standard_normal((rows, cols)).astype(np.float32)
+    saved = runtime.get_options().intra_op_threads
+    results, partitions = [], []
+    try:
+        for threads in (1, 2):
+            runtime.configure(intra_op_threads=threads)
+            exe = backend_cpu.compile(hlo.parse_module(text),
+                                      backend_cpu.CompileOptions(cache=False, disk_cache=False))
+            kernel = [t for t in exe._program.thunks if hasattr(t, "dims")][0]
+            partitions.append(len(kernel.dims.slices))
+            results.append(exe.run(x)[0])
+    finally:
+        runtime.configure(intra_op_threads=saved)
+    assert partitions == [1, 2]
+    np.testing.assert_array_equal(results[0], results[1])
+    exact = x.astype(np.float64).sum(axis=0)
+    np.testing.assert_allclose(results[0], exact, rtol=0, atol=2e-4)
