@@ -145,6 +145,7 @@ class KernelIR:
         self._memo: list[dict] = [{}]
         self.max_partitions: int | None = None   # set by emitters that know better
         self.streams = False    # set by streaming.py: non-temporal stores need an sfence
+        self.operands: list = []    # the input Buffers (emit_kernel sets them)
         self._fp_saved = _set_flush_denormals(self)
 
     # --- entry-block values -------------------------------------------------------

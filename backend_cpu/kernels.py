@@ -35,6 +35,7 @@ from .transpose import try_emit_block_transpose
 def emit_kernel(kernel: KernelIR, instr, operands: list[Buffer], outputs: list[Buffer]) -> int:
     """Emits the body of `kernel` computing `instr` from `operands` into `outputs`;
     returns the partition extent."""
+    kernel.operands = operands
     operand_gens = [buffer_reader(buffer) for buffer in operands]
     views = {i: View(buf.pointer, buf.shape.dims, tuple(strides(buf.shape)), buf.etype)
              for i, buf in enumerate(operands)}
@@ -133,7 +134,8 @@ def _store_together(kernel, gen, outputs, tile_dim=None, hoist=None) -> int:
     (a large output with non-temporal stores: streaming.py)."""
     shape = outputs[0].shape
     if tile_dim is None:
-        outputs = streaming.streamed_outputs(kernel, shape, outputs)
+        outputs = streaming.streamed_outputs(kernel, shape, outputs,
+                                             prefetch_next_row=hoist is not None)
     minor_loop = getattr(outputs[0], "emit_minor_loop", None)
 
     def body(b, index):

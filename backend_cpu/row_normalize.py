@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from hlo.shape import Shape
+
 from . import streaming
 from .hoisting import make_hoister
-from .llvm_types import compute_type
+from .kernel_ir import Buffer
+from .llvm_types import PTR, compute_type, storage_type
 from .loops import emit_loop_nest, for_range, partition_extent
 from .reduction import simple_reducer
 
@@ -31,6 +34,9 @@ _TYPES = ("f32", "f64")
 # inlined exp polynomial 4 times; 2 halves that code (and its compile time) and ran
 # as fast on a softmax f32[4096,4096].
 ROW_INTERLEAVE = 2
+# The longest row kept on a kernel's stack (a thread's stack is megabytes; a row
+# this long still fits the 1 MiB L2 next to the input row).
+STACK_ROW_MAX_BYTES = 256 * 1024
 
 
 def match(root, plan) -> object | None:
@@ -71,22 +77,42 @@ def emit(kernel, root, reduce, gens, plan, output) -> int:
     outer = set(range(inner))
     state: dict = {}
 
+    # The scaling pass writes the row for the last time: a large output streams it
+    # to memory (streaming.py). Then `e` waits in a row on the stack, not in the
+    # output: an ordinary store to the output would first read its line from memory.
+    final = streaming.streamed_outputs(kernel, shape, [output], prefetch_next_row=True)[0]
+    row_bytes = shape.nbytes // max(shape.numel, 1) * shape.dims[-1]
+    stash = _stack_row(kernel, shape) \
+        if final is not output and row_bytes <= STACK_ROW_MAX_BYTES else output
+
     def hoist(b, opened: set, index: list) -> None:
         if base is not None:
             base(b, opened, index)
         if opened == outer and "scale" not in state:
-            state["scale"] = _stash_and_sum(kernel, b, num, reduce, gens, index, shape, output)
-
-    # The scaling pass writes the row for the last time: a large output streams it
-    # to memory (streaming.py), the stash pass keeps it in cache for this pass.
-    final = streaming.streamed_outputs(kernel, shape, [output])[0]
+            state["scale"] = _stash_and_sum(kernel, b, num, reduce, gens, index, shape, stash)
 
     def body(b, index):
         with kernel.scope():
-            final.store(b, index, b.fmul(output.load(b, index), state["scale"]))
+            final.store(b, index, b.fmul(stash.load(b, index), state["scale"]))
     emit_loop_nest(kernel.b, shape, kernel.begin, kernel.end, body, hoist=hoist,
                    level_scope=kernel.scope, minor_loop=getattr(final, "emit_minor_loop", None))
     return partition_extent(shape)
+
+
+class _StackRow(Buffer):
+    """One row of the output's shape in a stack array, addressed by the output's index
+    (only the minor-most index counts)."""
+
+    def address(self, b: ir.IRBuilder, index: list) -> ir.Value:
+        return b.gep(self.pointer, [index[-1]], inbounds=True, source_etype=self.llvm_type)
+
+
+def _stack_row(kernel, shape) -> Buffer:
+    row = Shape(shape.element_type, (shape.dims[-1],))
+    cell = kernel.alloca(ir.ArrayType(storage_type(shape.element_type), row.numel), "row.stash")
+    cell.align = 64
+    cell.type = PTR      # llvmlite types it `[n x T]*`; it is addressed by element
+    return _StackRow(cell, row)
 
 
 def _stash_and_sum(kernel, b, num, reduce, gens, index, shape, output) -> ir.Value:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from .kernel_ir import Buffer
-from .llvm_types import I64, PTR, to_storage
+from .llvm_types import I32, I64, PTR, to_storage
 from .loops import for_range, i64
 
 # Outputs smaller than this (in total) keep ordinary stores: half of the 32 MiB L3,
@@ -48,6 +48,8 @@ CHUNK_BYTES = 256
 LINE_BYTES = 64
 MIN_CHUNKS_PER_ROW = 4
 _ELEMENT_BYTES = (4, 8)
+# llvm.prefetch locality: 3 = keep in all levels (prefetcht0).
+PREFETCH_LOCALITY = 3
 
 
 def wants_streaming(shape, outputs) -> bool:
@@ -72,8 +74,9 @@ class StreamedBuffer(Buffer):
     streaming loop (`emit_minor_loop`) switches where those stores land.
     """
 
-    def __init__(self, buffer: Buffer, kernel):
+    def __init__(self, buffer: Buffer, kernel, prefetch: list | None = None):
         super().__init__(buffer.pointer, buffer.shape, buffer._on_access)
+        self.prefetch = prefetch or []      # inputs whose next row each chunk prefetches
         self.esize = buffer.shape.nbytes // buffer.shape.numel
         self.chunk = CHUNK_BYTES // self.esize
         self.vector = ir.VectorType(self.llvm_type, self.chunk)
@@ -115,6 +118,8 @@ class StreamedBuffer(Buffer):
             per_element(b, i)
 
     def _emit_chunk(self, b, c, index, dim, per_element, name) -> None:
+        for source in self.prefetch:
+            self._prefetch_next_row(b, source, _at(index, dim, c), dim)
         with for_range(b, 0, self.chunk, f"{name}.lane") as j:
             self._lane = j
             try:
@@ -128,6 +133,29 @@ class StreamedBuffer(Buffer):
             self._on_access(inst)
 
 
+    def _prefetch_next_row(self, b, source: Buffer, at: list, dim: int) -> None:
+        """Asks for the chunk's lines of `source` one row ahead (see streamed_outputs).
+        A prefetch never faults, so the row after a partition's last one is harmless."""
+        ahead = b.gep(source.address(b, at), [i64(self.shape.dims[dim])],
+                      source_etype=source.llvm_type)
+        for line in range(0, CHUNK_BYTES * source_bytes(source) // self.esize, LINE_BYTES):
+            b.call(_prefetch_intrinsic(b.module), [
+                b.gep(ahead, [i64(line)], source_etype=ir.IntType(8)),
+                ir.Constant(I32, 0), ir.Constant(I32, PREFETCH_LOCALITY), ir.Constant(I32, 1)])
+
+
+def source_bytes(buffer: Buffer) -> int:
+    return buffer.shape.nbytes // max(buffer.shape.numel, 1)
+
+
+def _prefetch_intrinsic(module: ir.Module) -> ir.Function:
+    """`llvm.prefetch(ptr, rw, locality, cache type)`."""
+    name = "llvm.prefetch.p0"
+    if name in module.globals:
+        return module.globals[name]
+    return ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I32, I32, I32]), name)
+
+
 def _at(index: list, dim: int, value) -> list:
     at = list(index)
     at[dim] = value
@@ -139,8 +167,18 @@ def nontemporal_node(module: ir.Module):
     return module.add_metadata([ir.Constant(ir.IntType(32), 1)])
 
 
-def streamed_outputs(kernel, shape, outputs: list) -> list:
-    """`outputs`, with the one output wrapped as a StreamedBuffer when it should stream."""
+def streamed_outputs(kernel, shape, outputs: list, prefetch_next_row: bool = False) -> list:
+    """`outputs`, with the one output wrapped as a StreamedBuffer when it should stream.
+
+    `prefetch_next_row`: the loop nest makes several passes over each row (hoisted
+    row reductions), so the hardware prefetcher, which follows demand misses, idles
+    while the last passes work in cache; the streaming pass then prefetches the next
+    row of every input of the output's shape, one chunk's worth per chunk.
+    """
     if not wants_streaming(shape, outputs):
         return outputs
-    return [StreamedBuffer(outputs[0], kernel)]
+    out = outputs[0]
+    sources = [op for op in kernel.operands if op.shape.is_array and op.shape.dims == out.shape.dims
+               and op.shape.minor_to_major() == out.shape.minor_to_major()] \
+        if prefetch_next_row and shape.rank > 1 else []
+    return [StreamedBuffer(out, kernel, sources)]

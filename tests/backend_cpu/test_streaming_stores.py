@@ -172,3 +172,36 @@ def test_block_transpose_streams_whole_lines():
     assert "vmovnt" not in ordinary.as_asm()
     x = np.random.default_rng(0).standard_normal((48, 64)).astype(np.float32)
     np.testing.assert_array_equal(streamed.run(x)[0], x.T)
+
+
+CENTER = """HloModule center
+add {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}}
+fused {{
+  x = f32[{r},{c}] parameter(0)
+  z = f32[] constant(0)
+  sm = f32[{r}] reduce(x, z), dimensions={{1}}, to_apply=add
+  sb = f32[{r},{c}] broadcast(sm), dimensions={{0}}
+  ROOT o = f32[{r},{c}] subtract(x, sb)
+}}
+ENTRY main {{
+  p = f32[{r},{c}] parameter(0)
+  ROOT f = f32[{r},{c}] fusion(p), kind=kLoop, calls=fused
+}}
+"""
+
+
+@pytest.mark.parametrize("rows,cols", [(7, 1000), (4, 1024)])
+def test_hoisted_row_kernel_prefetches_the_next_row(rows, cols):
+    """A row kernel that reads its input in several passes prefetches the next row
+    while it streams the current one out; the values are those of ordinary stores."""
+    text = CENTER.format(r=rows, c=cols)
+    _, streamed = _compile(text, threshold=256)
+    _, ordinary = _compile(text, threshold=1 << 62)
+    assert "prefetcht0" in streamed.as_asm() and "vmovntps" in streamed.as_asm()
+    assert "prefetch" not in ordinary.as_asm()
+    x = np.random.default_rng(cols).standard_normal((rows, cols)).astype(np.float32)
+    np.testing.assert_array_equal(streamed.run(x)[0], ordinary.run(x)[0])
