@@ -164,13 +164,16 @@ ENTRY main {{
 """
 
 
-def test_block_transpose_streams_whole_lines():
-    text = TRANSPOSE.format(a=48, b=64)
+@pytest.mark.parametrize("a,b", [(48, 64), (512, 256), (80, 48)])
+def test_block_transpose_streams_whole_lines(a, b):
+    """Large transposes stream (and walk pairs of blocks when the rows allow it:
+    512 x 256 also runs as two partitions)."""
+    text = TRANSPOSE.format(a=a, b=b)
     _, streamed = _compile(text, threshold=256)
     _, ordinary = _compile(text, threshold=1 << 62)
     assert "vmovntps" in streamed.as_asm() and "sfence" in streamed.as_asm()
     assert "vmovnt" not in ordinary.as_asm()
-    x = np.random.default_rng(0).standard_normal((48, 64)).astype(np.float32)
+    x = np.random.default_rng(a).standard_normal((a, b)).astype(np.float32)
     np.testing.assert_array_equal(streamed.run(x)[0], x.T)
 
 
