@@ -10,6 +10,10 @@ parameters) the step is one instruction, and float add/multiply carry the
 accumulators and combine them with a tree at the end (XLA reassociates too).
 Variadic reducers (argmax: value and index) run their computation per element.
 
+A column reduce (the input's minor dimension kept) is not a generator: its
+kernel streams the input once in memory order, adding several rows per step into
+the output (`emit_column_reduce`).
+
 A reduce-window generator loops over the window of one output element; a
 window position in padding, or between base-dilated elements, contributes the
 init value (XLA's definition), and is never read from memory.
@@ -17,8 +21,8 @@ init value (XLA's definition), and is never read from memory.
 from __future__ import annotations
 
 from .kernel_ir import KernelIR
-from .llvm_types import compute_type, is_float
-from .loops import emit_loop_nest, for_range, i64, major_to_minor, partition_extent
+from .llvm_types import compute_type, element_bytes, is_float
+from .loops import for_range, i64, major_to_minor
 from .scalar_ops import BINARY
 
 # Vector bodies per iteration of a reduction's innermost loop: None lets LLVM choose
@@ -225,8 +229,8 @@ def rows_per_step(instr) -> int:
 def emit_column_reduce(kernel: KernelIR, instr, srcs, outputs) -> int:
     """out = init; then, walking the input in memory order, out[kept] = f(out[kept], in).
 
-    `[begin, end)` ranges over the output's major-most physical dimension, so the
-    partitions write disjoint parts of the output and never race. The innermost reduced
+    `[begin, end)` ranges over one kept dimension (see _Partition), so the partitions
+    write disjoint cache lines of the output and never race. The innermost reduced
     dimension ("rows") advances R = rows_per_step() rows per step, and the rows of a step
     are combined before they meet the accumulator:
 
@@ -253,17 +257,23 @@ def emit_column_reduce(kernel: KernelIR, instr, srcs, outputs) -> int:
     step = make_reducer(kernel, instr.to_apply, etypes)
     tree = n == 1 and simple_reducer(instr.to_apply) is not None
     b = kernel.b
+    part = _Partition(b, kernel, out_shape, outputs)
     init_values = [g(b, []) for g in inits]
+    full: list = [None] * in_shape.rank
 
-    def init_body(b, index):
-        for out, value in zip(outputs, init_values):
-            out.store(b, index, value)
-    emit_loop_nest(b, out_shape, kernel.begin, kernel.end, init_body, name="ci")
+    def init_level(level):
+        if level == out_shape.rank:
+            for out, value in zip(outputs, init_values):
+                out.store(b, [full[d] for d in kept], value)
+            return
+        k = major_to_minor(out_shape)[level]
+        with for_range(b, *part.bounds(k), f"ci{k}") as i:
+            full[kept[k]] = i
+            init_level(level + 1)
+    init_level(0)
 
-    partition_dim = kept[major_to_minor(out_shape)[0]] if out_shape.rank else None
     order = major_to_minor(in_shape)
     row_dim = [d for d in order if d in reduced][-1]
-    full: list = [None] * in_shape.rank
 
     def accumulate(b, rows):
         with kernel.scope():
@@ -291,12 +301,46 @@ def emit_column_reduce(kernel: KernelIR, instr, srcs, outputs) -> int:
             _row_steps(b, in_shape.dims[d], rows_per_step(instr), f"c{d}",
                        lambda rows: nest(level + 1, rows))
             return
-        lo, hi = (kernel.begin, kernel.end) if d == partition_dim else (0, in_shape.dims[d])
-        with for_range(b, lo, hi, f"c{d}") as i:
+        bounds = part.bounds(kept.index(d)) if d in kept else (0, in_shape.dims[d])
+        with for_range(b, *bounds, f"c{d}") as i:
             full[d] = i
             nest(level + 1, rows)
     nest(0, None)
-    return partition_extent(out_shape)
+    return part.extent
+
+
+class _Partition:
+    """How the launches of a column reduce split the output.
+
+    The split dimension is the output's major-most one of size > 1 (a leading
+    dimension of size 1 would leave one partition). When it is the minor-most one, the
+    kernel's `[begin, end)` counts blocks of a cache line of output elements, so that
+    two threads never write the same line: the accumulator row is stored once per step
+    of rows, and a line shared at a boundary (or a whole output narrower than two
+    lines, like f32[10]) would bounce between the cores on every step.
+    """
+
+    LINE_BYTES = 64
+
+    def __init__(self, b, kernel, out_shape, outputs):
+        order = major_to_minor(out_shape)
+        self.dims = out_shape.dims
+        self.dim = next((k for k in order if out_shape.dims[k] > 1), order[0])
+        self.size = out_shape.dims[self.dim]
+        self.unit = 1
+        if self.dim == order[-1]:
+            self.unit = max(1, self.LINE_BYTES // min(element_bytes(o.etype) for o in outputs))
+        self.extent = -(-self.size // self.unit)
+        if self.unit == 1:
+            self.lo, self.hi = kernel.begin, kernel.end
+        else:
+            self.lo = b.mul(kernel.begin, i64(self.unit), flags=("nsw", "nuw"))
+            hi = b.mul(kernel.end, i64(self.unit), flags=("nsw", "nuw"))
+            self.hi = b.select(b.icmp_signed("<", hi, i64(self.size)), hi, i64(self.size))
+
+    def bounds(self, out_dim: int) -> tuple:
+        """[lo, hi) of output dimension `out_dim` in this launch."""
+        return (self.lo, self.hi) if out_dim == self.dim else (0, self.dims[out_dim])
 
 
 def _row_steps(b, size: int, per_step: int, name: str, body) -> None:

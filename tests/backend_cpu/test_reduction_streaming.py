@@ -192,24 +192,72 @@ def test_one_accumulator_store_per_step_of_rows():
         assert loads == (reduction.ROWS_PER_STEP + 1) * stores, blocks
 
 
+def _compile_on(text: str, threads: int):
+    """(executable linked for `threads` intra-op threads, its kernel's slices)."""
+    saved = runtime.get_options().intra_op_threads
+    runtime.configure(intra_op_threads=threads)
+    try:
+        exe = backend_cpu.compile(hlo.parse_module(text),
+                                  backend_cpu.CompileOptions(cache=False, disk_cache=False))
+    finally:
+        runtime.configure(intra_op_threads=saved)
+    kernel = [t for t in exe._program.thunks if hasattr(t, "dims")][0]
+    return exe, kernel.dims.slices
+
+
 def test_sums_do_not_depend_on_the_thread_count():
     """Random (inexact) sums are bitwise equal on one and on two partitions."""
     rows, cols = 1037, 96                    # 398 KB: large enough to be split
     text = _column_sum(rows, cols)
     x = np.random.default_rng(11).standard_normal((rows, cols)).astype(np.float32)
-    saved = runtime.get_options().intra_op_threads
-    results, partitions = [], []
-    try:
-        for threads in (1, 2):
-            runtime.configure(intra_op_threads=threads)
-            exe = backend_cpu.compile(hlo.parse_module(text),
-                                      backend_cpu.CompileOptions(cache=False, disk_cache=False))
-            kernel = [t for t in exe._program.thunks if hasattr(t, "dims")][0]
-            partitions.append(len(kernel.dims.slices))
-            results.append(exe.run(x)[0])
-    finally:
-        runtime.configure(intra_op_threads=saved)
-    assert partitions == [1, 2]
-    np.testing.assert_array_equal(results[0], results[1])
+    (one, slices1), (two, slices2) = _compile_on(text, 1), _compile_on(text, 2)
+    assert (len(slices1), len(slices2)) == (1, 2)
+    np.testing.assert_array_equal(one.run(x)[0], two.run(x)[0])
     exact = x.astype(np.float64).sum(axis=0)
-    np.testing.assert_allclose(results[0], exact, rtol=0, atol=2e-4)
+    np.testing.assert_allclose(one.run(x)[0], exact, rtol=0, atol=2e-4)
+
+
+@pytest.mark.parametrize("cols,blocks", [(10, 1), (100, 7), (2048, 128)])
+def test_partitions_split_the_output_at_cache_lines(cols, blocks):
+    """[begin, end) counts 16-element blocks of f32 output (64 bytes): the threads never
+    store to one cache line, and an output narrower than two lines is not split."""
+    rows = 65536 // cols * 4
+    text = _column_sum(rows, cols)
+    exe, slices = _compile_on(text, 2)
+    assert slices[-1][1] == blocks
+    assert len(slices) == min(2, blocks)
+    x = _quarters((rows, cols), seed=cols)
+    np.testing.assert_array_equal(exe.run(x)[0],
+                                  x.sum(axis=0, dtype=np.float64).astype(np.float32))
+
+
+def test_a_leading_dimension_of_size_one_is_not_the_split_one():
+    text = f"""HloModule lead
+{ADD}
+ENTRY e {{
+  x = f32[1,300,256] parameter(0)
+  z = f32[] constant(0)
+  ROOT s = f32[1,256] reduce(x, z), dimensions={{1}}, to_apply=add
+}}"""
+    exe, slices = _compile_on(text, 2)
+    assert len(slices) == 2 and slices[-1][1] == 256 // 16
+    x = _quarters((1, 300, 256), seed=3)
+    np.testing.assert_array_equal(exe.run(x)[0],
+                                  x.sum(axis=1, dtype=np.float64).astype(np.float32))
+
+
+def test_a_major_output_dimension_is_split_by_elements():
+    """Output f32[40,33]: the split dimension (40) is not the minor one, so the
+    partitions count its elements; each writes whole rows of 33."""
+    text = f"""HloModule major
+{ADD}
+ENTRY e {{
+  x = f32[40,50,33] parameter(0)
+  z = f32[] constant(0)
+  ROOT s = f32[40,33] reduce(x, z), dimensions={{1}}, to_apply=add
+}}"""
+    exe, slices = _compile_on(text, 2)
+    assert len(slices) == 2 and slices[-1][1] == 40
+    x = _quarters((40, 50, 33), seed=4)
+    np.testing.assert_array_equal(exe.run(x)[0],
+                                  x.sum(axis=1, dtype=np.float64).astype(np.float32))
