@@ -31,7 +31,7 @@ import llvmlite.binding as llvm
 
 from . import llvm_target
 
-FORMAT = "xlapy-compiled-1"
+FORMAT = "xlapy-compiled-2"       # 2: the payload keeps the LLVM IR before optimization
 MAX_ENTRIES = 1000       # entries kept on disk (the oldest are evicted beyond this)
 
 

@@ -161,11 +161,17 @@ class Program:
 class CpuExecutable:
     """A compiled module: `run(*arrays) -> list[np.ndarray]` (tuple results flattened)."""
 
-    def __init__(self, program: Program, params: list, *, jit, llvm_ir: str, hlo_text: str,
-                 compile_seconds: float):
+    def __init__(self, program: Program, params: list, *, jit, hlo_text: str,
+                 compile_seconds: float, llvm_ir: str | None = None,
+                 llvm_source: str | None = None):
+        """`llvm_ir`: the optimized LLVM IR; or `llvm_source`, the IR before
+        optimization, which `as_llvm_ir()` optimizes again when first asked."""
+        if llvm_ir is None and llvm_source is None:
+            raise TypeError("CpuExecutable: give llvm_ir or llvm_source")
         self._program = program
         self._jit = jit                        # keeps the machine code alive
         self._llvm_ir = llvm_ir
+        self._llvm_source = llvm_source
         self._hlo_text = hlo_text
         self._params = [shape for _, shape in params]        # (name, Shape) per parameter
         self._param_names = [name for name, _ in params]
@@ -213,14 +219,22 @@ class CpuExecutable:
 
     # --- introspection -------------------------------------------------------------------
     def as_llvm_ir(self) -> str:
-        """The optimized LLVM IR of every kernel."""
+        """The optimized LLVM IR of every kernel.
+
+        Computed on first use from the IR the compiler emitted: the optimizer is
+        deterministic, so this is the code that was compiled to machine code.
+        """
+        if self._llvm_ir is None:
+            from . import llvm_target
+            module = llvm_target.parse_and_verify(self._llvm_source)
+            self._llvm_ir = str(llvm_target.optimize(module))
         return self._llvm_ir
 
     def as_asm(self) -> str:
         """The host assembly of the optimized IR."""
         if self._asm is None:
             from . import llvm_target
-            self._asm = llvm_target.assembly(llvm_target.parse_and_verify(self._llvm_ir))
+            self._asm = llvm_target.assembly(llvm_target.parse_and_verify(self.as_llvm_ir()))
         return self._asm
 
     def as_hlo_text(self) -> str:

@@ -63,7 +63,7 @@ class Compiled:
         jit = lowered.jit
         self.backend = jit.backend
         if self.backend == "cpu":
-            self._executable = _compile_cpu(lowered.module, jit.pipeline, jit.intra_op_threads)
+            self._executable = _compile_cpu(lowered, jit.pipeline, jit.intra_op_threads)
             self._optimized_text = self._executable.as_hlo_text()
             self._optimized = None
         else:
@@ -126,17 +126,24 @@ def _plain_avals(sig):
     return tuple((shape, np.dtype(dtype)) for shape, dtype in sig.avals)
 
 
-def _compile_cpu(module, pipeline, intra_op_threads):
+def _compile_cpu(lowered, pipeline, intra_op_threads):
     import backend_cpu
     import dataclasses
     fields = {f.name for f in dataclasses.fields(backend_cpu.CompileOptions)}
     options = {"pipeline": _pipeline_callable(pipeline)}
+
+    def compile_(**extra):
+        # The pipeline rewrites the module it compiles: hand the backend a fresh
+        # lowering (the Lowered keeps its own module for as_hlo_text and evaluate).
+        if options["pipeline"] is None:
+            return backend_cpu.compile(lowered.module, backend_cpu.CompileOptions(**options, **extra))
+        return backend_cpu.compile(lowered.fresh_module(),
+                                   backend_cpu.CompileOptions(**options, **extra), consume=True)
     if intra_op_threads is None:
-        return backend_cpu.compile(module, backend_cpu.CompileOptions(**options))
+        return compile_()
     for name in ("intra_op_threads", "threads"):
         if name in fields:
-            options[name] = intra_op_threads
-            return backend_cpu.compile(module, backend_cpu.CompileOptions(**options))
+            return compile_(**{name: intra_op_threads})
     # The backend fixes each kernel's partition count when it links, from the
     # runtime's options: link under the requested count, bypassing the backend's
     # cache (its key does not include the thread count).
@@ -144,6 +151,6 @@ def _compile_cpu(module, pipeline, intra_op_threads):
     previous = runtime.get_options().intra_op_threads
     runtime.configure(intra_op_threads=intra_op_threads)
     try:
-        return backend_cpu.compile(module, backend_cpu.CompileOptions(cache=False, **options))
+        return compile_(cache=False)
     finally:
         runtime.configure(intra_op_threads=previous)

@@ -152,6 +152,22 @@ def test_lower_and_compile_inspection():
     assert cost["bytes accessed"] >= (x.nbytes + w.nbytes + 4 * 16 * 4)
 
 
+def test_compiling_leaves_the_lowered_module_alone():
+    # The backend's passes rewrite a fresh lowering of the graph (no copy through
+    # text): it must be the same module, and the Lowered's own must stay unfused.
+    @jit_compile
+    def f(x):
+        return ops.exp(x) * 2.0 + 1.0
+
+    lowered = f.lower(np.ones(8, np.float32))
+    before = lowered.as_hlo_text()
+    assert lowered.fresh_module().to_text() == before
+    compiled = lowered.compile()
+    assert lowered.as_hlo_text() == before and "fusion" not in before
+    assert "fusion" in compiled.as_hlo_text()
+    assert_close(compiled(np.zeros(8, np.float32)), np.full(8, 3.0, np.float32))
+
+
 def test_cost_analysis_counts_a_matmul_exactly():
     f = jit_compile(lambda a, b: a @ b, pipeline=None)
     a, b = np.ones((3, 5), np.float32), np.ones((5, 7), np.float32)

@@ -1,0 +1,127 @@
+"""What the compile driver skips to keep the first call short (issue 9): the garbage
+collector is paused, a consumed module is not copied, loops are not runtime-unrolled,
+and the optimized LLVM IR is printed only on demand."""
+from __future__ import annotations
+
+import gc
+
+import llvmlite.ir as ir
+import numpy as np
+
+import backend_cpu
+import hlo
+from backend_cpu import compiler
+
+TEXT = """HloModule compile_time
+ENTRY e {
+  x = f32[256] parameter(0)
+  one = f32[] constant(1)
+  ones = f32[256] broadcast(one), dimensions={}
+  a = f32[256] add(x, ones)
+  ROOT m = f32[256] multiply(a, a)
+}"""
+FRESH = backend_cpu.CompileOptions(pipeline="default", cache=False, disk_cache=False)
+
+
+def test_gc_is_paused_during_a_compile_and_restored_after():
+    seen = []
+
+    def pipeline(module):
+        seen.append(gc.isenabled())
+    assert gc.isenabled()
+    backend_cpu.compile(hlo.parse_module(TEXT),
+                        backend_cpu.CompileOptions(pipeline=pipeline, cache=False,
+                                                   disk_cache=False))
+    assert seen == [False]
+    assert gc.isenabled()
+
+
+def test_nested_pauses_restore_the_collector_once_and_only_if_it_was_on():
+    with compiler.paused_gc():
+        with compiler.paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()          # the outer pause is still running
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with compiler.paused_gc():
+            pass
+        assert not gc.isenabled()          # the user's choice is kept
+    finally:
+        gc.enable()
+
+
+def test_gc_is_restored_when_a_compile_fails():
+    def broken(module):
+        raise RuntimeError("broken pass")
+    options = backend_cpu.CompileOptions(pipeline=broken, cache=False, disk_cache=False)
+    try:
+        backend_cpu.compile(hlo.parse_module(TEXT), options)
+    except RuntimeError as e:
+        assert "broken pass" in str(e)
+    else:
+        raise AssertionError("the pipeline's error was swallowed")
+    assert gc.isenabled()
+
+
+def test_the_pipeline_works_on_a_copy_unless_the_module_is_consumed():
+    module = hlo.parse_module(TEXT)
+    before = module.to_text()
+    x = np.arange(256, dtype=np.float32)
+    kept = backend_cpu.compile(module, FRESH)
+    assert module.to_text() == before
+    consumed = backend_cpu.compile(module, FRESH, consume=True)
+    assert module.to_text() != before      # fused in place
+    assert "fusion" in module.to_text()
+    np.testing.assert_array_equal(consumed.run(x)[0], kept.run(x)[0])
+    np.testing.assert_array_equal(kept.run(x)[0], (x + 1) * (x + 1))
+
+
+def _counting_loop(module: ir.Module, name: str, hinted: bool) -> ir.Function:
+    """for (i = 0; i < n; i++) p[i] = 0 -- a loop with a run-time trip count."""
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.PointerType(), ir.IntType(64)]),
+                     name)
+    entry, header, body, done = (fn.append_basic_block(n) for n in ("entry", "h", "b", "done"))
+    b = ir.IRBuilder(entry)
+    b.branch(header)
+    b.position_at_end(header)
+    i = b.phi(ir.IntType(64))
+    i.add_incoming(ir.Constant(ir.IntType(64), 0), entry)
+    b.cbranch(b.icmp_signed("<", i, fn.args[1]), body, done)
+    b.position_at_end(body)
+    b.store(ir.Constant(ir.FloatType(), 0), b.gep(fn.args[0], [i], source_etype=ir.FloatType()))
+    nxt = b.add(i, ir.Constant(ir.IntType(64), 1))
+    i.add_incoming(nxt, body)
+    latch = b.branch(header)
+    if hinted:
+        latch.set_metadata("llvm.loop", module.add_metadata([ir.MetaDataString(module, "mine")]))
+    b.position_at_end(done)
+    b.ret_void()
+    return fn
+
+
+def test_loops_without_hints_get_no_runtime_unrolling():
+    module = ir.Module(name="loops")
+    plain = _counting_loop(module, "plain", hinted=False)
+    hinted = _counting_loop(module, "hinted", hinted=True)
+    compiler.no_runtime_unrolling(module)
+    text = str(module)
+    assert "llvm.loop.unroll.runtime.disable" in text
+    latch = plain.blocks[2].terminator
+    assert "llvm.loop" in latch.metadata
+    # A forward branch is no latch; an emitter's own hints are left alone.
+    assert "llvm.loop" not in plain.blocks[0].terminator.metadata
+    assert "llvm.loop" not in plain.blocks[1].terminator.metadata
+    assert '"mine"' in str(hinted.blocks[2].terminator.metadata["llvm.loop"])
+    # The loop ID is self-referential (unique to its loop) and LLVM accepts it.
+    from backend_cpu import llvm_target
+    llvm_target.parse_and_verify(text)
+
+
+def test_llvm_ir_is_optimized_on_demand_and_is_what_was_compiled():
+    executable = backend_cpu.compile(hlo.parse_module(TEXT), FRESH)
+    assert executable._llvm_ir is None               # nothing printed by the compile
+    text = executable.as_llvm_ir()
+    assert "<16 x float>" in text or "<8 x float>" in text     # vectorized: optimized IR
+    assert executable.as_llvm_ir() is text           # printed once
+    assert "ret void" in executable.as_asm() or "ret" in executable.as_asm()
