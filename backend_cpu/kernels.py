@@ -21,13 +21,14 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from . import elemental, row_normalize, streaming
+from .column_reduce import emit_column_reduce, is_column_reduce, try_emit_column_reduces
 from .conv_emitter import try_emit_conv_gemm
 from .dot_emitter import View, resolve_view, try_emit_gemm
 from .hoisting import make_hoister, plan_hoisting
 from .kernel_ir import Buffer, KernelIR, strides
 from .llvm_types import I1, I64, compute_type
 from .loops import emit_loop_nest, for_range, i64, partition_extent
-from .reduction import emit_column_reduce, is_column_reduce, window_source
+from .reduction import window_source
 from .sorting import emit_sort
 from .transpose import try_emit_block_transpose
 
@@ -110,6 +111,9 @@ def _emit_root(kernel, root, operand_gens, outputs, root_gen=None, hoist=None) -
 
 def _emit_tuple_root(kernel, root, gens, outputs, hoist=None) -> int:
     """A multi-output fusion: one nest when every output has one shape, else one each."""
+    extent = try_emit_column_reduces(kernel, root, gens, outputs)
+    if extent is not None:       # sibling column reduces: one streaming walk
+        return extent
     per_element, rest = [], list(outputs)
     for e in root.operands:
         count = len(e.shape.leaves())

@@ -18,7 +18,7 @@ import pytest
 import backend_cpu
 import hlo
 import runtime
-from backend_cpu import reduction
+from backend_cpu import column_reduce as reduction
 from tests.backend_cpu.helpers import check_against_evaluator, compiled, uniquify
 
 ADD = """
@@ -261,3 +261,61 @@ ENTRY e {{
     x = _quarters((40, 50, 33), seed=4)
     np.testing.assert_array_equal(exe.run(x)[0],
                                   x.sum(axis=1, dtype=np.float64).astype(np.float32))
+
+
+MULTI = f"""HloModule multi
+{ADD}
+fc {{
+  x = f32[ROWS,37] parameter(0)
+  sq = f32[ROWS,37] multiply(x, x)
+  z = f32[] constant(0)
+  s = f32[37] reduce(x, z), dimensions={{0}}, to_apply=add
+  q = f32[37] reduce(sq, z), dimensions={{0}}, to_apply=add
+  ROOT t = (f32[37], f32[37]) tuple(s, q)
+}}
+ENTRY e {{
+  x = f32[ROWS,37] parameter(0)
+  ROOT f = (f32[37], f32[37]) fusion(x), kind=kInput, calls=fc
+}}"""
+
+
+@pytest.mark.parametrize("rows", [5, 8 * 4 + 3])
+def test_sibling_column_reduces_share_one_walk(rows):
+    """Sum and sum of squares of one input (a mean and a variance): one kernel whose
+    vector loop reads each input element once for both outputs."""
+    text = MULTI.replace("ROWS", str(rows))
+    x = _quarters((rows, 37), seed=rows)
+    s, q = check_against_evaluator(text, [x])
+    np.testing.assert_array_equal(s, x.sum(axis=0, dtype=np.float64).astype(np.float32))
+    np.testing.assert_array_equal(q, (x.astype(np.float64) ** 2).sum(axis=0).astype(np.float32))
+
+
+def test_sibling_walk_loads_the_input_once_per_row():
+    _, exe = compiled(MULTI.replace("ROWS", "4096").replace("37", "2048"))
+    blocks = [(loads, stores) for loads, stores in _vector_blocks(exe.as_llvm_ir()) if stores]
+    assert blocks
+    per_step = reduction.ROWS_PER_STEP_COMPUTED      # x * x costs one multiply
+    for loads, stores in blocks:
+        assert stores == 2 and loads == per_step + 2, blocks
+
+
+def test_a_tuple_with_other_elements_is_not_one_walk():
+    """A column reduce next to an elementwise output: each element gets its own nest."""
+    text = f"""HloModule mixed
+{ADD}
+fc {{
+  x = f32[9,16] parameter(0)
+  y = f32[16] parameter(1)
+  z = f32[] constant(0)
+  s = f32[16] reduce(x, z), dimensions={{0}}, to_apply=add
+  n = f32[16] negate(y)
+  ROOT t = (f32[16], f32[16]) tuple(s, n)
+}}
+ENTRY e {{
+  x = f32[9,16] parameter(0)
+  y = f32[16] parameter(1)
+  ROOT f = (f32[16], f32[16]) fusion(x, y), kind=kInput, calls=fc
+}}"""
+    root = hlo.parse_module(uniquify(text)).entry.root.fused_computation.root
+    assert not all(e.opcode == "reduce" for e in root.operands)
+    check_against_evaluator(text, [_quarters((9, 16), 1), _quarters((16,), 2)])
