@@ -80,10 +80,11 @@ def emit(kernel, root, reduce, gens, plan, output) -> int:
     # The scaling pass writes the row for the last time: a large output streams it
     # to memory (streaming.py). Then `e` waits in a row on the stack, not in the
     # output: an ordinary store to the output would first read its line from memory.
-    final = streaming.streamed_outputs(kernel, shape, [output], prefetch_next_row=True)[0]
     row_bytes = shape.nbytes // max(shape.numel, 1) * shape.dims[-1]
-    stash = _stack_row(kernel, shape) \
-        if final is not output and row_bytes <= STACK_ROW_MAX_BYTES else output
+    final = output
+    if row_bytes <= STACK_ROW_MAX_BYTES:    # (streaming must not read the output)
+        final = streaming.streamed_outputs(kernel, shape, [output], prefetch_next_row=True)[0]
+    stash = _stack_row(kernel, shape) if final is not output else output
 
     def hoist(b, opened: set, index: list) -> None:
         if base is not None:

@@ -13,14 +13,19 @@ x86 only streams full, aligned vectors (LLVM splits an under-aligned
 `store <16 x float> ..., !nontemporal` into 8-byte `movntsd`s, and its loop
 vectorizer refuses to vectorize a loop whose scalar store is marked
 non-temporal without 8-byte alignment). So the kernel's minor-most loop is
-emitted by hand in aligned chunks of CHUNK_BYTES (four cache lines):
+emitted by hand in chunks of CHUNK_BYTES (four cache lines), from the first
+64-byte aligned element on:
 
-    head = elements before the first 64-byte aligned output address
-    for c in [lo + head, stop, step C):          # full, aligned chunks
-      for j in [0, C):  stage[j] = value(c + j)  # vectorized by LLVM (C is constant)
-      store <C x T> stage -> out[c ..]  !nontemporal, align 64
-    for i in [lo, lo + head) ∪ [stop, hi):       # the edges: ordinary scalar stores
-      out[i] = value(i)
+    for each chunk start c:            # lo (if unaligned), the aligned starts, hi - C
+      for j in [0, C):  stage[j] = value(c + j)    # vectorized by LLVM (C is constant)
+      if out + c is aligned:  store <C x T> stage -> out[c ..]  !nontemporal, align 64
+      else:                   store <C x T> stage -> out[c ..]  (ordinary)
+
+The unaligned head and tail chunks overlap their aligned neighbours and write
+the same values there again: one loop body serves every element, and no scalar
+edge loop is needed (each one is compile time). So a kernel body must not read
+its own output (none does: outputs never alias inputs), and a partition must
+hold at least one chunk.
 
 LLVM's SROA forwards the stage (a 256-byte alloca) from its vector stores to
 the vector load, so it stays in registers. Streaming stores are weakly ordered:
@@ -47,6 +52,7 @@ STREAM_MIN_BYTES = 16 << 20
 CHUNK_BYTES = 256
 LINE_BYTES = 64
 MIN_CHUNKS_PER_ROW = 4
+LANE_INTERLEAVE = None
 _ELEMENT_BYTES = (4, 8)
 # llvm.prefetch locality: 3 = keep in all levels (prefetcht0).
 PREFETCH_LOCALITY = 3
@@ -79,7 +85,7 @@ class StreamedBuffer(Buffer):
         self.prefetch = prefetch or []      # inputs whose next row each chunk prefetches
         self.esize = buffer.shape.nbytes // buffer.shape.numel
         self.chunk = CHUNK_BYTES // self.esize
-        self.vector = ir.VectorType(self.llvm_type, self.chunk)
+        self.vector = ir.VectorType(self.llvm_type, LINE_BYTES // self.esize)
         stage = kernel.alloca(ir.ArrayType(self.llvm_type, self.chunk), "stream.stage")
         stage.align = LINE_BYTES
         stage.type = PTR        # llvmlite types it `[C x T]*`; it is addressed by element
@@ -97,41 +103,65 @@ class StreamedBuffer(Buffer):
     def emit_minor_loop(self, b: ir.IRBuilder, lo, hi, index: list, dim: int, per_element,
                         name: str) -> None:
         """The minor-most loop over [lo, hi) in dimension `dim` (module docstring):
-        `per_element(b, i)` emits the body for element i, storing through self."""
+        `per_element(b, i)` emits the body for element i, storing through self.
+        Needs hi - lo >= one chunk (wants_streaming and `limit_partitions` see to it)."""
         lo = i64(lo) if isinstance(lo, int) else lo
         hi = i64(hi) if isinstance(hi, int) else hi
         first = b.ptrtoint(self.address(b, _at(index, dim, lo)), I64)
         # Elements before the first aligned address (buffers are element-aligned).
         head = b.udiv(b.and_(b.sub(i64(0), first), i64(LINE_BYTES - 1)), i64(self.esize))
-        span = b.sub(hi, lo)
-        head = b.select(b.icmp_signed("<", head, span), head, span)
         start = b.add(lo, head)
-        chunks = b.sdiv(b.sub(hi, start), i64(self.chunk))
-        stop = b.add(start, b.mul(chunks, i64(self.chunk)))
-        with for_range(b, start, stop, f"{name}.chunk", step=self.chunk) as c:
-            self._emit_chunk(b, c, index, dim, per_element, name)
-        # The edges: [lo, start) then [stop, hi), as one loop so the body is emitted once.
-        edges = b.add(head, b.sub(hi, stop))
-        with for_range(b, 0, edges, f"{name}.edge", scalar=True) as k:
-            in_head = b.icmp_signed("<", k, head)
-            i = b.select(in_head, b.add(lo, k), b.add(stop, b.sub(k, head)))
-            per_element(b, i)
+        full = b.sdiv(b.sub(hi, start), i64(self.chunk))
+        stop = b.add(start, b.mul(full, i64(self.chunk)))
+        has_head = b.zext(b.icmp_signed("!=", head, i64(0)), I64)
+        has_tail = b.zext(b.icmp_signed("!=", stop, hi), I64)
+        count = b.add(b.add(has_head, full), has_tail)
+        last = b.sub(hi, i64(self.chunk))
+        # Not unrolled: its body is already a few vector bodies, and copies of it cost
+        # compile time for nothing on a loop bound by memory.
+        with for_range(b, 0, count, f"{name}.chunk", scalar=True) as k:
+            at = b.add(start, b.mul(b.sub(k, has_head), i64(self.chunk)))
+            at = b.select(b.icmp_signed("<", at, lo), lo, at)         # the head chunk
+            at = b.select(b.icmp_signed(">", at, last), last, at)     # the tail chunk
+            self._emit_chunk(b, at, index, dim, per_element, name)
 
     def _emit_chunk(self, b, c, index, dim, per_element, name) -> None:
+        """Elements [c, c + chunk): staged, then stored as one vector."""
         for source in self.prefetch:
             self._prefetch_next_row(b, source, _at(index, dim, c), dim)
-        with for_range(b, 0, self.chunk, f"{name}.lane") as j:
+        with for_range(b, 0, self.chunk, f"{name}.lane", interleave=LANE_INTERLEAVE) as j:
             self._lane = j
             try:
                 per_element(b, b.add(c, j, flags=("nsw",)))
             finally:
                 self._lane = None
-        staged = b.load(self.stage, typ=self.vector, align=LINE_BYTES)
-        inst = b.store(staged, self.address(b, _at(index, dim, c)), align=LINE_BYTES)
-        inst.set_metadata("nontemporal", nontemporal_node(b.module))
+        # One 64-byte vector per line (a single <C x T> costs the optimizer more).
+        per_line = LINE_BYTES // self.esize
+        lines = []
+        for k in range(self.chunk // per_line):
+            cell = b.gep(self.stage, [i64(k * per_line)], inbounds=True,
+                         source_etype=self.llvm_type)
+            lines.append(b.load(cell, typ=self.vector, align=LINE_BYTES))
+        target = self.address(b, _at(index, dim, c))
+        aligned = b.icmp_unsigned("==", b.and_(b.ptrtoint(target, I64), i64(LINE_BYTES - 1)),
+                                  i64(0))
+        with b.if_else(aligned) as (then, otherwise):
+            with then:
+                for k, line in enumerate(lines):
+                    inst = b.store(line, self._line(b, target, k), align=LINE_BYTES)
+                    inst.set_metadata("nontemporal", nontemporal_node(b.module))
+                    self._record(inst)
+            with otherwise:       # a head or tail chunk: overlaps its neighbour with equal values
+                for k, line in enumerate(lines):
+                    self._record(b.store(line, self._line(b, target, k), align=self.esize))
+
+    def _line(self, b, target, k: int):
+        return b.gep(target, [i64(k * (LINE_BYTES // self.esize))], inbounds=True,
+                     source_etype=self.llvm_type)
+
+    def _record(self, inst) -> None:
         if self._on_access is not None:
             self._on_access(inst)
-
 
     def _prefetch_next_row(self, b, source: Buffer, at: list, dim: int) -> None:
         """Asks for the chunk's lines of `source` one row ahead (see streamed_outputs).
@@ -178,6 +208,10 @@ def streamed_outputs(kernel, shape, outputs: list, prefetch_next_row: bool = Fal
     if not wants_streaming(shape, outputs):
         return outputs
     out = outputs[0]
+    if shape.rank == 1:
+        # [begin, end) is then the minor loop itself: every partition must hold a chunk.
+        cap = out.shape.numel // (CHUNK_BYTES // (out.shape.nbytes // out.shape.numel))
+        kernel.max_partitions = min(kernel.max_partitions or cap, cap)
     sources = [op for op in kernel.operands if op.shape.is_array and op.shape.dims == out.shape.dims
                and op.shape.minor_to_major() == out.shape.minor_to_major()] \
         if prefetch_next_row and shape.rank > 1 else []

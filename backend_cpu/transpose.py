@@ -106,8 +106,13 @@ def try_emit_block_transpose(kernel, root, view, out) -> int | None:
     def tiles(batch_in, batch_out, i_lo, i_hi):
         with for_range(b, i_lo, i_hi, "tb.i", step=step) as i0:
             with for_range(b, 0, dims[-1], "tb.j", step=n) as j0:
-                for g in range(group):
-                    block(batch_in, batch_out, b.add(i0, i64(g * n)), j0)
+                if group == 1:
+                    block(batch_in, batch_out, i0, j0)
+                    return
+                # A loop, not copies: a second copy of the shuffle network doubles
+                # what LLVM has to optimize (compile time) for the same speed.
+                with for_range(b, 0, group, "tb.g", scalar=True) as g:
+                    block(batch_in, batch_out, b.add(i0, b.mul(g, i64(n))), j0)
 
     def all_blocks():
         if not batch:
@@ -123,21 +128,36 @@ def try_emit_block_transpose(kernel, root, view, out) -> int | None:
             tiles(offset_in, b.mul(flat, i64(dims[-2] * dims[-1])), i64(0), i64(dims[-2]))
 
     streamed = False
-    if _may_stream(out.shape, n * esize, dims[-1] * esize):
-        # Every block row is a cache line when the output starts on one (buffers do:
-        # a run-time check keeps an odd address on ordinary stores rather than fault).
+    if not batch and _may_stream(out.shape, n * esize, dims[-1] * esize):
+        # Every block row is a cache line when the output starts on one, as the
+        # runtime's buffers do; a run-time check sends any other address to a plain
+        # loop rather than fault (a second copy of the blocks would double the code).
         misaligned = b.and_(b.ptrtoint(out.pointer, I64), i64(LINE - 1))
         with b.if_else(b.icmp_unsigned("==", misaligned, i64(0))) as (aligned, otherwise):
             with aligned:
                 streamed = True
                 all_blocks()
             with otherwise:
-                streamed = False
-                all_blocks()
+                _element_by_element(kernel, view, out, step)
         kernel.streams = True
     else:
         all_blocks()
     return dims[-2] // step if not batch else prod(batch)
+
+
+def _element_by_element(kernel, view, out, step: int) -> None:
+    """out[i, j] = in[j, i] for the rows of this partition, one element at a time: the
+    path for an output that is not line-aligned (never for the runtime's buffers)."""
+    b = kernel.b
+    ety = storage_type(out.shape.element_type)
+    cols = out.shape.dims[-1]
+    with for_range(b, b.mul(kernel.begin, i64(step)), b.mul(kernel.end, i64(step)), "te.i",
+                   scalar=True) as i:
+        with for_range(b, 0, cols, "te.j", scalar=True) as j:
+            source = b.add(i, b.mul(j, i64(view.strides[-1])))
+            value = b.load(b.gep(view.pointer, [source], inbounds=True, source_etype=ety), typ=ety)
+            b.store(value, b.gep(out.pointer, [b.add(b.mul(i, i64(cols)), j)], inbounds=True,
+                                 source_etype=ety))
 
 
 def _may_stream(shape, block_row_bytes: int, row_bytes: int) -> bool:
