@@ -4,10 +4,11 @@ An ordinary store to a line that is not in cache first reads the line from
 memory ("read for ownership"), then writes it back when it is evicted: a
 kernel that reads N bytes and writes N bytes moves 3N over the memory bus.
 A non-temporal store (`vmovntps`) writes whole lines straight to memory
-through write-combining buffers, without the read: 2N. On this machine two
-cores saturate the memory system at ~50 GB/s of useful traffic with ordinary
-stores, and reach ~70 GB/s with streaming ones, so it is also what lets a
-memory-bound kernel scale from one thread to two.
+through write-combining buffers, without the read: 2N. On this (shared,
+virtual) machine the memory system gives two cores between ~35 and ~70 GB/s
+of useful traffic from one hour to the next, and one core alone already
+reaches most of it with streaming stores: measured side by side, streaming
+made the 2-thread f32[16M] and f32[4096,4096] kernels 5-15% faster.
 
 x86 only streams full, aligned vectors (LLVM splits an under-aligned
 `store <16 x float> ..., !nontemporal` into 8-byte `movntsd`s, and its loop
@@ -34,7 +35,10 @@ to whichever thread runs the next kernel.
 
 Only outputs of at least STREAM_MIN_BYTES stream: smaller ones may still be in
 the shared L3 when the next kernel reads them (the MLP's hidden layer), where a
-streaming store would send them to memory and back.
+streaming store would send them to memory and back. Measured on 2 threads with
+streaming forced on, the 8-op chain was slower at 4 and 8 MiB outputs (0.13 ->
+0.15, 0.19 -> 0.24 ms), even at 16 MiB and faster at 32 MiB (1.30 -> 1.18 ms);
+softmax f32[1024,4096] (16 MiB) was already faster (0.70 -> 0.63 ms).
 """
 from __future__ import annotations
 
@@ -47,12 +51,12 @@ from .loops import for_range, i64
 # Outputs smaller than this (in total) keep ordinary stores: half of the 32 MiB L3,
 # so an output the next kernel reads may still be found in cache. See the module doc.
 STREAM_MIN_BYTES = 16 << 20
-# One chunk: four 64-byte cache lines (four zmm stores of f32). The minor dimension
-# must hold a few chunks, or the scalar edges would do most of the work.
+# One chunk: four 64-byte cache lines (four zmm stores of f32; chunks of one or two
+# lines ran 10-25% slower). The minor dimension must hold a few chunks, since the
+# unaligned head and tail chunks redo part of their neighbours' work.
 CHUNK_BYTES = 256
 LINE_BYTES = 64
 MIN_CHUNKS_PER_ROW = 4
-LANE_INTERLEAVE = None
 _ELEMENT_BYTES = (4, 8)
 # llvm.prefetch locality: 3 = keep in all levels (prefetcht0).
 PREFETCH_LOCALITY = 3
@@ -104,7 +108,7 @@ class StreamedBuffer(Buffer):
                         name: str) -> None:
         """The minor-most loop over [lo, hi) in dimension `dim` (module docstring):
         `per_element(b, i)` emits the body for element i, storing through self.
-        Needs hi - lo >= one chunk (wants_streaming and `limit_partitions` see to it)."""
+        Needs hi - lo >= one chunk (wants_streaming and streamed_outputs see to it)."""
         lo = i64(lo) if isinstance(lo, int) else lo
         hi = i64(hi) if isinstance(hi, int) else hi
         first = b.ptrtoint(self.address(b, _at(index, dim, lo)), I64)
@@ -126,16 +130,16 @@ class StreamedBuffer(Buffer):
             self._emit_chunk(b, at, index, dim, per_element, name)
 
     def _emit_chunk(self, b, c, index, dim, per_element, name) -> None:
-        """Elements [c, c + chunk): staged, then stored as one vector."""
+        """Elements [c, c + chunk): staged, then stored as whole vectors."""
         for source in self.prefetch:
             self._prefetch_next_row(b, source, _at(index, dim, c), dim)
-        with for_range(b, 0, self.chunk, f"{name}.lane", interleave=LANE_INTERLEAVE) as j:
+        with for_range(b, 0, self.chunk, f"{name}.lane") as j:
             self._lane = j
             try:
                 per_element(b, b.add(c, j, flags=("nsw",)))
             finally:
                 self._lane = None
-        # One 64-byte vector per line (a single <C x T> costs the optimizer more).
+        # One vector per cache line, as the zmm stores will write them.
         per_line = LINE_BYTES // self.esize
         lines = []
         for k in range(self.chunk // per_line):
@@ -168,13 +172,13 @@ class StreamedBuffer(Buffer):
         A prefetch never faults, so the row after a partition's last one is harmless."""
         ahead = b.gep(source.address(b, at), [i64(self.shape.dims[dim])],
                       source_etype=source.llvm_type)
-        for line in range(0, CHUNK_BYTES * source_bytes(source) // self.esize, LINE_BYTES):
+        for line in range(0, self.chunk * _element_bytes(source), LINE_BYTES):
             b.call(_prefetch_intrinsic(b.module), [
                 b.gep(ahead, [i64(line)], source_etype=ir.IntType(8)),
                 ir.Constant(I32, 0), ir.Constant(I32, PREFETCH_LOCALITY), ir.Constant(I32, 1)])
 
 
-def source_bytes(buffer: Buffer) -> int:
+def _element_bytes(buffer: Buffer) -> int:
     return buffer.shape.nbytes // max(buffer.shape.numel, 1)
 
 
