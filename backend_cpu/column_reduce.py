@@ -29,11 +29,14 @@ is applied row by row, in order.
 
 Sibling column reduces of one multi-output fusion (sum and sum of squares of
 the same input, for a mean and a variance) share the walk: each step loads the
-input once and updates every output (`try_emit_column_reduces`).
+input once and updates every output (`try_emit_column_reduces`). A fusion
+whose root maps a column reduce pointwise (a mean: sum / n; a keepdims
+reshape) accumulates into a scratch row, then each partition computes its own
+slice of the root from it (`try_emit_reduce_epilogue`).
 """
 from __future__ import annotations
 
-from .kernel_ir import KernelIR
+from .kernel_ir import KernelIR, delinearize, linearize
 from .llvm_types import element_bytes
 from .loops import for_range, i64, major_to_minor
 from .reduction import make_reducer, simple_reducer
@@ -99,6 +102,58 @@ def try_emit_column_reduces(kernel: KernelIR, root, gens: dict, outputs) -> int 
     return _emit(kernel, reduces)
 
 
+def try_emit_reduce_epilogue(kernel: KernelIR, comp, operand_gens, outputs) -> int | None:
+    """A fusion `root = f(column reduce)` with f pointwise (elementwise ops, and reshapes
+    that keep the row-major order): the reduce streams into a scratch row, then the
+    partition that owns a slice of the row computes the root there. None otherwise."""
+    reduce = _epilogue_reduce(comp)
+    if reduce is None or len(outputs) != 1 or kernel.scratch_slot is None:
+        return None
+    acc = kernel.buffer(kernel.scratch_slot(reduce.shape), reduce.shape)
+    from . import elemental      # elemental imports reduction, which this module imports
+    gens: dict = {}
+    for instr in comp.post_order():
+        if instr.opcode == "parameter":
+            gens[instr] = operand_gens[instr.parameter_number]
+        elif instr is reduce:
+            gens[instr] = lambda b, index: acc.load(b, index)
+        else:
+            gens[instr] = elemental.make_generator(kernel, instr, [gens[o] for o in instr.operands])
+    out = outputs[0]
+
+    def epilogue(b, index):
+        root_index = delinearize(b, linearize(b, index, reduce.shape), out.shape)
+        out.store(b, root_index, gens[comp.root](b, root_index))
+    return _emit(kernel, [_Reduce(kernel, reduce, [gens[o] for o in reduce.operands], [acc])],
+                 epilogue)
+
+
+def _epilogue_reduce(comp):
+    """The column reduce that comp's root maps pointwise, else None: it is the only
+    reduce, and everything that depends on it is elementwise or an order-keeping
+    reshape, in the default layout (so linear offsets agree along the way)."""
+    root = comp.root
+    reduces = [i for i in comp.instructions if i.opcode == "reduce"]
+    if len(reduces) != 1 or root is reduces[0] or not is_column_reduce(reduces[0]):
+        return None
+    reduce = reduces[0]
+    if len(reduce.operands) != 2 or not reduce.shape.has_default_layout():
+        return None
+    dependent = {id(reduce)}
+    for instr in comp.post_order():
+        if instr is reduce or not any(id(o) in dependent for o in instr.operands):
+            continue
+        pointwise = instr.info.is_elementwise or (
+            instr.opcode in ("reshape", "bitcast") and instr.shape.has_default_layout()
+            and instr.operands[0].shape.has_default_layout())
+        if not pointwise or not instr.shape.is_array:
+            return None
+        dependent.add(id(instr))
+    if id(root) not in dependent or not root.shape.has_default_layout():
+        return None
+    return reduce
+
+
 class _Reduce:
     """One reduce of the walk: its input generators, init values, step and outputs."""
 
@@ -125,8 +180,9 @@ class _Reduce:
             out.store(b, out_index, value)
 
 
-def _emit(kernel: KernelIR, reduces: list[_Reduce]) -> int:
-    """The walk shared by `reduces` (same input shape, same reduced dimensions)."""
+def _emit(kernel: KernelIR, reduces: list[_Reduce], epilogue=None) -> int:
+    """The walk shared by `reduces` (same input shape, same reduced dimensions); then
+    `epilogue(b, index)` for every output index of this partition, if given."""
     b = kernel.b
     first = reduces[0].instr
     in_shape = first.operands[0].shape
@@ -139,17 +195,11 @@ def _emit(kernel: KernelIR, reduces: list[_Reduce]) -> int:
 
     init_values = [[g(b, []) for g in r.inits] for r in reduces]
 
-    def init_level(level):
-        if level == out_shape.rank:
-            for r, values in zip(reduces, init_values):
-                for out, value in zip(r.outputs, values):
-                    out.store(b, [full[d] for d in kept], value)
-            return
-        k = major_to_minor(out_shape)[level]
-        with for_range(b, *part.bounds(k), f"ci{k}") as i:
-            full[kept[k]] = i
-            init_level(level + 1)
-    init_level(0)
+    def init(b, index):
+        for r, values in zip(reduces, init_values):
+            for out, value in zip(r.outputs, values):
+                out.store(b, index, value)
+    _for_partition(kernel, b, out_shape, part, init, "ci")
 
     order = major_to_minor(in_shape)
     row_dim = [d for d in order if d in reduced][-1]
@@ -178,7 +228,25 @@ def _emit(kernel: KernelIR, reduces: list[_Reduce]) -> int:
             full[d] = i
             nest(level + 1, rows)
     nest(0, None)
+    if epilogue is not None:
+        _for_partition(kernel, b, out_shape, part, epilogue, "ce")
     return part.extent
+
+
+def _for_partition(kernel, b, out_shape, part, body, name: str) -> None:
+    """body(b, index) for every output index of this launch, in memory order."""
+    index: list = [None] * out_shape.rank
+
+    def level(depth):
+        if depth == out_shape.rank:
+            with kernel.scope():
+                body(b, list(index))
+            return
+        k = major_to_minor(out_shape)[depth]
+        with for_range(b, *part.bounds(k), f"{name}{k}") as i:
+            index[k] = i
+            level(depth + 1)
+    level(0)
 
 
 class _Partition:

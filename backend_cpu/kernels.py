@@ -21,7 +21,8 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from . import elemental, row_normalize, streaming
-from .column_reduce import emit_column_reduce, is_column_reduce, try_emit_column_reduces
+from .column_reduce import (emit_column_reduce, is_column_reduce, try_emit_column_reduces,
+                            try_emit_reduce_epilogue)
 from .conv_emitter import try_emit_conv_gemm
 from .dot_emitter import View, resolve_view, try_emit_gemm
 from .hoisting import make_hoister, plan_hoisting
@@ -59,6 +60,9 @@ def _emit_fusion(kernel, comp, operand_gens, views, outputs) -> int:
     extent = _try_gemm(kernel, root, lambda i: gens[root.operands[i]],
                        lambda i: resolve_view(root.operands[i], views), outputs)
     if extent is not None:
+        return extent
+    extent = try_emit_reduce_epilogue(kernel, comp, operand_gens, outputs)
+    if extent is not None:       # a column reduce under pointwise ops (a mean)
         return extent
     plan = plan_hoisting(root)
     reduce = row_normalize.match(root, plan) if len(outputs) == 1 else None

@@ -197,7 +197,7 @@ def _compile_on(text: str, threads: int):
     saved = runtime.get_options().intra_op_threads
     runtime.configure(intra_op_threads=threads)
     try:
-        exe = backend_cpu.compile(hlo.parse_module(text),
+        exe = backend_cpu.compile(hlo.parse_module(uniquify(text)),
                                   backend_cpu.CompileOptions(cache=False, disk_cache=False))
     finally:
         runtime.configure(intra_op_threads=saved)
@@ -319,3 +319,61 @@ ENTRY e {{
     root = hlo.parse_module(uniquify(text)).entry.root.fused_computation.root
     assert not all(e.opcode == "reduce" for e in root.operands)
     check_against_evaluator(text, [_quarters((9, 16), 1), _quarters((16,), 2)])
+
+
+def _epilogue_module(rows: int, cols: int, body: str, out: str) -> str:
+    return f"""HloModule epi
+{ADD}
+fc {{
+  x = f32[{rows},{cols}] parameter(0)
+  y = f32[{cols}] parameter(1)
+  z = f32[] constant(0)
+  s = f32[{cols}] reduce(x, z), dimensions={{0}}, to_apply=add
+{body}
+}}
+ENTRY e {{
+  x = f32[{rows},{cols}] parameter(0)
+  y = f32[{cols}] parameter(1)
+  ROOT f = {out} fusion(x, y), kind=kLoop, calls=fc
+}}"""
+
+
+EPILOGUES = {
+    # name: (fused body after `s`, root shape, numpy of the column sums s and y)
+    "mean": ("""  n = f32[] constant(4)
+  nb = f32[COLS] broadcast(n), dimensions={}
+  ROOT m = f32[COLS] divide(s, nb)""", "f32[COLS]", lambda s, y: s / 4),
+    "keepdims": ("  ROOT k = f32[1,COLS] reshape(s)", "f32[1,COLS]", lambda s, y: s[None, :]),
+    "bias_f16": ("""  a = f32[COLS] add(s, y)
+  ROOT h = f16[COLS] convert(a)""", "f16[COLS]", lambda s, y: (s + y).astype(np.float16)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EPILOGUES))
+def test_pointwise_epilogue_of_a_column_reduce(name):
+    """mean = sum / n, a keepdims reshape, a bias and a convert: the reduce streams into
+    a scratch row and each of two partitions maps its own slice of it."""
+    body, out, expect = EPILOGUES[name]
+    rows, cols = 700, 100                        # 280 KB: split over two threads
+    text = _epilogue_module(rows, cols, body.replace("COLS", str(cols)),
+                            out.replace("COLS", str(cols)))
+    root = hlo.parse_module(uniquify(text)).entry.root.fused_computation
+    assert reduction._epilogue_reduce(root) is not None
+    exe, slices = _compile_on(text, 2)
+    assert len(slices) == 2
+    x, y = _quarters((rows, cols), 1), _quarters((cols,), 2)
+    got = exe.run(x, y)[0]
+    np.testing.assert_array_equal(got, expect(x.sum(axis=0, dtype=np.float64), y)
+                                  .astype(got.dtype))
+    check_against_evaluator(text, [x, y])
+
+
+def test_a_reduce_broadcast_back_is_not_an_epilogue():
+    """x - sum(x, 0) needs every column sum at every row: not pointwise, declined (and
+    still computed correctly by the generic nest)."""
+    body = """  sb = f32[COLS,COLS] broadcast(s), dimensions={1}
+  ROOT d = f32[COLS,COLS] subtract(x, sb)""".replace("COLS", "8")
+    text = _epilogue_module(8, 8, body, "f32[8,8]")
+    root = hlo.parse_module(uniquify(text)).entry.root.fused_computation
+    assert reduction._epilogue_reduce(root) is None
+    check_against_evaluator(text, [_quarters((8, 8), 3), _quarters((8,), 4)])
