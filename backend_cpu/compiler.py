@@ -411,7 +411,13 @@ class ProgramBuilder:
         outputs = [kernel.buffer(s, self.slots[s].shape) for s in writes]
         extent = kernels.emit_kernel(kernel, instr, inputs, outputs)
         kernel.finish()
-        if sum(leaf.numel for leaf in instr.shape.leaves()) <= SMALL_KERNEL_ELEMENTS:
+        if _only_drives_unoptimized_routines(kernel.function):
+            # A loop over calls of the packed GEMM driver (itself optnone: the work is
+            # in the GEMM library). LLVM's pipeline costs a function ~5 ms however
+            # small it is, and there is nothing here to optimize.
+            kernel.function.attributes.add("noinline")
+            kernel.function.attributes.add("optnone")
+        elif sum(leaf.numel for leaf in instr.shape.leaves()) <= SMALL_KERNEL_ELEMENTS:
             # Tiny outputs gain nothing from wide vectors and unrolling, but pay for
             # them in compile time: optimize such kernels for size.
             kernel.function.attributes.add("optsize")
@@ -437,6 +443,26 @@ class ProgramBuilder:
             seen.add(slot)
             outputs.append((slot, shape))
         return outputs
+
+
+_FLOAT_TYPES = (ir.HalfType, ir.FloatType, ir.DoubleType, ir.VectorType)
+
+
+def _only_drives_unoptimized_routines(fn: ir.Function) -> bool:
+    """True if `fn` calls an `optnone` function and computes nothing itself: no
+    floating-point or vector values, no calls but those and MXCSR intrinsics."""
+    drives = False
+    for block in fn.blocks:
+        for instr in block.instructions:
+            if isinstance(instr.type, _FLOAT_TYPES):
+                return False
+            if isinstance(instr, ir.CallInstr):
+                callee = instr.callee
+                if isinstance(callee, ir.Function) and "optnone" in callee.attributes:
+                    drives = True
+                elif not getattr(callee, "name", "").startswith("llvm.x86.sse."):
+                    return False
+    return drives
 
 
 def _same_bytes(instr) -> bool:

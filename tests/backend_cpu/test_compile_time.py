@@ -125,3 +125,33 @@ def test_llvm_ir_is_optimized_on_demand_and_is_what_was_compiled():
     assert "<16 x float>" in text or "<8 x float>" in text     # vectorized: optimized IR
     assert executable.as_llvm_ir() is text           # printed once
     assert "ret void" in executable.as_asm() or "ret" in executable.as_asm()
+
+
+def test_a_kernel_that_only_calls_the_gemm_driver_is_not_optimized():
+    text = """HloModule gemm_driver
+ENTRY e {
+  a = f32[64,96] parameter(0)
+  b = f32[96,80] parameter(1)
+  ROOT d = f32[64,80] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}"""
+    executable = backend_cpu.compile(hlo.parse_module(text), FRESH)
+    ir_text = executable.as_llvm_ir()
+    drivers = [line for line in ir_text.splitlines()
+               if line.startswith("define") and "_gemm(" in line]
+    kernels = [line for line in ir_text.splitlines()
+               if line.startswith("define") and "_gemm(" not in line]
+    assert drivers and kernels
+    attributes = {m.split()[1]: m for m in ir_text.splitlines() if m.startswith("attributes #")}
+    for line in kernels + drivers:
+        group = line.split(")")[-1].split()[-2]          # e.g. "#0" before "{"
+        assert "optnone" in attributes[group], line
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((64, 96)).astype(np.float32)
+    b = rng.standard_normal((96, 80)).astype(np.float32)
+    np.testing.assert_allclose(executable.run(a, b)[0], a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_kernels_with_arithmetic_are_optimized():
+    module = ir.Module(name="work")
+    fn = _counting_loop(module, "work", hinted=False)
+    assert not compiler._only_drives_unoptimized_routines(fn)
