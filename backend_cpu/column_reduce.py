@@ -89,8 +89,7 @@ def try_emit_column_reduces(kernel: KernelIR, root, gens: dict, outputs) -> int 
     elements = root.operands
     if not elements or not all(e.opcode == "reduce" and is_column_reduce(e) for e in elements):
         return None
-    walks = {(e.operands[0].shape.dims, tuple(e.operands[0].shape.minor_to_major()),
-              tuple(sorted(e.dims()))) for e in elements}
+    walks = {_walk_key(e) for e in elements}
     layouts = {(o.shape.dims, tuple(o.shape.minor_to_major())) for o in outputs}
     if len(walks) != 1 or len(layouts) != 1:
         return None
@@ -103,55 +102,77 @@ def try_emit_column_reduces(kernel: KernelIR, root, gens: dict, outputs) -> int 
 
 
 def try_emit_reduce_epilogue(kernel: KernelIR, comp, operand_gens, outputs) -> int | None:
-    """A fusion `root = f(column reduce)` with f pointwise (elementwise ops, and reshapes
-    that keep the row-major order): the reduce streams into a scratch row, then the
-    partition that owns a slice of the row computes the root there. None otherwise."""
-    reduce = _epilogue_reduce(comp)
-    if reduce is None or len(outputs) != 1 or kernel.scratch_slot is None:
+    """A fusion whose root (or each element of a root tuple) maps column reduces
+    pointwise (elementwise ops, reshapes that keep the row-major order): the reduces
+    stream into scratch rows, then the partition that owns a slice of the rows computes
+    the outputs there. None otherwise (and for a root that is a reduce, or a tuple of
+    reduces only: those accumulate straight into their outputs)."""
+    reduces = epilogue_reduces(comp)
+    if reduces is None or kernel.scratch_slot is None:
         return None
-    acc = kernel.buffer(kernel.scratch_slot(reduce.shape), reduce.shape)
+    elements = comp.root.operands if comp.root.opcode == "tuple" else [comp.root]
+    if len(elements) != len(outputs):
+        return None
+    accs = {r: kernel.buffer(kernel.scratch_slot(r.shape), r.shape) for r in reduces}
     from . import elemental      # elemental imports reduction, which this module imports
     gens: dict = {}
     for instr in comp.post_order():
         if instr.opcode == "parameter":
             gens[instr] = operand_gens[instr.parameter_number]
-        elif instr is reduce:
-            gens[instr] = lambda b, index: acc.load(b, index)
-        else:
+        elif instr in accs:
+            gens[instr] = lambda b, index, acc=accs[instr]: acc.load(b, index)
+        elif instr.opcode != "tuple":
             gens[instr] = elemental.make_generator(kernel, instr, [gens[o] for o in instr.operands])
-    out = outputs[0]
+    row_shape = reduces[0].shape
 
     def epilogue(b, index):
-        root_index = delinearize(b, linearize(b, index, reduce.shape), out.shape)
-        out.store(b, root_index, gens[comp.root](b, root_index))
-    return _emit(kernel, [_Reduce(kernel, reduce, [gens[o] for o in reduce.operands], [acc])],
-                 epilogue)
+        linear = linearize(b, index, row_shape)
+        for element, out in zip(elements, outputs):
+            at = delinearize(b, linear, out.shape)
+            out.store(b, at, gens[element](b, at))
+    walk = [_Reduce(kernel, r, [gens[o] for o in r.operands], [accs[r]]) for r in reduces]
+    return _emit(kernel, walk, epilogue)
 
 
-def _epilogue_reduce(comp):
-    """The column reduce that comp's root maps pointwise, else None: it is the only
-    reduce, and everything that depends on it is elementwise or an order-keeping
-    reshape, in the default layout (so linear offsets agree along the way)."""
+def epilogue_reduces(comp) -> list | None:
+    """The column reduces that comp's root maps pointwise, else None.
+
+    They share one walk (input shape, reduced dimensions) and have one output each;
+    everything that depends on them is elementwise or an order-keeping reshape, and
+    every output has their element count, all in the default layout (so linear
+    offsets agree along the way). A root that is a reduce, or a tuple of reduces
+    only, is left to the direct paths.
+    """
     root = comp.root
-    reduces = [i for i in comp.instructions if i.opcode == "reduce"]
-    if len(reduces) != 1 or root is reduces[0] or not is_column_reduce(reduces[0]):
+    elements = root.operands if root.opcode == "tuple" else [root]
+    reduces = [i for i in comp.post_order() if i.opcode == "reduce"]
+    if not reduces or all(e.opcode == "reduce" for e in elements):
         return None
-    reduce = reduces[0]
-    if len(reduce.operands) != 2 or not reduce.shape.has_default_layout():
+    if not all(is_column_reduce(r) and len(r.operands) == 2 and r.shape.has_default_layout()
+               for r in reduces) or len({_walk_key(r) for r in reduces}) != 1:
         return None
-    dependent = {id(reduce)}
+    numel = reduces[0].shape.numel
+    if not all(e.shape.is_array and e.shape.has_default_layout() and e.shape.numel == numel
+               for e in elements):
+        return None
+    dependent = {id(r) for r in reduces}
     for instr in comp.post_order():
-        if instr is reduce or not any(id(o) in dependent for o in instr.operands):
+        if instr is root or id(instr) in dependent \
+                or not any(id(o) in dependent for o in instr.operands):
             continue
         pointwise = instr.info.is_elementwise or (
             instr.opcode in ("reshape", "bitcast") and instr.shape.has_default_layout()
             and instr.operands[0].shape.has_default_layout())
-        if not pointwise or not instr.shape.is_array:
+        if not pointwise:
             return None
         dependent.add(id(instr))
-    if id(root) not in dependent or not root.shape.has_default_layout():
-        return None
-    return reduce
+    return reduces
+
+
+def _walk_key(reduce) -> tuple:
+    """Reduces with equal keys can share one streaming walk."""
+    shape = reduce.operands[0].shape
+    return shape.dims, tuple(shape.minor_to_major()), tuple(sorted(reduce.dims()))
 
 
 class _Reduce:

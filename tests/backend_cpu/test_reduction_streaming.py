@@ -358,7 +358,7 @@ def test_pointwise_epilogue_of_a_column_reduce(name):
     text = _epilogue_module(rows, cols, body.replace("COLS", str(cols)),
                             out.replace("COLS", str(cols)))
     root = hlo.parse_module(uniquify(text)).entry.root.fused_computation
-    assert reduction._epilogue_reduce(root) is not None
+    assert reduction.epilogue_reduces(root) is not None
     exe, slices = _compile_on(text, 2)
     assert len(slices) == 2
     x, y = _quarters((rows, cols), 1), _quarters((cols,), 2)
@@ -375,5 +375,45 @@ def test_a_reduce_broadcast_back_is_not_an_epilogue():
   ROOT d = f32[COLS,COLS] subtract(x, sb)""".replace("COLS", "8")
     text = _epilogue_module(8, 8, body, "f32[8,8]")
     root = hlo.parse_module(uniquify(text)).entry.root.fused_computation
-    assert reduction._epilogue_reduce(root) is None
+    assert reduction.epilogue_reduces(root) is None
     check_against_evaluator(text, [_quarters((8, 8), 3), _quarters((8,), 4)])
+
+
+def test_a_tuple_of_pointwise_epilogues_shares_one_walk():
+    """Moments: the sums of x and x*x in one walk, outputs mixing a reduce itself, a
+    variance-like q/n - m*m with m from another input, and a keepdims reshape."""
+    rows, cols = 700, 100
+    text = f"""HloModule moments
+{ADD}
+fc {{
+  x = f32[{rows},{cols}] parameter(0)
+  y = f32[{cols}] parameter(1)
+  z = f32[] constant(0)
+  sq = f32[{rows},{cols}] multiply(x, x)
+  s = f32[{cols}] reduce(x, z), dimensions={{0}}, to_apply=add
+  q = f32[{cols}] reduce(sq, z), dimensions={{0}}, to_apply=add
+  n = f32[] constant(4)
+  nb = f32[{cols}] broadcast(n), dimensions={{}}
+  m = f32[{cols}] divide(y, nb)
+  mm = f32[{cols}] multiply(m, m)
+  qn = f32[{cols}] divide(q, nb)
+  v = f32[{cols}] subtract(qn, mm)
+  k = f32[1,{cols}] reshape(q)
+  ROOT t = (f32[{cols}], f32[{cols}], f32[1,{cols}]) tuple(s, v, k)
+}}
+ENTRY e {{
+  x = f32[{rows},{cols}] parameter(0)
+  y = f32[{cols}] parameter(1)
+  ROOT f = (f32[{cols}], f32[{cols}], f32[1,{cols}]) fusion(x, y), kind=kLoop, calls=fc
+}}"""
+    fused = hlo.parse_module(uniquify(text)).entry.root.fused_computation
+    assert [r.opcode for r in reduction.epilogue_reduces(fused)] == ["reduce", "reduce"]
+    exe, slices = _compile_on(text, 2)
+    assert len(slices) == 2
+    x, y = _quarters((rows, cols), 5), _quarters((cols,), 6)
+    s, v, k = exe.run(x, y)
+    q = (x.astype(np.float64) ** 2).sum(axis=0)
+    np.testing.assert_array_equal(s, x.sum(axis=0, dtype=np.float64).astype(np.float32))
+    np.testing.assert_array_equal(k, q[None, :].astype(np.float32))
+    np.testing.assert_allclose(v, q / 4 - (y / 4.0) ** 2, rtol=1e-6)
+    check_against_evaluator(text, [x, y])
