@@ -146,14 +146,19 @@ def _engine_target_machine():
     return llvm_target._new_host_target_machine()
 
 
+def object_code(module_ref) -> bytes:
+    """The object code of an optimized module, for `jit_object` and the cache
+    (emitting does not take ownership of the target machine: the shared one serves)."""
+    return bytes(llvm_target.host_target_machine().emit_object(module_ref))
+
+
 def jit_module(module_ref) -> Jit:
     """JIT-compiles an optimized module; keeps its object code for the cache.
 
     Code generation runs once, to an object file, which the engine then loads
     (llvmlite's object-cache hook cannot be used: its engine crashes on disposal).
     """
-    object_code = bytes(_engine_target_machine().emit_object(module_ref))
-    return jit_object(object_code)
+    return jit_object(object_code(module_ref))
 
 
 def jit_object(object_code: bytes) -> Jit:
