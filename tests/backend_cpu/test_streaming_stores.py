@@ -208,3 +208,30 @@ def test_hoisted_row_kernel_prefetches_the_next_row(rows, cols):
     assert "prefetch" not in ordinary.as_asm()
     x = np.random.default_rng(cols).standard_normal((rows, cols)).astype(np.float32)
     np.testing.assert_array_equal(streamed.run(x)[0], ordinary.run(x)[0])
+
+
+INT_CHAIN = """HloModule int_chain
+fused {{
+  x = {t}[{n}] parameter(0)
+  k = {t}[] constant(3)
+  kb = {t}[{n}] broadcast(k), dimensions={{}}
+  m = {t}[{n}] multiply(x, kb)
+  ROOT s = {t}[{n}] xor(m, x)
+}}
+ENTRY main {{
+  p = {t}[{n}] parameter(0)
+  ROOT f = {t}[{n}] fusion(p), kind=kLoop, calls=fused
+}}
+"""
+
+
+@pytest.mark.parametrize("etype", ["s32", "u64"])
+def test_streamed_integers_are_exact(etype):
+    text = INT_CHAIN.format(t=etype, n=2053)
+    module, streamed = _compile(text, threshold=256)
+    assert "vmovnt" in streamed.as_asm()
+    info = np.iinfo(hlo.numpy_dtype(etype))
+    x = np.random.default_rng(1).integers(info.min, info.max, 2053, dtype=hlo.numpy_dtype(etype))
+    (actual,) = streamed.run(x)
+    (expected,) = hlo.evaluate(module, [x])
+    np.testing.assert_array_equal(actual, np.asarray(expected))
