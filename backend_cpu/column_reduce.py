@@ -105,14 +105,17 @@ def try_emit_reduce_epilogue(kernel: KernelIR, comp, operand_gens, outputs) -> i
     """A fusion whose root (or each element of a root tuple) maps column reduces
     pointwise (elementwise ops, reshapes that keep the row-major order): the reduces
     stream into scratch rows, then the partition that owns a slice of the rows computes
-    the outputs there. None otherwise (and for a root that is a reduce, or a tuple of
-    reduces only: those accumulate straight into their outputs)."""
-    reduces = epilogue_reduces(comp)
-    if reduces is None or kernel.scratch_slot is None:
+    the outputs there. A reduce whose input reads an earlier one broadcast back over
+    the rows (a variance: sum((x - mean)^2)) waits for it: one walk per stage. None
+    otherwise (and for a one-stage root that is a reduce, or a tuple of reduces only:
+    those accumulate straight into their outputs)."""
+    stages = plan_stages(comp)
+    if stages is None or kernel.scratch_slot is None:
         return None
     elements = comp.root.operands if comp.root.opcode == "tuple" else [comp.root]
     if len(elements) != len(outputs):
         return None
+    reduces = [r for stage in stages for r in stage]
     accs = {r: kernel.buffer(kernel.scratch_slot(r.shape), r.shape) for r in reduces}
     from . import elemental      # elemental imports reduction, which this module imports
     gens: dict = {}
@@ -124,49 +127,80 @@ def try_emit_reduce_epilogue(kernel: KernelIR, comp, operand_gens, outputs) -> i
         elif instr.opcode != "tuple":
             gens[instr] = elemental.make_generator(kernel, instr, [gens[o] for o in instr.operands])
     row_shape = reduces[0].shape
+    part = _Partition(kernel.b, kernel, row_shape, list(accs.values()))
 
     def epilogue(b, index):
         linear = linearize(b, index, row_shape)
         for element, out in zip(elements, outputs):
             at = delinearize(b, linear, out.shape)
             out.store(b, at, gens[element](b, at))
-    walk = [_Reduce(kernel, r, [gens[o] for o in r.operands], [accs[r]]) for r in reduces]
-    return _emit(kernel, walk, epilogue)
+    for k, stage in enumerate(stages):
+        walk = [_Reduce(kernel, r, [gens[o] for o in r.operands], [accs[r]]) for r in stage]
+        _emit(kernel, walk, epilogue if k == len(stages) - 1 else None, part)
+    return part.extent
 
 
-def epilogue_reduces(comp) -> list | None:
-    """The column reduces that comp's root maps pointwise, else None.
+def plan_stages(comp) -> list[list] | None:
+    """The column reduces of comp in walks (stages), for try_emit_reduce_epilogue; None
+    when comp is not of that form.
 
-    They share one walk (input shape, reduced dimensions) and have one output each;
-    everything that depends on them is elementwise or an order-keeping reshape, and
-    every output has their element count, all in the default layout (so linear
-    offsets agree along the way). A root that is a reduce, or a tuple of reduces
-    only, is left to the direct paths.
+    All reduces share one walk shape (input shape, reduced dimensions), have one
+    output, and are in the default layout, like every output (whose element count is
+    theirs): linear offsets then agree along the way. Values that depend on a reduce
+    are "rows" (its output shape: the reduce, then elementwise ops and order-keeping
+    reshapes) or "inputs" (a row broadcast back over the reduced dimensions, then
+    elementwise ops); a reduce may read inputs (it is then one stage later than the
+    reduces they come from), outputs must be rows. Either way a partition only reads
+    row elements it computed itself.
     """
     root = comp.root
     elements = root.operands if root.opcode == "tuple" else [root]
     reduces = [i for i in comp.post_order() if i.opcode == "reduce"]
-    if not reduces or all(e.opcode == "reduce" for e in elements):
+    if not reduces or not all(is_column_reduce(r) and len(r.operands) == 2
+                              and r.shape.has_default_layout() for r in reduces) \
+            or len({_walk_key(r) for r in reduces}) != 1:
         return None
-    if not all(is_column_reduce(r) and len(r.operands) == 2 and r.shape.has_default_layout()
-               for r in reduces) or len({_walk_key(r) for r in reduces}) != 1:
-        return None
-    numel = reduces[0].shape.numel
-    if not all(e.shape.is_array and e.shape.has_default_layout() and e.shape.numel == numel
-               for e in elements):
-        return None
-    dependent = {id(r) for r in reduces}
+    in_shape = reduces[0].operands[0].shape
+    kept = tuple(d for d in range(in_shape.rank) if d not in set(reduces[0].dims()))
+    level, stage = {}, {}                 # id -> "row" | "input"; id -> its latest stage
     for instr in comp.post_order():
-        if instr is root or id(instr) in dependent \
-                or not any(id(o) in dependent for o in instr.operands):
+        deps = [o for o in instr.operands if id(o) in level]
+        if instr.opcode == "reduce":
+            if id(instr.operands[1]) in level or (deps and level[id(deps[0])] != "input"):
+                return None
+            level[id(instr)], stage[id(instr)] = "row", (stage[id(deps[0])] + 1 if deps else 0)
             continue
-        pointwise = instr.info.is_elementwise or (
-            instr.opcode in ("reshape", "bitcast") and instr.shape.has_default_layout()
-            and instr.operands[0].shape.has_default_layout())
-        if not pointwise:
+        if not deps or instr is root and root.opcode == "tuple":
+            continue
+        kind = _dependent_kind(instr, [level[id(o)] for o in deps], kept, in_shape)
+        if kind is None:
             return None
-        dependent.add(id(instr))
-    return reduces
+        level[id(instr)], stage[id(instr)] = kind, max(stage[id(o)] for o in deps)
+    numel = reduces[0].shape.numel
+    if not all(level.get(id(e), "row") == "row" and e.shape.is_array and e.shape.numel == numel
+               and e.shape.has_default_layout() for e in elements):
+        return None
+    stages = [[r for r in reduces if stage[id(r)] == k]
+              for k in range(1 + max(stage[id(r)] for r in reduces))]
+    if len(stages) == 1 and all(e.opcode == "reduce" for e in elements):
+        return None                       # the direct paths need no scratch
+    return stages
+
+
+def _dependent_kind(instr, levels: list[str], kept: tuple, in_shape) -> str | None:
+    """"row" or "input" for an instruction reading reduce-dependent values of `levels`,
+    None if it would break the correspondence of indices (see plan_stages)."""
+    if instr.opcode == "broadcast":
+        back = levels == ["row"] and tuple(instr.dims()) == kept \
+            and instr.shape.dims == in_shape.dims
+        return "input" if back else None
+    if len(set(levels)) != 1:
+        return None
+    if instr.info.is_elementwise:
+        return levels[0]
+    reshape = instr.opcode in ("reshape", "bitcast") and instr.shape.has_default_layout() \
+        and instr.operands[0].shape.has_default_layout()
+    return "row" if reshape and levels[0] == "row" else None
 
 
 def _walk_key(reduce) -> tuple:
@@ -201,9 +235,10 @@ class _Reduce:
             out.store(b, out_index, value)
 
 
-def _emit(kernel: KernelIR, reduces: list[_Reduce], epilogue=None) -> int:
+def _emit(kernel: KernelIR, reduces: list[_Reduce], epilogue=None, part=None) -> int:
     """The walk shared by `reduces` (same input shape, same reduced dimensions); then
-    `epilogue(b, index)` for every output index of this partition, if given."""
+    `epilogue(b, index)` for every output index of this partition, if given. `part`:
+    the split of the outputs (by default, from the outputs' shape and types)."""
     b = kernel.b
     first = reduces[0].instr
     in_shape = first.operands[0].shape
@@ -211,7 +246,7 @@ def _emit(kernel: KernelIR, reduces: list[_Reduce], epilogue=None) -> int:
     kept = [d for d in range(in_shape.rank) if d not in reduced]
     outputs = [out for r in reduces for out in r.outputs]
     out_shape = outputs[0].shape
-    part = _Partition(b, kernel, out_shape, outputs)
+    part = part or _Partition(b, kernel, out_shape, outputs)
     full: list = [None] * in_shape.rank
 
     init_values = [[g(b, []) for g in r.inits] for r in reduces]

@@ -358,7 +358,7 @@ def test_pointwise_epilogue_of_a_column_reduce(name):
     text = _epilogue_module(rows, cols, body.replace("COLS", str(cols)),
                             out.replace("COLS", str(cols)))
     root = hlo.parse_module(uniquify(text)).entry.root.fused_computation
-    assert reduction.epilogue_reduces(root) is not None
+    assert reduction.plan_stages(root) is not None
     exe, slices = _compile_on(text, 2)
     assert len(slices) == 2
     x, y = _quarters((rows, cols), 1), _quarters((cols,), 2)
@@ -375,7 +375,7 @@ def test_a_reduce_broadcast_back_is_not_an_epilogue():
   ROOT d = f32[COLS,COLS] subtract(x, sb)""".replace("COLS", "8")
     text = _epilogue_module(8, 8, body, "f32[8,8]")
     root = hlo.parse_module(uniquify(text)).entry.root.fused_computation
-    assert reduction.epilogue_reduces(root) is None
+    assert reduction.plan_stages(root) is None
     check_against_evaluator(text, [_quarters((8, 8), 3), _quarters((8,), 4)])
 
 
@@ -407,7 +407,7 @@ ENTRY e {{
   ROOT f = (f32[{cols}], f32[{cols}], f32[1,{cols}]) fusion(x, y), kind=kLoop, calls=fc
 }}"""
     fused = hlo.parse_module(uniquify(text)).entry.root.fused_computation
-    assert [r.opcode for r in reduction.epilogue_reduces(fused)] == ["reduce", "reduce"]
+    assert [len(stage) for stage in reduction.plan_stages(fused)] == [2]
     exe, slices = _compile_on(text, 2)
     assert len(slices) == 2
     x, y = _quarters((rows, cols), 5), _quarters((cols,), 6)
@@ -417,3 +417,58 @@ ENTRY e {{
     np.testing.assert_array_equal(k, q[None, :].astype(np.float32))
     np.testing.assert_allclose(v, q / 4 - (y / 4.0) ** 2, rtol=1e-6)
     check_against_evaluator(text, [x, y])
+
+
+def test_a_reduce_reading_an_earlier_one_runs_in_a_later_walk():
+    """A variance sum((x - sum(x)/n)^2)/n in one fusion: the mean's walk fills its
+    scratch row, then the second walk reads it broadcast back over the rows (each
+    partition only its own columns)."""
+    rows, cols = 700, 100
+    text = f"""HloModule variance
+{ADD}
+fc {{
+  x = f32[{rows},{cols}] parameter(0)
+  z = f32[] constant(0)
+  n = f32[] constant({rows})
+  nb = f32[{cols}] broadcast(n), dimensions={{}}
+  s = f32[{cols}] reduce(x, z), dimensions={{0}}, to_apply=add
+  m = f32[{cols}] divide(s, nb)
+  mb = f32[{rows},{cols}] broadcast(m), dimensions={{1}}
+  d = f32[{rows},{cols}] subtract(x, mb)
+  d2 = f32[{rows},{cols}] multiply(d, d)
+  q = f32[{cols}] reduce(d2, z), dimensions={{0}}, to_apply=add
+  ROOT v = f32[{cols}] divide(q, nb)
+}}
+ENTRY e {{
+  x = f32[{rows},{cols}] parameter(0)
+  ROOT f = f32[{cols}] fusion(x), kind=kLoop, calls=fc
+}}"""
+    fused = hlo.parse_module(uniquify(text)).entry.root.fused_computation
+    assert [len(stage) for stage in reduction.plan_stages(fused)] == [1, 1]
+    exe, slices = _compile_on(text, 2)
+    assert len(slices) == 2
+    x = np.random.default_rng(8).standard_normal((rows, cols)).astype(np.float32)
+    np.testing.assert_allclose(exe.run(x)[0], x.astype(np.float64).var(axis=0), rtol=1e-5)
+    check_against_evaluator(text, [x])
+
+
+def test_a_broadcast_over_other_dimensions_is_not_a_stage():
+    """sum(x * broadcast(sum(x)) over the wrong dimension): a partition would read row
+    elements of the other partition, so the fusion is left to the generic nest."""
+    text = f"""HloModule cross
+{ADD}
+fc {{
+  x = f32[16,16] parameter(0)
+  z = f32[] constant(0)
+  s = f32[16] reduce(x, z), dimensions={{0}}, to_apply=add
+  sb = f32[16,16] broadcast(s), dimensions={{0}}
+  p = f32[16,16] multiply(x, sb)
+  ROOT q = f32[16] reduce(p, z), dimensions={{0}}, to_apply=add
+}}
+ENTRY e {{
+  x = f32[16,16] parameter(0)
+  ROOT f = f32[16] fusion(x), kind=kLoop, calls=fc
+}}"""
+    fused = hlo.parse_module(uniquify(text)).entry.root.fused_computation
+    assert reduction.plan_stages(fused) is None
+    check_against_evaluator(text, [_quarters((16, 16), 9)])
