@@ -30,9 +30,13 @@ is applied row by row, in order.
 Sibling column reduces of one multi-output fusion (sum and sum of squares of
 the same input, for a mean and a variance) share the walk: each step loads the
 input once and updates every output (`try_emit_column_reduces`). A fusion
-whose root maps a column reduce pointwise (a mean: sum / n; a keepdims
-reshape) accumulates into a scratch row, then each partition computes its own
-slice of the root from it (`try_emit_reduce_epilogue`).
+whose outputs map column reduces pointwise (a mean: sum / n; a keepdims
+reshape) accumulates into scratch rows, then each partition computes its own
+slice of the outputs from them (`try_emit_reduce_epilogue`). A reduce that
+reads an earlier one broadcast back over the rows (a variance,
+sum((x - sum(x) / n)^2)) runs in a second walk of the same kernel, after the
+first has filled its scratch row: a partition only ever reads the columns it
+computed itself, so the walks need no synchronization (`plan_stages`).
 """
 from __future__ import annotations
 
