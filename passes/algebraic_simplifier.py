@@ -127,6 +127,34 @@ def _max_min_identity(instr):
     return either_operand(instr, lambda c: is_splat(c, bound))
 
 
+@rule("power")
+def _power_small_exponent(instr):
+    # x ** 1 -> x; x ** 2 -> x * x; float x ** -1 -> 1 / x; x ** 0 -> 1 (NaN ** 0 is 1).
+    # Each is what a correctly rounded pow gives, special values included: the square
+    # of a float is exact in twice the precision, so pow cannot round it differently.
+    # (XLA's simplifier makes the same rewrites; x * x is a multiply, not a libm call.)
+    x, exponent = instr.operands
+    if not can_forward(instr, x):
+        return None
+    if is_splat(exponent, 1):
+        return x
+    if is_splat(exponent, 2):
+        return make(instr, "multiply", [x, x])
+    if is_splat(exponent, 0) or is_splat(exponent, -0.0):
+        return _splat(instr, 1)
+    if is_float(instr) and is_splat(exponent, -1):
+        return make(instr, "divide", [_splat(instr, 1), x])
+    return None
+
+
+def _splat(instr: HloInstruction, value) -> HloInstruction:
+    """broadcast(constant(value)) of `instr`'s shape, placed before it."""
+    dtype = numpy_dtype(instr.shape.element_type)
+    scalar = new_instruction(instr.parent, "constant", Shape.scalar(instr.shape.element_type),
+                             before=instr, literal=np.array(value, dtype))
+    return make(instr, "broadcast", [scalar], dimensions=())
+
+
 @rule("and", "or")
 def _logic_identity(instr):
     # p and true -> p; p or false -> p (pred only: for integers `and` is bitwise)
