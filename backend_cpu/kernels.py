@@ -152,7 +152,7 @@ def _store_together(kernel, gen, outputs, tile_dim=None, hoist=None) -> int:
                 out.store(b, index, value)
     emit_loop_nest(kernel.b, shape, kernel.begin, kernel.end, body, tile_dim=tile_dim,
                    hoist=hoist, level_scope=kernel.scope, minor_loop=minor_loop)
-    return partition_extent(shape)
+    return streaming.partition_extent(outputs) or partition_extent(shape)
 
 
 def _transposed_dim(root) -> int | None:

@@ -96,6 +96,8 @@ class StreamedBuffer(Buffer):
         stage.align = LINE_BYTES
         stage.type = PTR        # llvmlite types it `[C x T]*`; it is addressed by element
         self.stage = stage
+        # A vector of whole chunks is partitioned by chunks: [begin, end) counts them.
+        self.by_chunks = self.shape.rank == 1 and self.shape.numel % self.chunk == 0
         self._lane = None          # the index of the element being staged, when staging
         kernel.streams = True      # KernelIR.finish adds the sfence
 
@@ -111,6 +113,11 @@ class StreamedBuffer(Buffer):
         """The minor-most loop over [lo, hi) in dimension `dim` (module docstring):
         `per_element(b, i)` emits the body for element i, storing through self.
         Needs hi - lo >= one chunk (wants_streaming and streamed_outputs see to it)."""
+        if self.by_chunks:        # every partition starts on a chunk: no head, no tail
+            start, stop = b.mul(lo, i64(self.chunk)), b.mul(hi, i64(self.chunk))
+            with for_range(b, start, stop, f"{name}.chunk", step=self.chunk, scalar=True) as c:
+                self._emit_chunk(b, c, index, dim, per_element, name)
+            return
         if _constant(lo) is not None and _constant(hi) is not None \
                 and (_constant(hi) - _constant(lo)) % self.chunk == 0:
             # Whole rows of whole chunks: they are all aligned or none is (rows are
@@ -230,11 +237,20 @@ def streamed_outputs(kernel, shape, outputs: list, prefetch_next_row: bool = Fal
     if not wants_streaming(shape, outputs):
         return outputs
     out = outputs[0]
-    if shape.rank == 1:
+    chunk = CHUNK_BYTES // (out.shape.nbytes // out.shape.numel)
+    if shape.rank == 1 and out.shape.numel % chunk:
         # [begin, end) is then the minor loop itself: every partition must hold a chunk.
-        cap = out.shape.numel // (CHUNK_BYTES // (out.shape.nbytes // out.shape.numel))
+        cap = out.shape.numel // chunk
         kernel.max_partitions = min(kernel.max_partitions or cap, cap)
     sources = [op for op in kernel.operands if op.shape.is_array and op.shape.dims == out.shape.dims
                and op.shape.minor_to_major() == out.shape.minor_to_major()] \
         if prefetch_next_row and shape.rank > 1 else []
     return [StreamedBuffer(out, kernel, sources)]
+
+
+def partition_extent(outputs: list) -> int | None:
+    """The kernel's partition extent when streaming sets it (a vector split by
+    chunks), else None."""
+    out = outputs[0] if len(outputs) == 1 else None
+    return out.shape.numel // out.chunk if isinstance(out, StreamedBuffer) and out.by_chunks \
+        else None
