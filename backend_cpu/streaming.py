@@ -114,17 +114,25 @@ class StreamedBuffer(Buffer):
         `per_element(b, i)` emits the body for element i, storing through self.
         Needs hi - lo >= one chunk (wants_streaming and streamed_outputs see to it)."""
         if self.by_chunks:        # every partition starts on a chunk: no head, no tail
-            start, stop = b.mul(lo, i64(self.chunk)), b.mul(hi, i64(self.chunk))
-            with for_range(b, start, stop, f"{name}.chunk", step=self.chunk, scalar=True) as c:
-                self._emit_chunk(b, c, index, dim, per_element, name)
-            return
-        if _constant(lo) is not None and _constant(hi) is not None \
+            self._chunk_loop(b, b.mul(lo, i64(self.chunk)), b.mul(hi, i64(self.chunk)),
+                             index, dim, per_element, name)
+        elif _constant(lo) is not None and _constant(hi) is not None \
                 and (_constant(hi) - _constant(lo)) % self.chunk == 0:
             # Whole rows of whole chunks: they are all aligned or none is (rows are
             # multiples of a line, unless the buffer itself is not): no head, no tail.
-            with for_range(b, lo, hi, f"{name}.chunk", step=self.chunk, scalar=True) as c:
-                self._emit_chunk(b, c, index, dim, per_element, name)
-            return
+            self._chunk_loop(b, lo, hi, index, dim, per_element, name)
+        else:
+            self._chunks_with_ends(b, lo, hi, index, dim, per_element, name)
+
+    def _chunk_loop(self, b, start, stop, index, dim, per_element, name) -> None:
+        """Chunks at start, start + C, ... < stop. Not unrolled: its body is already a
+        few vector bodies, and copies of it cost compile time for nothing here."""
+        with for_range(b, start, stop, f"{name}.chunk", step=self.chunk, scalar=True) as c:
+            self._emit_chunk(b, c, index, dim, per_element, name)
+
+    def _chunks_with_ends(self, b, lo, hi, index, dim, per_element, name) -> None:
+        """[lo, hi) as an unaligned head chunk at lo, the aligned chunks, and a tail
+        chunk at hi - C (each end overlaps its aligned neighbour)."""
         lo = i64(lo) if isinstance(lo, int) else lo
         hi = i64(hi) if isinstance(hi, int) else hi
         first = b.ptrtoint(self.address(b, _at(index, dim, lo)), I64)
@@ -137,8 +145,6 @@ class StreamedBuffer(Buffer):
         has_tail = b.zext(b.icmp_signed("!=", stop, hi), I64)
         count = b.add(b.add(has_head, full), has_tail)
         last = b.sub(hi, i64(self.chunk))
-        # Not unrolled: its body is already a few vector bodies, and copies of it cost
-        # compile time for nothing on a loop bound by memory.
         with for_range(b, 0, count, f"{name}.chunk", scalar=True) as k:
             at = b.add(start, b.mul(b.sub(k, has_head), i64(self.chunk)))
             at = b.select(b.icmp_signed("<", at, lo), lo, at)         # the head chunk
