@@ -25,7 +25,7 @@ from hlo.shape import Shape
 from . import streaming
 from .hoisting import make_hoister
 from .kernel_ir import Buffer
-from .llvm_types import PTR, compute_type, storage_type
+from .llvm_types import I32, PTR, compute_type, storage_type
 from .loops import emit_loop_nest, for_range, partition_extent
 from .reduction import simple_reducer
 
@@ -95,9 +95,24 @@ def emit(kernel, root, reduce, gens, plan, output) -> int:
     def body(b, index):
         with kernel.scope():
             final.store(b, index, b.fmul(stash.load(b, index), state["scale"]))
+
+    minor_loop = getattr(final, "emit_minor_loop", None)
+    if minor_loop is not None and shape.rank > 1 and shape.dims[-1] % final.chunk == 0:
+        def minor_loop(b, lo, hi, index, dim, per_element, name):
+            # The scaling pass on whole vectors of the stack row, stored as lines.
+            scale = _splat(b, state["scale"], final.vector)
+            final.emit_vector_map(b, 0, shape.dims[-1], index, dim, stash,
+                                  lambda b, line: b.fmul(line, scale), name)
     emit_loop_nest(kernel.b, shape, kernel.begin, kernel.end, body, hoist=hoist,
-                   level_scope=kernel.scope, minor_loop=getattr(final, "emit_minor_loop", None))
+                   level_scope=kernel.scope, minor_loop=minor_loop)
     return partition_extent(shape)
+
+
+def _splat(b: ir.IRBuilder, value: ir.Value, vector: ir.VectorType) -> ir.Value:
+    """`value` in every lane of a `vector`."""
+    one = b.insert_element(ir.Constant(vector, ir.Undefined), value, ir.Constant(I32, 0))
+    return b.shuffle_vector(one, ir.Constant(vector, ir.Undefined),
+                            ir.Constant(ir.VectorType(I32, vector.count), [0] * vector.count))
 
 
 class _StackRow(Buffer):

@@ -168,7 +168,27 @@ class StreamedBuffer(Buffer):
             cell = b.gep(self.stage, [i64(k * per_line)], inbounds=True,
                          source_etype=self.llvm_type)
             lines.append(b.load(cell, typ=self.vector, align=LINE_BYTES))
-        target = self.address(b, _at(index, dim, c))
+        self._store_lines(b, lines, _at(index, dim, c))
+
+    def emit_vector_map(self, b, lo: int, hi: int, index: list, dim: int, source: Buffer,
+                        fn, name: str) -> None:
+        """out[.., i] = fn(source[.., i]) for i in [lo, hi), a row of whole chunks, on
+        whole vectors (`fn` maps a vector of lines): no element generators, no stage,
+        nothing for LLVM's vectorizer to do. `source` must be line-aligned (a stack row)."""
+        assert (hi - lo) % self.chunk == 0, "emit_vector_map: a row of whole chunks"
+        per_line = LINE_BYTES // self.esize
+        with for_range(b, lo, hi, f"{name}.chunk", step=self.chunk, scalar=True) as c:
+            for src in self.prefetch:
+                self._prefetch_next_row(b, src, _at(index, dim, c), dim)
+            lines = []
+            for k in range(self.chunk // per_line):
+                at = source.address(b, _at(index, dim, b.add(c, i64(k * per_line))))
+                lines.append(fn(b, b.load(at, typ=self.vector, align=LINE_BYTES)))
+            self._store_lines(b, lines, _at(index, dim, c))
+
+    def _store_lines(self, b, lines: list, at: list) -> None:
+        """Stores consecutive line vectors from `at`: streamed if aligned, else ordinary."""
+        target = self.address(b, at)
         aligned = b.icmp_unsigned("==", b.and_(b.ptrtoint(target, I64), i64(LINE_BYTES - 1)),
                                   i64(0))
         with b.if_else(aligned) as (then, otherwise):
