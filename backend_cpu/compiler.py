@@ -12,8 +12,10 @@
 Compile time is part of the first call, so the driver avoids work that does
 not change the machine code: Python's cyclic garbage collector is paused
 while a module compiles (`paused_gc`), a caller that hands its module over
-(`consume=True`) saves the copy the passes would otherwise work on, and the
-optimized LLVM IR is printed only when someone asks for it.
+(`consume=True`) saves the copy the passes would otherwise work on, the
+optimized LLVM IR is printed only when someone asks for it, and ir_policy.py
+keeps LLVM from runtime-unrolling loops and from optimizing kernels that only
+call the (unoptimized) GEMM driver.
 
 Compiled executables are cached in memory (an LRU of CACHE_CAPACITY) by a
 fingerprint of the module text and the options: compiling the same module
@@ -39,7 +41,7 @@ import numpy as np
 
 from hlo.dtypes import numpy_dtype
 
-from . import disk_cache, gemm_library, inter_op, kernels, llvm_target
+from . import disk_cache, gemm_library, inter_op, ir_policy, kernels, llvm_target
 from .buffer_assignment import Slot, assign_arena
 from .executable import CpuExecutable, Program, physical_dims, to_physical
 from .kernel_ir import KernelIR
@@ -185,7 +187,7 @@ def _compile_module(module, start: float, use_disk_cache: bool = False
     _ensure_recursion_limit(module)
     context = _Context(ir.Module(name=_symbol(module.name)))
     program = ProgramBuilder(context, module.entry).build()
-    no_runtime_unrolling(context.module)
+    ir_policy.no_runtime_unrolling(context.module)
     llvm_source = str(context.module)
     ref = llvm_target.parse_and_verify(llvm_source)
     llvm_target.optimize(ref)
@@ -203,41 +205,6 @@ def _compile_module(module, start: float, use_disk_cache: bool = False
     payload = {"program": program, "params": params, "llvm_source": llvm_source,
                "hlo_text": hlo_text, "object": jit.object_code, "gemm_routines": routines}
     return executable, payload
-
-
-def no_runtime_unrolling(module: ir.Module) -> None:
-    """Gives every loop the emitters left without hints `llvm.loop.unroll.runtime.disable`.
-
-    LLVM's runtime unroller copies the body of a loop whose trip count is known
-    only at run time (4 copies plus a remainder loop). On our kernels that is
-    never a vectorized loop (the vectorizer marks those itself) but a scalar or
-    chunk loop around already-vectorized code: the copies doubled what the
-    optimizer and the code generator work through (softmax's kernel: 41 -> 25 ms
-    of LLVM time) without a measurable run-time gain. Full unrolling of loops
-    with small constant trip counts stays on (convolution windows need it).
-
-    A loop is found by its latch: a branch back to a block emitted earlier in the
-    function (the emitters create a loop's header before its body). A branch that
-    is not really a latch only carries a hint LLVM never reads.
-    """
-    hint = None
-    for fn in module.functions:
-        position = {id(block): i for i, block in enumerate(fn.blocks)}
-        for i, block in enumerate(fn.blocks):
-            branch = block.terminator
-            if not isinstance(branch, (ir.Branch, ir.ConditionalBranch)) \
-                    or "llvm.loop" in branch.metadata:
-                continue
-            if not any(position.get(id(target), i + 1) <= i for target in branch.operands
-                       if isinstance(target, ir.Block)):
-                continue
-            if hint is None:
-                hint = module.add_metadata([ir.MetaDataString(
-                    module, "llvm.loop.unroll.runtime.disable")])
-            # A loop ID refers to itself, which makes it unique to its loop.
-            loop_id = ir.values.MDValue(module, [hint], name=str(len(module.metadata)))
-            loop_id.operands = (loop_id, hint)
-            branch.set_metadata("llvm.loop", loop_id)
 
 
 def _ensure_recursion_limit(module) -> None:
@@ -411,7 +378,7 @@ class ProgramBuilder:
         outputs = [kernel.buffer(s, self.slots[s].shape) for s in writes]
         extent = kernels.emit_kernel(kernel, instr, inputs, outputs)
         kernel.finish()
-        if _only_drives_unoptimized_routines(kernel.function):
+        if ir_policy.only_drives_unoptimized_routines(kernel.function):
             # A loop over calls of the packed GEMM driver (itself optnone: the work is
             # in the GEMM library). LLVM's pipeline costs a function ~5 ms however
             # small it is, and there is nothing here to optimize.
@@ -443,26 +410,6 @@ class ProgramBuilder:
             seen.add(slot)
             outputs.append((slot, shape))
         return outputs
-
-
-_FLOAT_TYPES = (ir.HalfType, ir.FloatType, ir.DoubleType, ir.VectorType)
-
-
-def _only_drives_unoptimized_routines(fn: ir.Function) -> bool:
-    """True if `fn` calls an `optnone` function and computes nothing itself: no
-    floating-point or vector values, no calls but those and MXCSR intrinsics."""
-    drives = False
-    for block in fn.blocks:
-        for instr in block.instructions:
-            if isinstance(instr.type, _FLOAT_TYPES):
-                return False
-            if isinstance(instr, ir.CallInstr):
-                callee = instr.callee
-                if isinstance(callee, ir.Function) and "optnone" in callee.attributes:
-                    drives = True
-                elif not getattr(callee, "name", "").startswith("llvm.x86.sse."):
-                    return False
-    return drives
 
 
 def _same_bytes(instr) -> bool:

@@ -10,7 +10,7 @@ import numpy as np
 
 import backend_cpu
 import hlo
-from backend_cpu import compiler
+from backend_cpu import compiler, ir_policy
 
 TEXT = """HloModule compile_time
 ENTRY e {
@@ -104,7 +104,7 @@ def test_loops_without_hints_get_no_runtime_unrolling():
     module = ir.Module(name="loops")
     plain = _counting_loop(module, "plain", hinted=False)
     hinted = _counting_loop(module, "hinted", hinted=True)
-    compiler.no_runtime_unrolling(module)
+    ir_policy.no_runtime_unrolling(module)
     text = str(module)
     assert "llvm.loop.unroll.runtime.disable" in text
     latch = plain.blocks[2].terminator
@@ -154,4 +154,4 @@ ENTRY e {
 def test_kernels_with_arithmetic_are_optimized():
     module = ir.Module(name="work")
     fn = _counting_loop(module, "work", hinted=False)
-    assert not compiler._only_drives_unoptimized_routines(fn)
+    assert not ir_policy.only_drives_unoptimized_routines(fn)
