@@ -12,7 +12,7 @@
 Compile time is part of the first call, so the driver avoids work that does
 not change the machine code: Python's cyclic garbage collector is paused
 while a module compiles (`paused_gc`), a caller that hands its module over
-(`consume=True`) saves the copy the passes would otherwise work on, the
+(`copy=`) saves the parse of the module's text that gives the passes a copy, the
 optimized LLVM IR is printed only when someone asks for it, and ir_policy.py
 keeps LLVM from runtime-unrolling loops and from optimizing kernels that only
 call the (unoptimized) GEMM driver.
@@ -35,6 +35,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Callable
 
 import llvmlite.ir as ir
 import numpy as np
@@ -75,11 +76,12 @@ _cache_lock = threading.Lock()
 
 
 def compile(module, options: CompileOptions | None = None, *,
-            consume: bool = False) -> CpuExecutable:
+            copy: Callable[[], object] | None = None) -> CpuExecutable:
     """Compiles an HLO module for the host CPU (see the module docstring).
 
-    `consume=True`: the caller hands `module` over and will not use it again, so
-    the pass pipeline may rewrite it in place instead of a copy.
+    `copy`: a function returning a private copy of `module` for the pass pipeline
+    to rewrite, called only if a pipeline runs (the frontend lowers its traced
+    graph again, ~10x cheaper than the default: parsing the module's text).
     """
     options = options or CompileOptions()
     text = module.to_text()
@@ -93,7 +95,7 @@ def compile(module, options: CompileOptions | None = None, *,
         if hit is not None:
             return hit
     with paused_gc():
-        executable = _compile_uncached(module, text, fingerprint, options, consume)
+        executable = _compile_uncached(module, text, fingerprint, options, copy)
     if options.cache:
         with _cache_lock:
             _cache[key] = executable
@@ -103,13 +105,13 @@ def compile(module, options: CompileOptions | None = None, *,
 
 
 def _compile_uncached(module, text: str, fingerprint: str, options: CompileOptions,
-                      consume: bool) -> CpuExecutable:
+                      copy) -> CpuExecutable:
     start = time.perf_counter()
     on_disk = options.disk_cache and options.pipeline in (None, "default")
     disk_key = disk_cache.key(text, fingerprint) if on_disk else None
     executable = _load_from_disk(disk_key, start) if on_disk else None
     if executable is None:
-        module = _run_pipeline(module, text, options.pipeline, consume)
+        module = _run_pipeline(module, text, options.pipeline, copy)
         executable, payload = _compile_module(module, start, use_disk_cache=on_disk)
         if on_disk and payload["object"] is not None:
             disk_cache.store(disk_key, payload)
@@ -161,12 +163,14 @@ def _load_from_disk(disk_key: str, start: float) -> CpuExecutable | None:
                          compile_seconds=time.perf_counter() - start)
 
 
-def _run_pipeline(module, text: str, pipeline, consume: bool = False):
+def _run_pipeline(module, text: str, pipeline, copy=None):
     if pipeline is None:
         return module
-    if not consume:
+    if copy is not None:
+        module = copy()                  # passes mutate: work on a copy
+    else:
         from hlo import parse_module
-        module = parse_module(text)      # passes mutate: work on a copy
+        module = parse_module(text)
     if pipeline == "default":
         from passes import cpu_pipeline
         cpu_pipeline().run(module)

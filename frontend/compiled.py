@@ -133,12 +133,11 @@ def _compile_cpu(lowered, pipeline, intra_op_threads):
     options = {"pipeline": _pipeline_callable(pipeline)}
 
     def compile_(**extra):
-        # The pipeline rewrites the module it compiles: hand the backend a fresh
-        # lowering (the Lowered keeps its own module for as_hlo_text and evaluate).
-        if options["pipeline"] is None:
-            return backend_cpu.compile(lowered.module, backend_cpu.CompileOptions(**options, **extra))
-        return backend_cpu.compile(lowered.fresh_module(),
-                                   backend_cpu.CompileOptions(**options, **extra), consume=True)
+        # The pipeline rewrites a copy of the module (the Lowered keeps its own for
+        # as_hlo_text and evaluate): a fresh lowering of the graph, made only if the
+        # backend compiles (not on a cache hit).
+        return backend_cpu.compile(lowered.module, backend_cpu.CompileOptions(**options, **extra),
+                                   copy=lowered.fresh_module)
     if intra_op_threads is None:
         return compile_()
     for name in ("intra_op_threads", "threads"):
