@@ -15,7 +15,8 @@ while a module compiles (`paused_gc`), a caller that hands its module over
 (`copy=`) saves the parse of the module's text that gives the passes a copy, the
 optimized LLVM IR is printed only when someone asks for it, and ir_policy.py
 keeps LLVM from runtime-unrolling loops and from optimizing kernels that only
-call the (unoptimized) GEMM driver.
+call the (unoptimized) GEMM driver. A module whose kernels all stream large
+outputs (memory-bound) is generated without loop strength reduction.
 
 Compiled executables are cached in memory (an LRU of CACHE_CAPACITY) by a
 fingerprint of the module text and the options: compiling the same module
@@ -160,7 +161,8 @@ def _load_from_disk(disk_key: str, start: float) -> CpuExecutable | None:
     program.link(jit.lookup)
     return CpuExecutable(program, payload["params"], jit=jit, llvm_source=payload["llvm_source"],
                          hlo_text=payload["hlo_text"],
-                         compile_seconds=time.perf_counter() - start)
+                         compile_seconds=time.perf_counter() - start,
+                         strength_reduction=payload.get("strength_reduction", True))
 
 
 def _run_pipeline(module, text: str, pipeline, copy=None):
@@ -198,16 +200,22 @@ def _compile_module(module, start: float, use_disk_cache: bool = False
     routines = gemm_library.routines_in(context.module)
     gemm_library.ensure_compiled(routines, use_disk_cache)
     _check_external_symbols(ref)
-    jit = disk_cache.jit_module(ref)
+    # Loop strength reduction tunes address arithmetic, which cannot matter in a
+    # kernel bound by memory bandwidth, and is a third of the code generator's time
+    # on one (softmax f32[4096,4096]: ~9 -> ~5.5 ms): kernels that all stream skip it.
+    strength_reduction = not context.only_streaming_kernels
+    jit = disk_cache.jit_module(ref, strength_reduction=strength_reduction)
     program.link(jit.lookup)
     params = [(p.name, p.shape) for p in module.entry.parameters]
     hlo_text = module.to_text()
     # The optimized IR is printed on demand (CpuExecutable.as_llvm_ir): it is the
     # same text every time, and printing it costs more than a cache lookup.
     executable = CpuExecutable(program, params, jit=jit, llvm_source=llvm_source,
-                               hlo_text=hlo_text, compile_seconds=time.perf_counter() - start)
+                               hlo_text=hlo_text, compile_seconds=time.perf_counter() - start,
+                               strength_reduction=strength_reduction)
     payload = {"program": program, "params": params, "llvm_source": llvm_source,
-               "hlo_text": hlo_text, "object": jit.object_code, "gemm_routines": routines}
+               "hlo_text": hlo_text, "object": jit.object_code, "gemm_routines": routines,
+               "strength_reduction": strength_reduction}
     return executable, payload
 
 
@@ -252,6 +260,12 @@ class _Context:
     def __init__(self, module: ir.Module):
         self.module = module
         self._count = 0
+        self.kernels_not_streaming = 0     # kernels without non-temporal output stores
+
+    @property
+    def only_streaming_kernels(self) -> bool:
+        """True if every kernel of the module streams a large output (memory-bound)."""
+        return self._count > 0 and self.kernels_not_streaming == 0
 
     def kernel_name(self, instr_name: str) -> str:
         self._count += 1
@@ -382,6 +396,8 @@ class ProgramBuilder:
         outputs = [kernel.buffer(s, self.slots[s].shape) for s in writes]
         extent = kernels.emit_kernel(kernel, instr, inputs, outputs)
         kernel.finish()
+        if not kernel.streams:
+            self.context.kernels_not_streaming += 1
         if ir_policy.only_drives_unoptimized_routines(kernel.function):
             # A loop over calls of the packed GEMM driver (itself optnone: the work is
             # in the GEMM library). LLVM's pipeline costs a function ~5 ms however

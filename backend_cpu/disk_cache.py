@@ -146,19 +146,19 @@ def _engine_target_machine():
     return llvm_target._new_host_target_machine()
 
 
-def object_code(module_ref) -> bytes:
+def object_code(module_ref, strength_reduction: bool = True) -> bytes:
     """The object code of an optimized module, for `jit_object` and the cache
     (emitting does not take ownership of the target machine: the shared one serves)."""
-    return bytes(llvm_target.host_target_machine().emit_object(module_ref))
+    return llvm_target.emit_object(module_ref, strength_reduction=strength_reduction)
 
 
-def jit_module(module_ref) -> Jit:
+def jit_module(module_ref, strength_reduction: bool = True) -> Jit:
     """JIT-compiles an optimized module; keeps its object code for the cache.
 
     Code generation runs once, to an object file, which the engine then loads
     (llvmlite's object-cache hook cannot be used: its engine crashes on disposal).
     """
-    return jit_object(object_code(module_ref))
+    return jit_object(object_code(module_ref, strength_reduction))
 
 
 def jit_object(object_code: bytes) -> Jit:

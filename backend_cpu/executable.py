@@ -163,15 +163,17 @@ class CpuExecutable:
 
     def __init__(self, program: Program, params: list, *, jit, hlo_text: str,
                  compile_seconds: float, llvm_ir: str | None = None,
-                 llvm_source: str | None = None):
+                 llvm_source: str | None = None, strength_reduction: bool = True):
         """`llvm_ir`: the optimized LLVM IR; or `llvm_source`, the IR before
-        optimization, which `as_llvm_ir()` optimizes again when first asked."""
+        optimization, which `as_llvm_ir()` optimizes again when first asked.
+        `strength_reduction`: how the code generator ran (`as_asm()` runs it alike)."""
         if llvm_ir is None and llvm_source is None:
             raise TypeError("CpuExecutable: give llvm_ir or llvm_source")
         self._program = program
         self._jit = jit                        # keeps the machine code alive
         self._llvm_ir = llvm_ir
         self._llvm_source = llvm_source
+        self._strength_reduction = strength_reduction
         self._hlo_text = hlo_text
         self._params = [shape for _, shape in params]        # (name, Shape) per parameter
         self._param_names = [name for name, _ in params]
@@ -234,7 +236,8 @@ class CpuExecutable:
         """The host assembly of the optimized IR."""
         if self._asm is None:
             from . import llvm_target
-            self._asm = llvm_target.assembly(llvm_target.parse_and_verify(self.as_llvm_ir()))
+            self._asm = llvm_target.assembly(llvm_target.parse_and_verify(self.as_llvm_ir()),
+                                             strength_reduction=self._strength_reduction)
         return self._asm
 
     def as_hlo_text(self) -> str:

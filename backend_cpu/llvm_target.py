@@ -10,14 +10,17 @@ and the JIT engine are configured in one place.
     host_has_feature(name)       e.g. "avx512f": lets emitters pick instructions
     parse_and_verify(ir_text)    llvm.ModuleRef, verified
     optimize(module_ref)         runs the O3 module pipeline in place
+    emit_object(module_ref)      machine code as an object file (loop strength reduction optional)
     assembly(module_ref)         the machine assembly as text (for checks and --emit=asm)
     jit_compile(ir_text)         (engine, lookup) with lookup(name) -> function address
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
+import threading
 from typing import Callable, NamedTuple
 
 import llvmlite.binding as llvm
@@ -164,9 +167,38 @@ def _free_pass_manager(pass_manager: llvm.ModulePassManager) -> None:
         pass_manager.close()
 
 
-def assembly(module: llvm.ModuleRef) -> str:
+_codegen_options_lock = threading.Lock()
+
+
+def emit_object(module: llvm.ModuleRef, *, strength_reduction: bool = True) -> bytes:
+    """Machine code for an (already optimized) module, as an ELF object file.
+
+    `strength_reduction=False` skips the code generator's loop strength reduction.
+    """
+    with _codegen_options(strength_reduction):
+        return bytes(host_target_machine().emit_object(module))
+
+
+def assembly(module: llvm.ModuleRef, *, strength_reduction: bool = True) -> str:
     """The host machine assembly for an (already optimized) module."""
-    return host_target_machine().emit_assembly(module)
+    with _codegen_options(strength_reduction):
+        return host_target_machine().emit_assembly(module)
+
+
+@contextlib.contextmanager
+def _codegen_options(strength_reduction: bool):
+    """LLVM reads the strength-reduction switch from a process-wide option: it is
+    turned off and back on around one emission, under a lock so that two
+    compiles in two threads agree on it."""
+    if strength_reduction:
+        yield
+        return
+    with _codegen_options_lock:
+        llvm.set_option("", "-disable-lsr=true")
+        try:
+            yield
+        finally:
+            llvm.set_option("", "-disable-lsr=false")
 
 
 class JitModule(NamedTuple):

@@ -1,6 +1,7 @@
 """What the compile driver skips to keep the first call short (issue 9): the garbage
 collector is paused, the caller may supply the module's copy, loops are not runtime-unrolled,
-and the optimized LLVM IR is printed only on demand."""
+the optimized LLVM IR is printed only on demand, and modules that only stream large outputs
+skip loop strength reduction."""
 from __future__ import annotations
 
 import gc
@@ -165,3 +166,58 @@ def test_kernels_with_arithmetic_are_optimized():
     module = ir.Module(name="work")
     fn = _counting_loop(module, "work", hinted=False)
     assert not ir_policy.only_drives_unoptimized_routines(fn)
+
+
+ROW_LOOP = """
+define void @rows(ptr noalias %x, ptr noalias %y, i64 %n, i64 %m) {
+entry:
+  br label %outer
+outer:
+  %i = phi i64 [0, %entry], [%inext, %outer.latch]
+  br label %inner
+inner:
+  %j = phi i64 [0, %outer], [%jnext, %inner]
+  %k = mul i64 %i, %m
+  %idx = add i64 %k, %j
+  %px = getelementptr float, ptr %x, i64 %idx
+  %py = getelementptr float, ptr %y, i64 %idx
+  %vx = load float, ptr %px
+  %r = fmul float %vx, 3.0
+  store float %r, ptr %py
+  %jnext = add i64 %j, 1
+  %jd = icmp eq i64 %jnext, %m
+  br i1 %jd, label %outer.latch, label %inner
+outer.latch:
+  %inext = add i64 %i, 1
+  %id = icmp eq i64 %inext, %n
+  br i1 %id, label %exit, label %outer
+exit:
+  ret void
+}
+"""
+
+
+def test_strength_reduction_is_switched_off_for_one_emission_only():
+    from backend_cpu import llvm_target
+
+    def emit(strength_reduction):
+        module = llvm_target.parse_and_verify(ROW_LOOP)
+        llvm_target.optimize(module)
+        return llvm_target.emit_object(module, strength_reduction=strength_reduction)
+    before, without, after = emit(True), emit(False), emit(True)
+    assert without != before              # the switch changes this loop's code
+    assert after == before                # and the process-wide option is back on
+
+
+def test_modules_that_only_stream_are_generated_without_strength_reduction():
+    from backend_cpu import llvm_target
+    from tests.backend_cpu.test_streaming_stores import CHAIN, _compile
+    _, streamed = _compile(CHAIN.format(n=4099), threshold=4096)
+    _, ordinary = _compile(CHAIN.format(n=4099))
+    for executable, strength_reduction in ((streamed, False), (ordinary, True)):
+        module = llvm_target.parse_and_verify(executable.as_llvm_ir())
+        assert executable.as_asm() == llvm_target.assembly(
+            module, strength_reduction=strength_reduction)
+    assert "vmovntps" in streamed.as_asm() and "vmovntps" not in ordinary.as_asm()
+    module = llvm_target.parse_and_verify(streamed.as_llvm_ir())
+    assert streamed.as_asm() != llvm_target.assembly(module, strength_reduction=True)
