@@ -43,7 +43,7 @@ import numpy as np
 
 from hlo.dtypes import numpy_dtype
 
-from . import disk_cache, gemm_library, inter_op, ir_policy, kernels, llvm_target
+from . import disk_cache, gemm_library, inter_op, ir_policy, kernels, llvm_target, sort_thunk
 from .buffer_assignment import Slot, assign_arena
 from .executable import CpuExecutable, Program, physical_dims, to_physical
 from .kernel_ir import KernelIR
@@ -342,6 +342,8 @@ class ProgramBuilder:
             return self._conditional(instr, operands)
         if op == "call":
             return self._call(instr, operands)
+        if op == "sort":
+            return self._sort(instr, operands)
         if op == "fusion" or op in kernels.KERNEL_OPCODES or instr.info.is_elementwise:
             return self._kernel(instr, operands)
         raise NotImplementedError(f"backend_cpu: no emitter for {op}")
@@ -376,6 +378,18 @@ class ProgramBuilder:
         program = self._sub_program(instr.to_apply)
         writes = self._dynamic_slots(instr.shape)
         self.thunks.append(CallThunk(program, [s for leaves in operands for s in leaves], writes))
+        return writes
+
+    def _sort(self, instr, operands) -> list[int]:
+        """A numpy sort on the host when the comparator is a plain key compare
+        (sort_thunk.py), else the merge-sort kernel."""
+        key = sort_thunk.match_sort(instr)
+        if key is None:
+            return self._kernel(instr, operands)
+        writes = [self._new_slot("temp", leaf) for leaf in instr.shape.leaves()]
+        self.thunks.append(sort_thunk.SortThunk(
+            key, instr.dims()[0], instr.to_apply, [leaves[0] for leaves in operands], writes,
+            [o.shape for o in instr.operands], instr.shape.leaves()))
         return writes
 
     def _kernel(self, instr, operands) -> list[int]:

@@ -1,0 +1,221 @@
+"""`sort` on the host with numpy when the comparator is a plain key compare.
+
+Why a library call: a sort is not a loop nest. The LLVM kernel of sorting.py
+(a merge sort of a permutation that calls the comparator per compare) is the
+general path, but it runs one thread at a few tens of cycles per compare. XLA's
+CPU backend does not generate sorts either: it calls a sort from its C++
+runtime. Our runtime library is numpy, whose stable sorts are tuned (radix
+sort for narrow integers, timsort otherwise) and release the GIL.
+
+numpy can only sort by a key, so the comparator must be one a key reproduces
+exactly (`match_sort`):
+
+    ROOT compare(f(p[2k]), f(p[2k+1])), direction=LT or GT   [, type=TOTALORDER]
+
+where `f` is the same scalar function on both sides: the identity (the usual
+case), or the canonicalization JAX emits (-0 -> +0, every NaN -> +NaN), or
+XLA's integer rewrite of a TOTALORDER compare. Operand k is the key; the
+others ride along. `f` is computed on the whole key array by the reference
+evaluator (a handful of numpy operations), so the key is the comparator's
+own view of each element. Then
+
+- integers and pred compare by value; floats with TOTALORDER by the integer
+  key of `total_order_key` (-NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN);
+- floats with a plain compare: -0 == +0 and f32/f64 denormals read as zero
+  (as the compare does). A NaN makes the comparator no strict weak order, and
+  the result then depends on the sort algorithm: rows whose key holds a NaN
+  are sorted by the reference evaluator's merge sort (hlo/eval_sort.py, which
+  calls the comparator on whole arrays), so they match the reference;
+- GT sorts the key reversed (`~key` for integers, `-key` for floats) with a
+  stable sort, so equal keys keep their input order, as the comparator says.
+
+Other comparators (several keys combined with select/or, LE/GE, bf16 keys)
+compile to the LLVM kernel; a recognized one compiles no kernel at all.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from hlo.dtypes import numpy_dtype
+from hlo.eval_compare_convert import total_order_key
+from hlo.eval_sort import sort_order
+from hlo.evaluator import EvalContext, evaluate_instruction
+
+from .executable import physical_dims
+from .thunks import array_at
+
+# Key element types numpy sorts exactly as the comparator orders them.
+_KEY_TYPES = frozenset({"pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64",
+                        "f16", "f32", "f64"})
+# Float types whose denormals a plain compare reads as zero (XLA CPU's DAZ; f16 is
+# computed in f32, where it has no denormals).
+_FLUSHED = {np.dtype(np.float32): np.finfo(np.float32).tiny,
+            np.dtype(np.float64): np.finfo(np.float64).tiny}
+# Opcodes `f` may use besides elementwise ones: all on scalars.
+_KEY_OPCODES = frozenset({"constant", "bitcast", "parameter"})
+
+
+class SortKey:
+    """How one comparator orders elements: by `f(operand[index])`, LT or GT."""
+
+    def __init__(self, index: int, steps: list, descending: bool, total_order: bool):
+        self.index = index                  # the key operand
+        self.steps = steps                  # f's instructions in post order ([] = identity)
+        self.descending = descending
+        self.total_order = total_order
+
+    def sort_key(self, values: np.ndarray) -> tuple[np.ndarray, bool]:
+        """(key, undecided): a stable ascending sort of `key` is the comparator's order,
+        unless `undecided` (a NaN under a plain float compare: rows holding one are
+        ordered by the comparator itself, and by the algorithm that calls it)."""
+        key = self._apply_f(values)
+        if key.dtype.kind == "f":
+            if self.total_order:
+                key = total_order_key(key)
+            else:
+                undecided = bool(np.isnan(key).any())
+                tiny = _FLUSHED.get(key.dtype)
+                if tiny is not None:
+                    key = np.where(np.abs(key) < tiny, key.dtype.type(0), key)
+                return (-key if self.descending else key), undecided
+        if key.dtype == np.bool_:
+            key = key.view(np.uint8)
+        return (~key if self.descending else key), False
+
+    def _apply_f(self, values: np.ndarray) -> np.ndarray:
+        if not self.steps:
+            return values
+        computed = {}
+        for instr in self.steps:
+            if instr.opcode == "parameter":
+                computed[id(instr)] = values
+            else:
+                computed[id(instr)] = evaluate_instruction(
+                    instr, [computed[id(o)] for o in instr.operands])
+        return np.broadcast_to(computed[id(self.steps[-1])], values.shape)
+
+
+def match_sort(instr) -> SortKey | None:
+    """The key of `instr`'s comparator if numpy can sort by it exactly, else None."""
+    comp = instr.attrs.get("to_apply")
+    if comp is None or len(instr.dims()) != 1:
+        return None
+    root = comp.root
+    direction = root.attrs.get("direction")
+    if root.opcode != "compare" or direction not in ("LT", "GT") \
+            or root.operands[0].shape.element_type not in _KEY_TYPES:
+        return None
+    lhs, rhs = root.operands
+    for first, second, descending in ((lhs, rhs, direction == "GT"),
+                                      (rhs, lhs, direction == "LT")):
+        params = _params_of(first)
+        if len(params) != 1 or params[0] % 2 or not _same_function(first, second, params[0]):
+            continue
+        steps = _post_order(first)
+        if not all(_is_scalar_step(s) for s in steps):
+            return None
+        identity = len(steps) == 1
+        return SortKey(params[0] // 2, [] if identity else steps, descending,
+                       root.attrs.get("type") == "TOTALORDER")
+    return None
+
+
+def _params_of(node) -> list[int]:
+    return sorted({s.parameter_number for s in _post_order(node) if s.opcode == "parameter"})
+
+
+def _post_order(node) -> list:
+    order, seen = [], set()
+
+    def visit(n):
+        if id(n) in seen:
+            return
+        seen.add(id(n))
+        for o in n.operands:
+            visit(o)
+        order.append(n)
+    visit(node)
+    return order
+
+
+def _is_scalar_step(instr) -> bool:
+    shape = instr.shape
+    return shape.is_array and not shape.dims and shape.element_type in _KEY_TYPES | {"bf16"} \
+        and (instr.opcode in _KEY_OPCODES or instr.info.is_elementwise) \
+        and not instr.info.side_effect and "to_apply" not in instr.attrs
+
+
+def _same_function(a, b, param: int) -> bool:
+    """True if `b` computes from parameter param+1 what `a` computes from `param`."""
+    if a.opcode == "parameter":
+        return b.opcode == "parameter" and a.parameter_number == param \
+            and b.parameter_number == param + 1 and a.shape == b.shape
+    if a.opcode != b.opcode or a.shape != b.shape or len(a.operands) != len(b.operands):
+        return False
+    if a.opcode == "constant":
+        return _literal_bytes(a) == _literal_bytes(b)
+    if a.attrs != b.attrs:
+        return False
+    return all(_same_function(x, y, param) for x, y in zip(a.operands, b.operands))
+
+
+def _literal_bytes(instr) -> bytes | None:
+    if instr.literal is None:
+        return None
+    return np.asarray(instr.literal, numpy_dtype(instr.shape.element_type)).tobytes()
+
+
+class _Layout:
+    """One buffer as a logical numpy view: its physical dims, dtype and the transpose
+    from memory order back to logical order."""
+
+    def __init__(self, shape):
+        self.dims = physical_dims(shape)
+        self.dtype = numpy_dtype(shape.element_type)
+        self.to_logical = tuple(int(d) for d in np.argsort(list(reversed(shape.minor_to_major()))))
+
+    def view(self, address: int) -> np.ndarray:
+        return array_at(address, self.dims, self.dtype).transpose(self.to_logical)
+
+
+class SortThunk:
+    """Sorts operand slots `reads` into output slots `writes` with numpy, by `key`."""
+
+    def __init__(self, key: SortKey, dimension: int, comparator, reads, writes,
+                 operand_shapes, output_shapes):
+        self.key, self.dimension, self.comparator = key, dimension, comparator
+        self.reads, self.writes = list(reads), list(writes)
+        self.inputs = [_Layout(s) for s in operand_shapes]
+        self.outputs = [_Layout(s) for s in output_shapes]
+        self.numel = int(np.prod(output_shapes[0].dims, dtype=np.int64))
+        self.reference_runs = 0       # sorts whose key could not decide (NaN, plain compare)
+
+    def link(self, lookup) -> None:
+        pass
+
+    def run(self, table, address, keep) -> None:
+        if self.numel == 0:
+            return
+        values = [layout.view(table[slot]) for layout, slot in zip(self.inputs, self.reads)]
+        key, undecided = self.key.sort_key(values[self.key.index])
+        order = np.argsort(key, axis=self.dimension, kind="stable")
+        if undecided:
+            self.reference_runs += 1
+            order = self._reference_order(values, key, order)
+        for layout, slot, value in zip(self.outputs, self.writes, values):
+            layout.view(table[slot])[...] = np.take_along_axis(value, order, axis=self.dimension)
+
+    def _reference_order(self, values, key, order) -> np.ndarray:
+        """`order` with the rows holding a NaN key sorted by the reference's merge sort,
+        which calls the comparator: the result depends on that algorithm."""
+        axis = self.dimension
+        n = key.shape[axis]
+
+        def rows(x):
+            return np.moveaxis(x, axis, -1).reshape(-1, n)
+        nan_rows = np.isnan(rows(key)).any(axis=1)
+        flat = rows(order).copy()
+        flat[nan_rows] = sort_order(self.comparator, EvalContext(),
+                                    [rows(v)[nan_rows] for v in values])
+        moved_shape = np.moveaxis(order, axis, -1).shape
+        return np.moveaxis(flat.reshape(moved_shape), -1, axis)
