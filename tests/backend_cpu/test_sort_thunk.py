@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import hlo
-from backend_cpu.sort_thunk import SortThunk, match_sort
+from backend_cpu.sort_thunk import SortThunk, match_sort, stable_order
 from tests.backend_cpu.helpers import compiled, edge_values
 
 # Comparators: (name, HLO body over parameters a, b [, c, d]) for element type T.
@@ -179,6 +179,22 @@ ENTRY e {
     args = [rng.integers(0, 4, 30).astype(np.int32), rng.integers(0, 9, 30).astype(np.int32)]
     _check_exact(text, args)
     assert _sort_thunks(text) == []
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32,
+                                   np.uint64, np.bool_, np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_stable_order_is_a_stable_argsort(dtype, axis):
+    """The packed (key bits, index) sort against numpy's own stable argsort."""
+    rng = np.random.default_rng(7)
+    if np.dtype(dtype).kind == "f":
+        key = rng.choice([-0.0, 0.0, 1.5, -1.5, np.inf, -np.inf, 3.0], (33, 21)).astype(dtype)
+    elif dtype == np.bool_:
+        key = rng.integers(0, 2, (33, 21)).astype(bool)
+    else:
+        info = np.iinfo(dtype)
+        key = rng.choice(np.array([info.min, info.max, 0, 1, info.max // 2], dtype), (33, 21))
+    np.testing.assert_array_equal(stable_order(key, axis), np.argsort(key, axis, kind="stable"))
 
 
 def test_large_sort_takes_the_fast_path():
