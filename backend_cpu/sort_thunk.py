@@ -19,8 +19,8 @@ others ride along. `f` is computed on the whole key array by the reference
 evaluator (a handful of numpy operations), so the key is the comparator's
 own view of each element. Then
 
-- integers and pred compare by value; floats with TOTALORDER by the integer
-  key of `total_order_key` (-NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN);
+- integers and pred compare by value; floats with TOTALORDER by their bits
+  mapped to unsigned integers (-NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN);
 - floats with a plain compare: -0 == +0 and f32/f64 denormals read as zero
   (as the compare does). A NaN makes the comparator no strict weak order, and
   the result then depends on the sort algorithm: rows whose key holds a NaN
@@ -34,10 +34,11 @@ compile to the LLVM kernel; a recognized one compiles no kernel at all.
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from hlo.dtypes import numpy_dtype
-from hlo.eval_compare_convert import total_order_key
 from hlo.eval_sort import sort_order
 from hlo.evaluator import EvalContext, evaluate_instruction
 
@@ -64,23 +65,29 @@ class SortKey:
         self.descending = descending
         self.total_order = total_order
 
-    def sort_key(self, values: np.ndarray) -> tuple[np.ndarray, bool]:
-        """(key, undecided): a stable ascending sort of `key` is the comparator's order,
-        unless `undecided` (a NaN under a plain float compare: rows holding one are
-        ordered by the comparator itself, and by the algorithm that calls it)."""
+    def sort_key(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """(key, undecided): unsigned integers whose stable ascending sort is the
+        comparator's order -- except in rows holding an `undecided` element (a NaN
+        under a plain float compare: such rows are ordered by the comparator itself,
+        and by the algorithm that calls it). `undecided` is None if there are none."""
         key = self._apply_f(values)
+        undecided = None
         if key.dtype.kind == "f":
-            if self.total_order:
-                key = total_order_key(key)
-            else:
-                undecided = bool(np.isnan(key).any())
+            if not self.total_order:
+                nan = np.isnan(key)
+                undecided = nan if nan.any() else None
                 tiny = _FLUSHED.get(key.dtype)
                 if tiny is not None:
                     key = np.where(np.abs(key) < tiny, key.dtype.type(0), key)
-                return (-key if self.descending else key), undecided
-        if key.dtype == np.bool_:
+                key = key + key.dtype.type(0)      # -0 + 0 is +0: one key for both zeros
+            key = _total_order_bits(key)
+        elif key.dtype.kind == "i":
+            # Flipping the sign bit maps [min, max] onto the unsigned range in order.
+            unsigned = np.dtype(f"u{key.dtype.itemsize}")
+            key = key.view(unsigned) ^ unsigned.type(1 << (8 * key.dtype.itemsize - 1))
+        elif key.dtype == np.bool_:
             key = key.view(np.uint8)
-        return (~key if self.descending else key), False
+        return (~key if self.descending else key), undecided
 
     def _apply_f(self, values: np.ndarray) -> np.ndarray:
         if not self.steps:
@@ -165,36 +172,36 @@ def _literal_bytes(instr) -> bytes | None:
     return np.asarray(instr.literal, numpy_dtype(instr.shape.element_type)).tobytes()
 
 
+def _total_order_bits(x: np.ndarray) -> np.ndarray:
+    """Unsigned integers ordered like the floats `x` in IEEE total order
+    (-NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN): a negative float has all its
+    bits flipped (a larger magnitude comes first), a positive one its sign bit."""
+    signed = np.dtype(f"i{x.dtype.itemsize}")
+    bits = x.view(signed)
+    flip = (bits >> (8 * signed.itemsize - 1)) | signed.type(np.iinfo(signed).min)
+    return (bits ^ flip).view(np.dtype(f"u{signed.itemsize}"))
+
+
 def stable_order(key: np.ndarray, axis: int) -> np.ndarray:
-    """The permutation that sorts `key` along `axis` stably (np.argsort(kind="stable")).
+    """The permutation that sorts the unsigned integers `key` along `axis` stably
+    (what np.argsort(kind="stable") returns).
 
     numpy's stable argsort of 32-bit keys is a timsort (~85 ms for 2^20 elements),
     its plain sort of 64-bit integers a vectorized quicksort (~5 ms). So a key of
-    at most 32 bits is mapped to unsigned bits in the same order, the element's
-    index is appended below them, and the 64-bit words -- all distinct, so no
-    sort can reorder equal keys -- are sorted plainly: the low halves are the
-    stable permutation. Wider keys take numpy's stable argsort.
+    at most 32 bits becomes the high half of a 64-bit word whose low half is the
+    element's index; the words are all distinct, so no sort can reorder equal
+    keys, and after a plain sort the low halves are the stable permutation.
+    Wider keys take numpy's stable argsort.
     """
     n = key.shape[axis]
-    if key.dtype.itemsize > 4 or n >= 1 << 32:
+    if key.dtype.itemsize > 4 or n >= 1 << 32 or sys.byteorder != "little":
         return np.argsort(key, axis=axis, kind="stable")
-    index_shape = [1] * key.ndim
-    index_shape[axis] = n
-    index = np.arange(n, dtype=np.uint64).reshape(index_shape)
-    words = (_ordered_bits(key).astype(np.uint64) << np.uint64(32)) | index
-    words.sort(axis=axis)
-    return (words & np.uint64(0xFFFFFFFF)).astype(np.intp)
-
-
-def _ordered_bits(key: np.ndarray) -> np.ndarray:
-    """uint32 values ordered as `key` (integers, or floats without NaN) is."""
-    if key.dtype.kind == "f":
-        # -0 + 0 is +0: the two zeros get one key, as they compare equal.
-        key = total_order_key(key.astype(np.float32) + np.float32(0))
-    if key.dtype.kind == "u":
-        return key.astype(np.uint32)
-    # Signed: flipping the sign bit maps [min, max] onto [0, 2^32) in order.
-    return key.astype(np.int32).view(np.uint32) ^ np.uint32(1 << 31)
+    moved = np.moveaxis(key, axis, -1)
+    halves = np.empty(moved.shape + (2,), np.uint32)     # (index, key): little-endian words
+    halves[..., 0] = np.arange(n, dtype=np.uint32)
+    halves[..., 1] = moved
+    halves.view(np.uint64)[..., 0].sort(axis=-1)
+    return np.moveaxis(halves[..., 0].astype(np.intp), -1, axis)
 
 
 class _Layout:
@@ -231,21 +238,21 @@ class SortThunk:
         values = [layout.view(table[slot]) for layout, slot in zip(self.inputs, self.reads)]
         key, undecided = self.key.sort_key(values[self.key.index])
         order = stable_order(key, self.dimension)
-        if undecided:
+        if undecided is not None:
             self.reference_runs += 1
-            order = self._reference_order(values, key, order)
+            order = self._reference_order(values, undecided, order)
         for layout, slot, value in zip(self.outputs, self.writes, values):
             layout.view(table[slot])[...] = np.take_along_axis(value, order, axis=self.dimension)
 
-    def _reference_order(self, values, key, order) -> np.ndarray:
-        """`order` with the rows holding a NaN key sorted by the reference's merge sort,
-        which calls the comparator: the result depends on that algorithm."""
+    def _reference_order(self, values, undecided, order) -> np.ndarray:
+        """`order` with the rows holding an undecided key sorted by the reference's
+        merge sort, which calls the comparator: the result depends on that algorithm."""
         axis = self.dimension
-        n = key.shape[axis]
+        n = order.shape[axis]
 
         def rows(x):
             return np.moveaxis(x, axis, -1).reshape(-1, n)
-        nan_rows = np.isnan(rows(key)).any(axis=1)
+        nan_rows = rows(undecided).any(axis=1)
         flat = rows(order).copy()
         flat[nan_rows] = sort_order(self.comparator, EvalContext(),
                                     [rows(v)[nan_rows] for v in values])

