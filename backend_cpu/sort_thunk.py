@@ -38,6 +38,7 @@ import sys
 
 import numpy as np
 
+import runtime
 from hlo.dtypes import numpy_dtype
 from hlo.eval_sort import sort_order
 from hlo.evaluator import EvalContext, evaluate_instruction
@@ -52,6 +53,8 @@ _KEY_TYPES = frozenset({"pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "
 # computed in f32, where it has no denormals).
 _FLUSHED = {np.dtype(np.float32): np.finfo(np.float32).tiny,
             np.dtype(np.float64): np.finfo(np.float64).tiny}
+# Sorts of fewer elements run on the caller alone.
+PARALLEL_MIN_ELEMENTS = 1 << 16
 # Opcodes `f` may use besides elementwise ones: all on scalars.
 _KEY_OPCODES = frozenset({"constant", "bitcast", "parameter"})
 
@@ -204,6 +207,19 @@ def stable_order(key: np.ndarray, axis: int) -> np.ndarray:
     return np.moveaxis(halves[..., 0].astype(np.intp), -1, axis)
 
 
+def _row_blocks(layout: "_Layout", axis: int, numel: int, threads: int) -> list[tuple]:
+    """Index tuples splitting a sort into blocks of whole rows, one per thread: along
+    the longest other dimension, and only when there is enough work to share."""
+    dims = [layout.dims[p] for p in layout.to_logical]        # logical dims
+    batch = [d for d in range(len(dims)) if d != axis]
+    if threads < 2 or numel < PARALLEL_MIN_ELEMENTS or not batch:
+        return [()]
+    split = max(batch, key=lambda d: dims[d])
+    bounds = np.linspace(0, dims[split], min(threads, dims[split]) + 1).astype(int)
+    lead = (slice(None),) * split
+    return [lead + (slice(lo, hi),) for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
 class _Layout:
     """One buffer as a logical numpy view: its physical dims, dtype and the transpose
     from memory order back to logical order."""
@@ -228,21 +244,39 @@ class SortThunk:
         self.outputs = [_Layout(s) for s in output_shapes]
         self.numel = int(np.prod(output_shapes[0].dims, dtype=np.int64))
         self.reference_runs = 0       # sorts whose key could not decide (NaN, plain compare)
+        self._blocks = [()]
 
     def link(self, lookup) -> None:
-        pass
+        self._blocks = _row_blocks(self.outputs[0], self.dimension, self.numel,
+                                   runtime.get_options().intra_op_threads)
 
     def run(self, table, address, keep) -> None:
         if self.numel == 0:
             return
         values = [layout.view(table[slot]) for layout, slot in zip(self.inputs, self.reads)]
+        results = [layout.view(table[slot]) for layout, slot in zip(self.outputs, self.writes)]
+        blocks = self._blocks
+        if len(blocks) == 1:
+            self.reference_runs += self._sort_block(values, results)
+            return
+        # Rows are independent, and numpy's sorts and gathers release the GIL.
+        used = [False] * len(blocks)
+
+        def sort_block(i):
+            block = blocks[i]
+            used[i] = self._sort_block([v[block] for v in values], [r[block] for r in results])
+        runtime.default_thread_pool().parallel_for(len(blocks), sort_block)
+        self.reference_runs += any(used)
+
+    def _sort_block(self, values, results) -> bool:
+        """Sorts the rows of `values` into `results`; True if the reference had to."""
         key, undecided = self.key.sort_key(values[self.key.index])
         order = stable_order(key, self.dimension)
         if undecided is not None:
-            self.reference_runs += 1
             order = self._reference_order(values, undecided, order)
-        for layout, slot, value in zip(self.outputs, self.writes, values):
-            layout.view(table[slot])[...] = np.take_along_axis(value, order, axis=self.dimension)
+        for result, value in zip(results, values):
+            result[...] = np.take_along_axis(value, order, axis=self.dimension)
+        return undecided is not None
 
     def _reference_order(self, values, undecided, order) -> np.ndarray:
         """`order` with the rows holding an undecided key sorted by the reference's

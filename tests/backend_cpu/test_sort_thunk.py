@@ -191,6 +191,18 @@ def test_stable_order_is_a_stable_argsort(dtype, axis):
     np.testing.assert_array_equal(stable_order(key, axis), np.argsort(key, axis, kind="stable"))
 
 
+def test_rows_sorted_on_several_threads():
+    """Enough rows to be split between threads; one row has a NaN (the reference)."""
+    import runtime
+    text = _module("f32", (300, 256), 1, PLAIN, "GT", with_iota=True)
+    x = np.random.default_rng(8).integers(-20, 20, (300, 256)).astype(np.float32)
+    x[123, 7] = np.nan
+    _check_exact(text, [x])
+    (thunk,) = _sort_thunks(text)
+    assert len(thunk._blocks) == min(2, runtime.get_options().intra_op_threads)
+    assert thunk.reference_runs >= 1
+
+
 def test_large_sort_takes_the_fast_path():
     """200k elements: the merge kernel needs ~0.2 s, numpy a few ms."""
     text = _module("f32", (200_000,), 0, JAX, "LT", with_iota=True)
