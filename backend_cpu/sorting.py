@@ -1,5 +1,8 @@
 """The `sort` kernel: a stable bottom-up merge sort of a permutation, row by row.
 
+It serves the comparators sort_thunk.py does not recognize (several keys,
+LE/GE, bf16 keys): a plain key compare is sorted by numpy on the host instead.
+
 Each row along the sort dimension is sorted by sorting the permutation
 `perm = [0, 1, ..., n)` with the comparator applied to the operands' values at
 the permuted positions; then every output gathers `out[i] = operand[perm[i]]`.
