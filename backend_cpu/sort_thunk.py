@@ -201,22 +201,36 @@ def stable_order(key: np.ndarray, axis: int) -> np.ndarray:
     """The permutation that sorts the unsigned integers `key` along `axis` stably
     (what np.argsort(kind="stable") returns).
 
-    numpy's stable argsort of 32-bit keys is a timsort (~85 ms for 2^20 elements),
-    its plain sort of 64-bit integers a vectorized quicksort (~5 ms). So a key of
-    at most 32 bits becomes the high half of a 64-bit word whose low half is the
-    element's index; the words are all distinct, so no sort can reorder equal
-    keys, and after a plain sort the low halves are the stable permutation.
-    Wider keys take numpy's stable argsort.
+    numpy's stable argsort is a timsort (~90 ms for 2^20 elements), its plain sort
+    of 64-bit integers a vectorized quicksort (~5 ms). So a key of at most 32 bits
+    becomes the high half of a 64-bit word whose low half is the element's index;
+    the words are all distinct, so no sort can reorder equal keys, and after a
+    plain sort the low halves are the stable permutation. A wider key is first
+    ranked (`_rank`), and its rank takes its place in the words.
     """
     n = key.shape[axis]
-    if key.dtype.itemsize > 4 or n >= 1 << 32 or sys.byteorder != "little":
+    if n >= 1 << 32 or sys.byteorder != "little":
         return np.argsort(key, axis=axis, kind="stable")
     moved = np.moveaxis(key, axis, -1)
+    if key.dtype.itemsize > 4:
+        moved = _rank(moved)
     halves = np.empty(moved.shape + (2,), np.uint32)     # (index, key): little-endian words
     halves[..., 0] = np.arange(n, dtype=np.uint32)
     halves[..., 1] = moved
     halves.view(np.uint64)[..., 0].sort(axis=-1)
     return np.moveaxis(halves[..., 0].astype(np.intp), -1, axis)
+
+
+def _rank(key: np.ndarray) -> np.ndarray:
+    """For each element of the rows of `key`, the number of distinct smaller keys
+    in its row (uint32): the same order as `key`, in 32 bits (rows of < 2^32)."""
+    order = np.argsort(key, axis=-1)                  # unstable, vectorized
+    ranked = np.take_along_axis(key, order, axis=-1)
+    rises = np.zeros(key.shape, np.uint32)
+    np.not_equal(ranked[..., 1:], ranked[..., :-1], out=rises[..., 1:], casting="unsafe")
+    rank = np.empty(key.shape, np.uint32)
+    np.put_along_axis(rank, order, np.cumsum(rises, axis=-1, dtype=np.uint32), axis=-1)
+    return rank
 
 
 def _row_blocks(layout: "_Layout", axis: int, numel: int, threads: int) -> list[tuple]:
