@@ -190,7 +190,10 @@ def _literal_bytes(instr) -> bytes | None:
 def _total_order_bits(x: np.ndarray) -> np.ndarray:
     """Unsigned integers ordered like the floats `x` in IEEE total order
     (-NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN): a negative float has all its
-    bits flipped (a larger magnitude comes first), a positive one its sign bit."""
+    bits flipped (a larger magnitude comes first), a positive one its sign bit.
+    The evaluator's `total_order_key` gives the same order as signed integers; this
+    unsigned form takes two array operations instead of a `where`, on the sort's
+    hot path."""
     signed = np.dtype(f"i{x.dtype.itemsize}")
     bits = x.view(signed)
     flip = (bits >> (8 * signed.itemsize - 1)) | signed.type(np.iinfo(signed).min)

@@ -91,6 +91,14 @@ def either_operand(instr: HloInstruction, other_is) -> HloInstruction | None:
     return operand_if(instr, 0, other_is) or operand_if(instr, 1, other_is)
 
 
+def _splat(instr: HloInstruction, value) -> HloInstruction:
+    """broadcast(constant(value)) of `instr`'s shape, placed before it."""
+    dtype = numpy_dtype(instr.shape.element_type)
+    scalar = new_instruction(instr.parent, "constant", Shape.scalar(instr.shape.element_type),
+                             before=instr, literal=np.array(value, dtype))
+    return make(instr, "broadcast", [scalar], dimensions=())
+
+
 # --- arithmetic rules --------------------------------------------------------------
 
 @rule("add")
@@ -145,14 +153,6 @@ def _power_small_exponent(instr):
     if is_float(instr) and is_splat(exponent, -1):
         return make(instr, "divide", [_splat(instr, 1), x])
     return None
-
-
-def _splat(instr: HloInstruction, value) -> HloInstruction:
-    """broadcast(constant(value)) of `instr`'s shape, placed before it."""
-    dtype = numpy_dtype(instr.shape.element_type)
-    scalar = new_instruction(instr.parent, "constant", Shape.scalar(instr.shape.element_type),
-                             before=instr, literal=np.array(value, dtype))
-    return make(instr, "broadcast", [scalar], dimensions=())
 
 
 @rule("and", "or")
@@ -233,11 +233,7 @@ def _outer_product_dot(instr):
         return product
     # A dot accumulates into +0, so a -0 product comes out as +0: keep that with
     # `+0 + p`, which changes no other value (NaN and infinities included).
-    zero = new_instruction(instr.parent, "constant", Shape.scalar(etype), before=instr,
-                           literal=np.zeros((), numpy_dtype(etype)))
-    zeros = new_instruction(instr.parent, "broadcast", instr.shape, [zero], before=instr,
-                            attrs={"dimensions": ()})
-    return make(instr, "add", [zeros, product])
+    return make(instr, "add", [_splat(instr, 0), product])
 
 
 # --- the pass -------------------------------------------------------------------------
