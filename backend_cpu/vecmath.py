@@ -42,6 +42,7 @@ from llvmlite import ir
 from . import vecmath_explog as explog
 from . import vecmath_misc as misc
 from . import vecmath_trig as trig
+from . import vecmath_trig64 as trig64
 from .vecmath_ir import MathBuilder
 
 
@@ -78,10 +79,10 @@ _F64: dict[str, Callable] = {
                                "log-plus-one", "tanh", "logistic", "cbrt", "sqrt", "rsqrt")},
     "erf": _libm("erf"),
     "power": _libm("pow"),
-    "sine": _libm("sin"),
-    "cosine": _libm("cos"),
-    "tan": _libm("tan"),
-    "atan2": _libm("atan2"),
+    "sine": trig64.sin,
+    "cosine": trig64.cos,
+    "tan": trig64.tan,
+    "atan2": trig64.atan2,
 }
 
 SUPPORTED: frozenset[str] = frozenset(_F32)

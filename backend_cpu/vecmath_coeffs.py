@@ -167,3 +167,37 @@ def pi_over_2_parts(count: int = 3) -> list[float]:
         parts.append(float(rest))
         rest -= Fraction(parts[-1])
     return parts
+
+
+def _atan_fixed(numerator: int, denominator: int, precision: int) -> int:
+    """atan(numerator/denominator) * 2^precision for a ratio in [0, 1), by its series
+    in integers (the ratio <= 7/8 here, so a few hundred terms suffice)."""
+    guard = precision + 32
+    total, k, sign = 0, 1, 1
+    power = (numerator << guard) // denominator           # x^k * 2^guard
+    square_num, square_den = numerator * numerator, denominator * denominator
+    while power:
+        total += sign * (power // k)
+        power = power * square_num // square_den
+        k += 2
+        sign = -sign
+    return total >> 32
+
+
+@functools.lru_cache(maxsize=None)
+def atan_steps_dd(steps: int = 8) -> tuple[tuple[float, float], ...]:
+    """(hi, lo) with hi + lo = atan(k/steps) to ~106 bits, for k = 0..steps."""
+    precision = 200
+    result = []
+    for k in range(steps + 1):
+        exact = (_pi_fixed(precision) // 4 if k == steps
+                 else _atan_fixed(k, steps, precision))
+        value = Fraction(exact, 1 << precision)
+        hi = float(value)
+        result.append((hi, float(value - Fraction(hi))))
+    return tuple(result)
+
+
+def atan_tail(terms: int) -> list[float]:
+    """-1/3, 1/5, -1/7, ...: atan(u) = u + u * z * sum c_k z^k, z = u^2 (Taylor)."""
+    return [(-1.0) ** (k + 1) / (2 * k + 3) for k in range(terms)]

@@ -4,8 +4,9 @@
 type (a scalar `float`/`double` or a vector of them) and offers the handful of
 operations every math routine is made of: splat constants, fused multiply-add,
 Horner polynomials, selects, integer views of the bits, conversions between the
-f32 and f64 versions of the same shape, and (for f64 only) per-lane calls of a
-scalar libm function.
+f32 and f64 versions of the same shape, the error-free transformations of
+double-double arithmetic (`two_sum`, `two_prod`), per-lane loads from a constant
+table, and (for f64 only) per-lane calls of a scalar libm function.
 
 Everything emitted is straight-line code: branches are replaced by `select`, so
 that a scalar use inside a loop stays vectorizable and a vector use stays one
@@ -122,6 +123,24 @@ class MathBuilder:
             acc = self.fma(acc, x, self.const(c))
         return acc
 
+    # ---- error-free transformations (double-double arithmetic) -----------------
+    def two_sum(self, a, b):
+        """(s, e) with s = fl(a + b) and a + b = s + e exactly (Knuth, no ordering needed)."""
+        s = self.b.fadd(a, b)
+        b_virtual = self.b.fsub(s, a)
+        a_virtual = self.b.fsub(s, b_virtual)
+        return s, self.b.fadd(self.b.fsub(a, a_virtual), self.b.fsub(b, b_virtual))
+
+    def fast_two_sum(self, a, b):
+        """(s, e) as `two_sum`, valid when |a| >= |b| (or a == 0)."""
+        s = self.b.fadd(a, b)
+        return s, self.b.fsub(b, self.b.fsub(s, a))
+
+    def two_prod(self, a, b):
+        """(p, e) with p = fl(a * b) and a * b = p + e exactly (one fused multiply-add)."""
+        p = self.b.fmul(a, b)
+        return p, self.fma(a, b, self.b.fneg(p))
+
     # ---- comparisons and selection -------------------------------------------
     def cmp(self, op: str, a, b):
         """Ordered comparison: false whenever an operand is NaN."""
@@ -192,6 +211,36 @@ class MathBuilder:
 
     def to_float(self, i):
         return self.b.sitofp(i, self.ty)
+
+    # ---- constant tables ------------------------------------------------------
+    def table_lookup(self, name: str, values: Sequence[float], index):
+        """values[index] per lane, from a private constant array `name` in the module.
+
+        `index` is an integer of this builder's shape; every lane must be in
+        range (callers clamp). A vector index becomes one load per lane, which
+        LLVM turns into a gather where the target has one.
+        """
+        element = F32 if self.kind == "float" else F64
+        table = self.b.module.globals.get(name)
+        if table is None:
+            array_ty = ir.ArrayType(element, len(values))
+            table = ir.GlobalVariable(self.b.module, array_ty, name=name)
+            table.initializer = ir.Constant(array_ty, [float(v) for v in values])
+            table.global_constant = True
+            table.linkage = "private"
+            table.unnamed_addr = True
+        zero = ir.Constant(ir.IntType(32), 0)
+
+        def load(i):
+            return self.b.load(self.b.gep(table, [zero, i], inbounds=True))
+        if self.lanes is None:
+            return load(index)
+        result = ir.Constant(self.ty, ir.Undefined)
+        for lane in range(self.lanes):
+            position = ir.Constant(ir.IntType(32), lane)
+            result = self.b.insert_element(
+                result, load(self.b.extract_element(index, position)), position)
+        return result
 
     # ---- conversions and libm --------------------------------------------------
     def widen(self, x):
