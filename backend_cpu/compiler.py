@@ -16,7 +16,9 @@ while a module compiles (`paused_gc`), a caller that hands its module over
 optimized LLVM IR is printed only when someone asks for it, and ir_policy.py
 keeps LLVM from runtime-unrolling loops and from optimizing kernels that only
 call the (unoptimized) GEMM driver. A module whose kernels all stream large
-outputs (memory-bound) is generated without loop strength reduction.
+outputs (memory-bound) is generated without loop strength reduction. A module
+whose kernels leave no loop to LLVM's vectorizer (their minor loops are written
+on vectors, vector_gen.py) takes a light pipeline of three passes instead of O3.
 
 Compiled executables are cached in memory (an LRU of CACHE_CAPACITY) by a
 fingerprint of the module text and the options: compiling the same module
@@ -46,6 +48,7 @@ from hlo.dtypes import numpy_dtype
 from . import disk_cache, gemm_library, inter_op, ir_policy, kernels, llvm_target, sort_thunk
 from .buffer_assignment import Slot, assign_arena
 from .executable import CpuExecutable, Program, physical_dims, to_physical
+from .loops import loops_left_to_llvm
 from .kernel_ir import KernelIR
 from .thunks import CallThunk, ConditionalThunk, CopyThunk, KernelThunk, WhileThunk
 
@@ -162,7 +165,8 @@ def _load_from_disk(disk_key: str, start: float) -> CpuExecutable | None:
     return CpuExecutable(program, payload["params"], jit=jit, llvm_source=payload["llvm_source"],
                          hlo_text=payload["hlo_text"],
                          compile_seconds=time.perf_counter() - start,
-                         strength_reduction=payload.get("strength_reduction", True))
+                         strength_reduction=payload.get("strength_reduction", True),
+                         light_pipeline=payload.get("light_pipeline", False))
 
 
 def _run_pipeline(module, text: str, pipeline, copy=None):
@@ -196,7 +200,8 @@ def _compile_module(module, start: float, use_disk_cache: bool = False
     ir_policy.no_runtime_unrolling(context.module)
     llvm_source = str(context.module)
     ref = llvm_target.parse_and_verify(llvm_source)
-    llvm_target.optimize(ref)
+    light = context.all_loops_written_on_vectors()
+    llvm_target.optimize(ref, light=light)
     routines = gemm_library.routines_in(context.module)
     gemm_library.ensure_compiled(routines, use_disk_cache)
     _check_external_symbols(ref)
@@ -212,10 +217,10 @@ def _compile_module(module, start: float, use_disk_cache: bool = False
     # same text every time, and printing it costs more than a cache lookup.
     executable = CpuExecutable(program, params, jit=jit, llvm_source=llvm_source,
                                hlo_text=hlo_text, compile_seconds=time.perf_counter() - start,
-                               strength_reduction=strength_reduction)
+                               strength_reduction=strength_reduction, light_pipeline=light)
     payload = {"program": program, "params": params, "llvm_source": llvm_source,
                "hlo_text": hlo_text, "object": jit.object_code, "gemm_routines": routines,
-               "strength_reduction": strength_reduction}
+               "strength_reduction": strength_reduction, "light_pipeline": light}
     return executable, payload
 
 
@@ -261,6 +266,14 @@ class _Context:
         self.module = module
         self._count = 0
         self.kernels_not_streaming = 0     # kernels without non-temporal output stores
+        self.kernel_functions: set = set()
+
+    def all_loops_written_on_vectors(self) -> bool:
+        """True if the module defines only kernels, none of which leaves an innermost
+        loop for LLVM's vectorizer (loops.loops_left_to_llvm)."""
+        defined = [fn for fn in self.module.functions if not fn.is_declaration]
+        return bool(defined) and all(fn.name in self.kernel_functions
+                                     and loops_left_to_llvm(fn) == 0 for fn in defined)
 
     @property
     def only_streaming_kernels(self) -> bool:
@@ -404,6 +417,7 @@ class ProgramBuilder:
             scratch.append(self._new_slot("temp", shape))
             return scratch[-1]
         kernel = KernelIR(self.context.module, name, self.constant_slot, scratch_slot)
+        self.context.kernel_functions.add(name)
         reads = [leaves[0] for leaves in operands]
         inputs = [kernel.buffer(s, o.shape) for s, o in zip(reads, instr.operands)]
         writes = [self._new_slot("temp", leaf) for leaf in instr.shape.leaves()]

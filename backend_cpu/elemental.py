@@ -50,7 +50,7 @@ def in_range(b: ir.IRBuilder, value: ir.Value, lo: int, hi: int) -> ir.Value:
     return b.and_(b.icmp_signed(">=", value, i64(lo)), b.icmp_signed("<", value, i64(hi)))
 
 
-def _memo_key(instr, index) -> tuple:
+def memo_key(instr, index) -> tuple:
     parts = []
     for v in index:
         parts.append(("c", v.constant) if isinstance(v, ir.Constant) else id(v))
@@ -82,6 +82,15 @@ def remap_reshape(b, index, out_shape: Shape, in_shape: Shape, physical: bool) -
 
 # --- building generators over a computation -------------------------------------------
 
+def buffer_reader(buffer) -> Generator:
+    """The generator of an array that is already in memory. It carries the buffer
+    (`.buffer`), so a vector generator (vector_gen.py) can load whole vectors."""
+    def read(b, index):
+        return buffer.load(b, index)
+    read.buffer = buffer
+    return read
+
+
 def build_generators(kernel: KernelIR, comp, param_gens: list[Generator], skip=()) -> dict:
     """Generators of every instruction of `comp` (but `skip`), parameters bound to `param_gens`."""
     gens: dict = {}
@@ -107,12 +116,13 @@ def make_generator(kernel: KernelIR, instr, srcs: list[Generator]) -> Generator:
     raw = _raw_generator(kernel, instr, srcs)
 
     def generate(b, index):
-        key = _memo_key(instr, index)
+        key = memo_key(instr, index)
         value = kernel.memo_get(key)
         if value is None:
             value = raw(b, index)
             kernel.memo_put(key, value)
         return value
+    generate.buffer = getattr(raw, "buffer", None)     # see buffer_reader
     return generate
 
 
@@ -151,8 +161,7 @@ def _constant(kernel, instr, srcs):
     if literal.size == 1 and instr.shape.rank == 0:
         value = llvm_constant(etype, literal.reshape(()).item())
         return lambda b, index: value
-    buffer = kernel.buffer(kernel.constant_slot(instr), Shape(etype, instr.shape.dims))
-    return lambda b, index: buffer.load(b, index)
+    return buffer_reader(kernel.buffer(kernel.constant_slot(instr), Shape(etype, instr.shape.dims)))
 
 
 def _broadcast(kernel, instr, srcs):

@@ -163,10 +163,12 @@ class CpuExecutable:
 
     def __init__(self, program: Program, params: list, *, jit, hlo_text: str,
                  compile_seconds: float, llvm_ir: str | None = None,
-                 llvm_source: str | None = None, strength_reduction: bool = True):
+                 llvm_source: str | None = None, strength_reduction: bool = True,
+                 light_pipeline: bool = False):
         """`llvm_ir`: the optimized LLVM IR; or `llvm_source`, the IR before
         optimization, which `as_llvm_ir()` optimizes again when first asked.
-        `strength_reduction`: how the code generator ran (`as_asm()` runs it alike)."""
+        `strength_reduction`: how the code generator ran (`as_asm()` runs it alike);
+        `light_pipeline`: how the optimizer ran (`as_llvm_ir()` runs it alike)."""
         if llvm_ir is None and llvm_source is None:
             raise TypeError("CpuExecutable: give llvm_ir or llvm_source")
         self._program = program
@@ -174,6 +176,7 @@ class CpuExecutable:
         self._llvm_ir = llvm_ir
         self._llvm_source = llvm_source
         self._strength_reduction = strength_reduction
+        self._light_pipeline = light_pipeline
         self._hlo_text = hlo_text
         self._params = [shape for _, shape in params]        # (name, Shape) per parameter
         self._param_names = [name for name, _ in params]
@@ -229,7 +232,7 @@ class CpuExecutable:
         if self._llvm_ir is None:
             from . import llvm_target
             module = llvm_target.parse_and_verify(self._llvm_source)
-            self._llvm_ir = str(llvm_target.optimize(module))
+            self._llvm_ir = str(llvm_target.optimize(module, light=self._light_pipeline))
         return self._llvm_ir
 
     def as_asm(self) -> str:

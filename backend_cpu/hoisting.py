@@ -24,8 +24,9 @@ where it is used, so the plan never changes results.
 """
 from __future__ import annotations
 
-from .elemental import nondegenerate_dims
+from .elemental import memo_key, nondegenerate_dims
 from .loops import i64
+from .vector_gen import emit_row_reduce
 
 ZERO = "zero"     # a size-1 dimension: its index is always 0
 
@@ -92,8 +93,12 @@ def _operand_map(user, i, mapping) -> list | None:
     return None
 
 
-def make_hoister(plan, gens):
-    """The loop-nest callback: emits each planned reduce once its dims are all open."""
+def make_hoister(plan, gens, kernel=None):
+    """The loop-nest callback: emits each planned reduce once its dims are all open.
+
+    With `kernel`, a reduce along its input's minor dimension is emitted on vectors
+    when it can be (vector_gen.emit_row_reduce), and its value put in the memo where
+    the reduce's scalar generator finds it."""
     emitted_at: dict = {}
 
     def hoist(b, opened: set, index: list) -> None:
@@ -101,5 +106,10 @@ def make_hoister(plan, gens):
             needs = {d for d in mapping if d != ZERO}
             if needs <= opened and emitted_at.get(id(instr)) in (None, len(opened)):
                 emitted_at[id(instr)] = len(opened)
-                gens[instr](b, [i64(0) if d == ZERO else index[d] for d in mapping])
+                at = [i64(0) if d == ZERO else index[d] for d in mapping]
+                value = emit_row_reduce(kernel, gens, instr, at) if kernel is not None else None
+                if value is None:
+                    gens[instr](b, at)
+                else:
+                    kernel.memo_put(memo_key(instr, at), value)
     return hoist

@@ -125,6 +125,26 @@ class Buffer:
         if self._on_access is not None:
             self._on_access(inst)
 
+    def minor_dim(self) -> int | None:
+        """The logical dimension that is unit-stride in memory (None for a scalar)."""
+        return self.shape.minor_to_major()[0] if self.shape.rank else None
+
+    def load_vector(self, b: ir.IRBuilder, index: list, lanes: int) -> ir.Value:
+        """`lanes` consecutive elements from `index` along the minor dimension, as one
+        vector in compute type (vector_gen.py; the caller keeps them inside the row)."""
+        vector = ir.VectorType(self.llvm_type, lanes)
+        raw = b.load(self.address(b, index), typ=vector, align=element_bytes(self.etype))
+        if self._on_access is not None:
+            self._on_access(raw)
+        return from_storage(b, raw, self.etype)
+
+    def store_vector(self, b: ir.IRBuilder, index: list, value: ir.Value) -> None:
+        """Stores a vector to consecutive elements from `index` along the minor dimension."""
+        inst = b.store(to_storage(b, value, self.etype), self.address(b, index),
+                       align=element_bytes(self.etype))
+        if self._on_access is not None:
+            self._on_access(inst)
+
 
 class KernelIR:
     """One kernel function under construction (see the module docstring)."""

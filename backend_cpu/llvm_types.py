@@ -72,16 +72,17 @@ def bits(name: str) -> int:
 
 
 def from_storage(b: ir.IRBuilder, value: ir.Value, name: str) -> ir.Value:
-    """A loaded element -> its compute value (`pred` bytes become `i1`)."""
+    """A loaded element (or vector of them) -> its compute value (`pred` bytes become `i1`)."""
     if is_pred(name):
-        return b.icmp_unsigned("!=", value, ir.Constant(I8, 0))
+        return b.icmp_unsigned("!=", value, ir.Constant(value.type, None))
     return value
 
 
 def to_storage(b: ir.IRBuilder, value: ir.Value, name: str) -> ir.Value:
     """A compute value -> the element to store (`i1` becomes the byte 0 or 1)."""
     if is_pred(name):
-        return b.zext(value, I8)
+        ty = value.type
+        return b.zext(value, ir.VectorType(I8, ty.count) if isinstance(ty, ir.VectorType) else I8)
     return value
 
 

@@ -70,18 +70,46 @@ def _long_loop(start: ir.Value, stop: ir.Value, step: int) -> bool:
     return (stop.constant - start.constant) // step >= NO_UNROLL_TRIP_COUNT
 
 
+def loops_left_to_llvm(fn: ir.Function) -> int:
+    """How many innermost loops of `fn` (emitted by for_range) wait for LLVM's loop
+    vectorizer: neither written on vectors (`vectorized=True`) nor meant to stay
+    scalar (`scalar=True`). Zero lets the compile driver skip LLVM's heavy pipeline."""
+    return getattr(fn, "xlapy_loops_left", 0)
+
+
+def _enter_loop(fn: ir.Function) -> list:
+    """Opens a loop in the bookkeeping of `loops_left_to_llvm`; its record."""
+    stack = fn.__dict__.setdefault("xlapy_open_loops", [])
+    if stack:
+        stack[-1][0] = True               # the enclosing loop is not innermost
+    record = [False]                      # [has an inner loop]
+    stack.append(record)
+    return record
+
+
+def _leave_loop(fn: ir.Function, record: list, handled: bool) -> None:
+    fn.xlapy_open_loops.pop()
+    if not record[0] and not handled:
+        fn.xlapy_loops_left = loops_left_to_llvm(fn) + 1
+
+
 @contextmanager
 def for_range(b: ir.IRBuilder, start, stop, name: str = "i", step: int = 1,
-              interleave: int | None = None, scalar: bool = False) -> Iterator[ir.Value]:
+              interleave: int | None = None, scalar: bool = False,
+              vectorized: bool = False) -> Iterator[ir.Value]:
     """`for i in range(start, stop, step)` with an i64 induction variable.
 
     The body is emitted inside the `with` block; on exit the builder is
     positioned after the loop. `interleave`, `scalar`: see `loop_hints` (None and
     False: LLVM decides). A long loop (NO_UNROLL_TRIP_COUNT) is interleaved but not
-    unrolled.
+    unrolled. `vectorized`: the body already works on vectors (vector_gen.py), so
+    LLVM's vectorizer is told to leave it alone, as with `scalar`.
     """
     start = i64(start) if isinstance(start, int) else start
     stop = i64(stop) if isinstance(stop, int) else stop
+    scalar = scalar or vectorized
+    fn = b.function
+    record = _enter_loop(fn)
     pre = b.block
     header = b.append_basic_block(f"{name}.header")
     body = b.append_basic_block(f"{name}.body")
@@ -101,6 +129,7 @@ def for_range(b: ir.IRBuilder, start, stop, name: str = "i", step: int = 1,
     if interleave is not None or scalar:
         latch.set_metadata("llvm.loop", loop_hints(b.block.function.module, interleave, scalar))
     b.position_at_end(exit_)
+    _leave_loop(fn, record, handled=scalar)
 
 
 def major_to_minor(shape) -> list[int]:
@@ -118,7 +147,7 @@ def partition_extent(shape) -> int:
 def emit_loop_nest(b: ir.IRBuilder, shape, begin: ir.Value, end: ir.Value,
                    body: Callable[[ir.IRBuilder, list], None], name: str = "e",
                    tile_dim: int | None = None, tile: int = 64, hoist=None,
-                   level_scope=None, minor_loop=None) -> None:
+                   level_scope=None, minor_loop=None, vector_body=None) -> None:
     """Calls `body(b, index)` for every logical index of `shape`, outermost in [begin, end).
 
     With `tile_dim` (a dimension other than the minor-most one), that dimension and
@@ -132,13 +161,20 @@ def emit_loop_nest(b: ir.IRBuilder, shape, begin: ir.Value, end: ir.Value,
     the nest and at the top of every loop body, inside `level_scope()`.
 
     With `minor_loop` (untiled nests only; see streaming.py), the minor-most loop is
-    `minor_loop(b, lo, hi, index, dim, per_element, name)` instead of a `for_range`:
-    it calls `per_element(b, i)` wherever it wants the body for element i emitted.
+    `minor_loop(b, lo, hi, index, dim, per_element, name, per_vector=...)` instead of
+    a `for_range`: it calls `per_element(b, i)` wherever it wants the body for element
+    i emitted (and `per_vector(b, i)` for elements i .. i + lanes - 1, when given).
+
+    With `vector_body = (lanes, fn)` (untiled nests only), `fn(b, index)` emits the
+    body for `lanes` consecutive elements along the minor-most dimension at once
+    (vector_gen.py): the minor loop steps by `lanes`, and `body` handles the
+    remaining elements in a scalar tail loop.
     """
     if tile_dim is not None:
-        minor_loop = None
+        minor_loop = vector_body = None
     if hoist is not None and tile_dim is None:
-        return _hoisting_nest(b, shape, begin, end, body, name, hoist, level_scope, minor_loop)
+        return _hoisting_nest(b, shape, begin, end, body, name, hoist, level_scope, minor_loop,
+                              vector_body)
     if shape.rank == 0:
         # A scalar is one partition of extent 1: run the body iff it is ours.
         with for_range(b, begin, end, f"{name}.s"):
@@ -180,11 +216,16 @@ def emit_loop_nest(b: ir.IRBuilder, shape, begin: ir.Value, end: ir.Value,
                         index[dim] = i
                         body(b, list(index))
             return
-        if minor_loop is not None and level == len(order) - 1:
+        if level == len(order) - 1 and (minor_loop is not None or vector_body is not None):
             def per_element(b, i):
                 index[dim] = i
                 body(b, list(index))
-            minor_loop(b, lo, hi, index, dim, per_element, f"{name}.d{dim}")
+
+            def per_vector(b, i):
+                index[dim] = i
+                vector_body[1](b, list(index))
+            _minor_loop(b, lo, hi, index, dim, per_element, f"{name}.d{dim}", minor_loop,
+                        vector_body and (vector_body[0], per_vector))
             return
         with for_range(b, lo, hi, f"{name}.d{dim}") as i:
             index[dim] = i
@@ -193,7 +234,39 @@ def emit_loop_nest(b: ir.IRBuilder, shape, begin: ir.Value, end: ir.Value,
     nest(0)
 
 
-def _hoisting_nest(b, shape, begin, end, body, name, hoist, level_scope, minor_loop) -> None:
+def _minor_loop(b, lo, hi, index, dim, per_element, name, minor_loop, vector) -> None:
+    """The minor-most loop: `minor_loop` when given (streaming), else the vector loop
+    with its scalar tail (`vector` = (lanes, per_vector))."""
+    if minor_loop is not None:
+        if vector is None:
+            minor_loop(b, lo, hi, index, dim, per_element, name)
+        else:
+            minor_loop(b, lo, hi, index, dim, per_element, name, per_vector=vector[1])
+        return
+    vector_loop(b, lo, hi, vector[0], vector[1], per_element, name)
+
+
+def vector_loop(b: ir.IRBuilder, lo, hi, lanes: int, per_vector, per_element, name: str) -> None:
+    """`per_vector(b, i)` for i = lo, lo + lanes, ... while a whole vector fits before
+    `hi`, then `per_element(b, i)` for the rest (a scalar loop, absent when the count
+    is a multiple of `lanes` at compile time)."""
+    lo = i64(lo) if isinstance(lo, int) else lo
+    hi = i64(hi) if isinstance(hi, int) else hi
+    if isinstance(lo, ir.Constant) and isinstance(hi, ir.Constant):
+        count = hi.constant - lo.constant
+        split = i64(lo.constant + count - count % lanes)
+    else:
+        split = b.add(lo, b.mul(b.sdiv(b.sub(hi, lo), i64(lanes)), i64(lanes)))
+    with for_range(b, lo, split, f"{name}.v", step=lanes, vectorized=True) as i:
+        per_vector(b, i)
+    if isinstance(split, ir.Constant) and split.constant == hi.constant:
+        return
+    with for_range(b, split, hi, f"{name}.tail", scalar=True) as i:
+        per_element(b, i)
+
+
+def _hoisting_nest(b, shape, begin, end, body, name, hoist, level_scope, minor_loop,
+                   vector_body=None) -> None:
     """The untiled nest, calling `hoist` as each loop opens (see emit_loop_nest)."""
     hoist(b, set(), [None] * shape.rank)
     if shape.rank == 0:
@@ -215,8 +288,14 @@ def _hoisting_nest(b, shape, begin, end, body, name, hoist, level_scope, minor_l
                     nest(level + 1)
                 else:
                     body(b, list(index))
-        if minor_loop is not None and level == len(order) - 1:
-            minor_loop(b, lo, hi, index, dim, per_element, f"{name}.d{dim}")
+        def per_vector(b, i):
+            index[dim] = i
+            with level_scope():
+                hoist(b, set(order), index)      # (nothing left to hoist in the minor loop)
+                vector_body[1](b, list(index))
+        if level == len(order) - 1 and (minor_loop is not None or vector_body is not None):
+            _minor_loop(b, lo, hi, index, dim, per_element, f"{name}.d{dim}", minor_loop,
+                        vector_body and (vector_body[0], per_vector))
             return
         with for_range(b, lo, hi, f"{name}.d{dim}") as i:
             per_element(b, i)

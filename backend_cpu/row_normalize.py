@@ -25,9 +25,10 @@ from hlo.shape import Shape
 from . import streaming
 from .hoisting import make_hoister
 from .kernel_ir import Buffer
-from .llvm_types import I32, PTR, compute_type, storage_type
+from .llvm_types import PTR, compute_type, storage_type
 from .loops import emit_loop_nest, for_range, partition_extent
 from .reduction import simple_reducer
+from .vector_gen import horizontal_sum, lanes_for, splat, vector_generator
 
 _TYPES = ("f32", "f64")
 # Vector bodies per iteration of the exp-and-sum loop: LLVM's choice (4) copies the
@@ -73,7 +74,7 @@ def emit(kernel, root, reduce, gens, plan, output) -> int:
     inner = shape.rank - 1
     num = root.operands[0]
     others = [(r, m) for r, m in plan if r is not reduce]
-    base = make_hoister(others, gens) if others else None
+    base = make_hoister(others, gens, kernel) if others else None
     outer = set(range(inner))
     state: dict = {}
 
@@ -96,23 +97,23 @@ def emit(kernel, root, reduce, gens, plan, output) -> int:
         with kernel.scope():
             final.store(b, index, b.fmul(stash.load(b, index), state["scale"]))
 
+    lanes = getattr(final, "lanes", None) or lanes_for(shape.element_type)
+
+    def vector_body(b, index):
+        scale = splat(b, state["scale"], lanes)
+        final.store_vector(b, index, b.fmul(stash.load_vector(b, index, lanes), scale))
+
     minor_loop = getattr(final, "emit_minor_loop", None)
     if minor_loop is not None and shape.rank > 1 and shape.dims[-1] % final.chunk == 0:
-        def minor_loop(b, lo, hi, index, dim, per_element, name):
+        def minor_loop(b, lo, hi, index, dim, per_element, name, per_vector=None):
             # The scaling pass on whole vectors of the stack row, stored as lines.
-            scale = _splat(b, state["scale"], final.vector)
+            scale = splat(b, state["scale"], lanes)
             final.emit_vector_map(b, 0, shape.dims[-1], index, dim, stash,
                                   lambda b, line: b.fmul(line, scale), name)
     emit_loop_nest(kernel.b, shape, kernel.begin, kernel.end, body, hoist=hoist,
-                   level_scope=kernel.scope, minor_loop=minor_loop)
+                   level_scope=kernel.scope, minor_loop=minor_loop,
+                   vector_body=(lanes, vector_body) if shape.dims[-1] >= lanes else None)
     return partition_extent(shape)
-
-
-def _splat(b: ir.IRBuilder, value: ir.Value, vector: ir.VectorType) -> ir.Value:
-    """`value` in every lane of a `vector`."""
-    one = b.insert_element(ir.Constant(vector, ir.Undefined), value, ir.Constant(I32, 0))
-    return b.shuffle_vector(one, ir.Constant(vector, ir.Undefined),
-                            ir.Constant(ir.VectorType(I32, vector.count), [0] * vector.count))
 
 
 class _StackRow(Buffer):
@@ -137,10 +138,28 @@ def _stash_and_sum(kernel, b, num, reduce, gens, index, shape, output) -> ir.Val
     ty = compute_type(shape.element_type)
     acc = kernel.alloca(ty, "rowsum")
     b.store(gens[reduce.operands[1]](b, []), acc)
-    with for_range(b, 0, shape.dims[inner], "row.k", interleave=ROW_INTERLEAVE) as k:
-        with kernel.scope():
-            at = list(index[:inner]) + [k]
-            value = gens[num](b, at)
-            output.store(b, at, value)
-            b.store(b.fadd(b.load(acc), value, flags=("reassoc",)), acc)
+    size = shape.dims[inner]
+    lanes = lanes_for(shape.element_type)
+    vgen = vector_generator(kernel, gens, num, inner, lanes)
+    start = 0
+    if vgen is not None:       # whole vectors first: written on vectors, summed in a vector
+        start = size - size % lanes
+        vty = ir.VectorType(ty, lanes)
+        vacc = kernel.alloca(vty, "rowsum.v")
+        b.store(ir.Constant(vty, [ir.Constant(ty, -0.0)] * lanes), vacc)
+        with for_range(b, 0, start, "row.v", step=lanes, vectorized=True) as k:
+            with kernel.scope():
+                at = list(index[:inner]) + [k]
+                value = vgen(b, at)
+                output.store_vector(b, at, value)
+                b.store(b.fadd(b.load(vacc), value, flags=("reassoc",)), vacc)
+        b.store(b.fadd(b.load(acc), horizontal_sum(b, b.load(vacc)), flags=("reassoc",)), acc)
+    if start < size:
+        with for_range(b, start, size, "row.k", interleave=ROW_INTERLEAVE,
+                       scalar=vgen is not None) as k:
+            with kernel.scope():
+                at = list(index[:inner]) + [k]
+                value = gens[num](b, at)
+                output.store(b, at, value)
+                b.store(b.fadd(b.load(acc), value, flags=("reassoc",)), acc)
     return b.fdiv(ir.Constant(ty, 1.0), b.load(acc))

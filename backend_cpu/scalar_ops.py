@@ -15,6 +15,10 @@ Everything is select-based and branch-free, so the loop vectorizer can turn a
 fused loop body into straight vector code. Transcendental functions go through
 `emit_math` only: the vector-math library when it covers the opcode, else a
 scalar fallback (LLVM intrinsic or libm) — one switch point.
+
+Every recipe also takes LLVM vectors (`<16 x float>`: one lane per element, see
+vector_gen.py) and returns a vector: constants are splatted to the operand's
+type (`const`), widths come from the lane type (`lane_type`).
 """
 from __future__ import annotations
 
@@ -30,17 +34,37 @@ except ImportError:
 
 # --- small helpers ------------------------------------------------------------------
 
+def lane_type(ty: ir.Type) -> ir.Type:
+    """The element type of a vector type; a scalar type itself."""
+    return ty.element if isinstance(ty, ir.VectorType) else ty
+
+
+def like(ty: ir.Type, scalar: ir.Type) -> ir.Type:
+    """`scalar`, or a vector of it with as many lanes as `ty` has."""
+    return ir.VectorType(scalar, ty.count) if isinstance(ty, ir.VectorType) else scalar
+
+
 def const(ty: ir.Type, value) -> ir.Constant:
+    """A constant of type `ty`; of a vector type, `value` in every lane."""
+    if isinstance(ty, ir.VectorType):
+        return ir.Constant(ty, [const(ty.element, value)] * ty.count)
     if isinstance(ty, ir.IntType):
         return ir.Constant(ty, int(value) & ((1 << ty.width) - 1))
     return ir.Constant(ty, float(value))
+
+
+def intrinsic_name(ty: ir.Type) -> str:
+    """The overload suffix of a type in an intrinsic's name: f32, v16f32, i1, v8i64."""
+    if isinstance(ty, ir.VectorType):
+        return f"v{ty.count}{ty.element.intrinsic_name}"
+    return ty.intrinsic_name
 
 
 def call_intrinsic(b: ir.IRBuilder, base: str, args, ret: ir.Type | None = None,
                    overload=None) -> ir.Value:
     """Calls `base.<types>` (e.g. llvm.maximum.f32), declaring it on first use."""
     overload = overload if overload is not None else [args[0].type]
-    name = base + "".join("." + t.intrinsic_name for t in overload)
+    name = base + "".join("." + intrinsic_name(t) for t in overload)
     module = b.module
     fn = module.globals.get(name)
     if fn is None:
@@ -69,13 +93,13 @@ _INTRINSICS = {"exponential": "llvm.exp", "log": "llvm.log", "sine": "llvm.sin",
 
 
 def emit_math(b: ir.IRBuilder, opcode: str, args) -> ir.Value:
-    """A transcendental float op on f16/f32/f64 scalars; f16 is computed in f32."""
-    if args[0].type == HALF:
-        wide = [b.fpext(a, FLOAT) for a in args]
-        return b.fptrunc(emit_math(b, opcode, wide), HALF)
+    """A transcendental float op on f16/f32/f64 scalars or vectors; f16 is computed in f32."""
+    ty = args[0].type
+    if lane_type(ty) == HALF:
+        wide = [b.fpext(a, like(ty, FLOAT)) for a in args]
+        return b.fptrunc(emit_math(b, opcode, wide), ty)
     if _vecmath is not None and opcode in getattr(_vecmath, "SUPPORTED", ()):
         return _vecmath.emit_math(b, opcode, list(args))
-    ty = args[0].type
     if opcode == "sqrt":
         return call_intrinsic(b, "llvm.sqrt", args)
     if opcode == "rsqrt":
@@ -167,7 +191,7 @@ def _int_div_rem(b, x, y, t, remainder: bool):
     ty = x.type
     zero = b.icmp_unsigned("==", y, const(ty, 0))
     if is_signed(t):
-        int_min = const(ty, 1 << (ty.width - 1))
+        int_min = const(ty, 1 << (lane_type(ty).width - 1))
         overflow = b.and_(b.icmp_unsigned("==", x, int_min), b.icmp_signed("==", y, const(ty, -1)))
         safe = b.select(b.or_(zero, overflow), const(ty, 1), y)   # x / 1 = x covers INT_MIN / -1
         result = b.srem(x, safe) if remainder else b.sdiv(x, safe)
@@ -191,14 +215,14 @@ def _max_min(is_max: bool):
 def _shift(kind: str):
     def recipe(b, x, y, t):
         ty = x.type
-        width = const(ty, ty.width)
-        too_far = b.icmp_unsigned(">=", y, width)
-        amount = b.and_(y, const(ty, ty.width - 1))       # in range: no poison
+        bits_ = lane_type(ty).width
+        too_far = b.icmp_unsigned(">=", y, const(ty, bits_))
+        amount = b.and_(y, const(ty, bits_ - 1))       # in range: no poison
         if kind == "left":
             return b.select(too_far, const(ty, 0), b.shl(x, amount))
         if kind == "logical":
             return b.select(too_far, const(ty, 0), b.lshr(x, amount))
-        return b.ashr(x, b.select(too_far, const(ty, ty.width - 1), amount))
+        return b.ashr(x, b.select(too_far, const(ty, bits_ - 1), amount))
     return recipe
 
 
@@ -211,8 +235,8 @@ def _power(b, x, y, t):
     ty = x.type
     one = const(ty, 1)
     result, base, e = one, x, y
-    for _ in range(ty.width):
-        odd = b.trunc(e, I1)
+    for _ in range(lane_type(ty).width):
+        odd = b.trunc(e, like(ty, I1))
         result = b.select(odd, b.mul(result, base), result)
         base = b.mul(base, base)
         e = b.lshr(e, one)
@@ -265,9 +289,10 @@ def emit_compare(b, x, y, t: str, direction: str, cmp_type: str | None = None) -
 
 def _total_order_key(b, x):
     """Float bits as a signed int ordered like -NaN < -inf < -0 < +0 < inf < NaN."""
-    ity = ir.IntType(_float_bits(x.type))
+    width = _float_bits(lane_type(x.type))
+    ity = like(x.type, ir.IntType(width))
     i = b.bitcast(x, ity)
-    flip = b.and_(b.ashr(i, const(ity, ity.width - 1)), const(ity, (1 << (ity.width - 1)) - 1))
+    flip = b.and_(b.ashr(i, const(ity, width - 1)), const(ity, (1 << (width - 1)) - 1))
     return b.xor(i, flip)
 
 
@@ -289,7 +314,7 @@ def emit_convert(b, x, src: str, dst: str) -> ir.Value:
     """`convert`: XLA's value conversion (saturating float->int, NaN -> 0)."""
     if src == dst:
         return x
-    dty = compute_type(dst)
+    dty = like(x.type, compute_type(dst))
     if is_pred(dst):
         if is_float(src):
             return b.fcmp_unordered("!=", x, const(x.type, 0))     # NaN -> true
@@ -301,16 +326,17 @@ def emit_convert(b, x, src: str, dst: str) -> ir.Value:
             if src == "f64" and dst == "f16":
                 return _f64_to_f16(b, x)
             return b.fptrunc(x, dty)
-        if x.type == HALF:
-            x = b.fpext(x, FLOAT)
+        if lane_type(x.type) == HALF:
+            x = b.fpext(x, like(x.type, FLOAT))
         sat = "llvm.fptosi.sat" if is_signed(dst) else "llvm.fptoui.sat"
         return call_intrinsic(b, sat, [x], ret=dty, overload=[dty, x.type])
     # integer or pred source
     if is_float(dst):
         return b.sitofp(x, dty) if is_signed(src) else b.uitofp(x, dty)
-    if x.type.width == dty.width:
+    width, to = lane_type(x.type).width, lane_type(dty).width
+    if width == to:
         return x
-    if x.type.width > dty.width:
+    if width > to:
         return b.trunc(x, dty)
     return b.sext(x, dty) if is_signed(src) else b.zext(x, dty)
 
@@ -339,7 +365,7 @@ def emit_bitcast_convert(b, x, src: str, dst: str) -> ir.Value:
         raise NotImplementedError("backend_cpu: bitcast-convert between different widths")
     if is_pred(src) or is_pred(dst):
         raise NotImplementedError("backend_cpu: bitcast-convert of pred")
-    return b.bitcast(x, compute_type(dst))
+    return b.bitcast(x, like(x.type, compute_type(dst)))
 
 
 # --- dispatch -----------------------------------------------------------------------------

@@ -98,7 +98,10 @@ class StreamedBuffer(Buffer):
         self.stage = stage
         # A vector of whole chunks is partitioned by chunks: [begin, end) counts them.
         self.by_chunks = self.shape.rank == 1 and self.shape.numel % self.chunk == 0
+        self.lanes = LINE_BYTES // self.esize     # elements per line: per_vector's lanes
+        self._per_vector = None
         self._lane = None          # the index of the element being staged, when staging
+        self._lines = None         # the vectors of the chunk being built, when on vectors
         kernel.streams = True      # KernelIR.finish adds the sfence
 
     def store(self, b: ir.IRBuilder, index: list, value: ir.Value) -> None:
@@ -108,11 +111,20 @@ class StreamedBuffer(Buffer):
         cell = b.gep(self.stage, [self._lane], inbounds=True, source_etype=self.llvm_type)
         b.store(to_storage(b, value, self.etype), cell, align=self.esize)
 
+    def store_vector(self, b: ir.IRBuilder, index: list, value: ir.Value) -> None:
+        if self._lines is None:
+            super().store_vector(b, index, value)
+            return
+        self._lines.append(to_storage(b, value, self.etype))
+
     def emit_minor_loop(self, b: ir.IRBuilder, lo, hi, index: list, dim: int, per_element,
-                        name: str) -> None:
+                        name: str, per_vector=None) -> None:
         """The minor-most loop over [lo, hi) in dimension `dim` (module docstring):
         `per_element(b, i)` emits the body for element i, storing through self.
+        With `per_vector`, `per_vector(b, i)` emits the body for one line of elements
+        from i (stored with `store_vector`), and chunks are built from lines instead.
         Needs hi - lo >= one chunk (wants_streaming and streamed_outputs see to it)."""
+        self._per_vector = per_vector
         if self.by_chunks:        # every partition starts on a chunk: no head, no tail
             self._chunk_loop(b, b.mul(lo, i64(self.chunk)), b.mul(hi, i64(self.chunk)),
                              index, dim, per_element, name)
@@ -155,6 +167,17 @@ class StreamedBuffer(Buffer):
         """Elements [c, c + chunk): staged, then stored as whole vectors."""
         for source in self.prefetch:
             self._prefetch_next_row(b, source, _at(index, dim, c), dim)
+        per_line = LINE_BYTES // self.esize
+        if self._per_vector is not None:      # computed line by line, in registers
+            self._lines = []
+            try:
+                for k in range(self.chunk // per_line):
+                    self._per_vector(b, b.add(c, i64(k * per_line), flags=("nsw",)))
+                lines = self._lines
+            finally:
+                self._lines = None
+            self._store_lines(b, lines, _at(index, dim, c))
+            return
         with for_range(b, 0, self.chunk, f"{name}.lane") as j:
             self._lane = j
             try:
@@ -162,7 +185,6 @@ class StreamedBuffer(Buffer):
             finally:
                 self._lane = None
         # One vector per cache line, as the zmm stores will write them.
-        per_line = LINE_BYTES // self.esize
         lines = []
         for k in range(self.chunk // per_line):
             cell = b.gep(self.stage, [i64(k * per_line)], inbounds=True,
