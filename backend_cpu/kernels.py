@@ -11,7 +11,8 @@ root then decides the shape of the kernel:
 - a tuple root (multi-output fusion) stores every element from the same loop
   nest when they share a shape, else runs one nest per element;
 - scatter, sort and select-and-scatter write their outputs in place, so they
-  first copy (or initialize) the output and then update it in a serial loop.
+  first copy (or initialize) the output and then update it (scatter_kernels.py
+  splits both over the threads where that is race-free).
 
 `emit_kernel` returns the partition extent (how many units `[begin, end)` may
 split), 1 meaning "call once with [0, 1)".
@@ -27,9 +28,8 @@ from .conv_emitter import try_emit_conv_gemm
 from .dot_emitter import View, resolve_view, try_emit_gemm
 from .hoisting import make_hoister, plan_hoisting
 from .kernel_ir import Buffer, KernelIR, strides
-from .llvm_types import I1, I64, compute_type
 from .loops import emit_loop_nest, for_range, i64, partition_extent
-from .reduction import window_source
+from .scatter_kernels import emit_scatter, emit_select_and_scatter
 from .sorting import emit_sort
 from .transpose import try_emit_block_transpose
 
@@ -104,8 +104,7 @@ def _as_list(value) -> list:
 def _emit_root(kernel, root, operand_gens, outputs, root_gen=None, hoist=None) -> int:
     special = _IN_PLACE.get(root.opcode)
     if special is not None:
-        special(kernel, root, operand_gens, outputs)
-        return 1
+        return special(kernel, root, operand_gens, outputs, partitioned=True)
     if root.opcode == "reduce" and is_column_reduce(root):
         return emit_column_reduce(kernel, root, operand_gens, outputs)
     gen = root_gen or elemental.make_generator(kernel, root, operand_gens)
@@ -197,105 +196,11 @@ def _for_each_index(kernel, shape, body, skip_dim=None) -> None:
 
 # --- in-place kernels ---------------------------------------------------------------------
 
-def _scatter(kernel, instr, gens, outputs) -> None:
-    from .elemental import apply_computation, index_to_i64, in_range
-    n = len(outputs)
-    inputs, indices, updates = gens[:n], gens[n], gens[n + 1:]
-    a = instr.attrs
-    operand_shape = instr.operands[0].shape
-    indices_shape = instr.operands[n].shape
-    update_shape = instr.operands[n + 1].shape
-    window_dims_u = tuple(a.get("update_window_dims", ()))
-    inserted = set(a.get("inserted_window_dims", ()))
-    to_operand = tuple(a.get("scatter_dims_to_operand_dims", ()))
-    input_batching = tuple(a.get("input_batching_dims", ()))
-    indices_batching = tuple(a.get("scatter_indices_batching_dims", ()))
-    ivd = a.get("index_vector_dim", indices_shape.rank)
-    scatter_dims_u = [d for d in range(update_shape.rank) if d not in window_dims_u]
-    indices_dims = [d for d in range(indices_shape.rank) if d != ivd]
-    window_operand = [d for d in range(operand_shape.rank)
-                      if d not in inserted and d not in input_batching]
-    window_size = [1] * operand_shape.rank
-    for ud, od in zip(window_dims_u, window_operand):
-        window_size[od] = update_shape.dims[ud]
-    for gen, out in zip(inputs, outputs):
-        _fill(kernel, out, gen)
-
-    def body(b, u):
-        by_indices_dim = dict(zip(indices_dims, [u[d] for d in scatter_dims_u]))
-        start = [i64(0)] * operand_shape.rank
-        for k, od in enumerate(to_operand):
-            at = [by_indices_dim.get(d) for d in range(indices_shape.rank)]
-            if ivd < indices_shape.rank:
-                at[ivd] = i64(k)
-            start[od] = index_to_i64(b, indices(b, at), indices_shape.element_type)
-        for od, idim in zip(input_batching, indices_batching):
-            start[od] = by_indices_dim[idim]
-        valid = ir.Constant(I1, 1)
-        for od in range(operand_shape.rank):
-            valid = b.and_(valid, in_range(b, start[od], 0,
-                                           operand_shape.dims[od] - window_size[od] + 1))
-        target = list(start)
-        for ud, od in zip(window_dims_u, window_operand):
-            target[od] = b.add(start[od], u[ud])
-        with b.if_then(valid):
-            with kernel.scope():
-                old = [out.load(b, target) for out in outputs]
-                new = apply_computation(kernel, instr.to_apply, old + [g(b, u) for g in updates])
-                for out, value in zip(outputs, new):
-                    out.store(b, target, value)
-    _for_each_index(kernel, update_shape, body)
-
-
-def _sort(kernel, instr, gens, outputs) -> None:
+def _sort(kernel, instr, gens, outputs, partitioned=False) -> int:
     emit_sort(kernel, instr, gens, outputs, _for_each_index)
+    return 1
 
 
-def _select_and_scatter(kernel, instr, gens, outputs) -> None:
-    from .elemental import apply_computation
-    operand, source, init = gens
-    out = outputs[0]
-    operand_shape = instr.operands[0].shape
-    window = instr.attrs["window"].dims
-    etype = operand_shape.element_type
-    _fill(kernel, out, lambda b, index: init(b, []))
-    have = kernel.alloca(I1, "sas.have")
-    best = kernel.alloca(compute_type(etype), "sas.best")
-    where = [kernel.alloca(I64, f"sas.at{d}") for d in range(operand_shape.rank)]
-
-    def per_source(b, s):
-        b.store(ir.Constant(I1, 0), have)
-        b.store(init(b, []), best)
-        for cell in where:
-            b.store(i64(0), cell)
-
-        def per_tap(b, k):
-            valid, pos = window_source(b, s, dict(enumerate(k)), window, operand_shape.dims)
-            value = operand(b, pos)
-            current = b.load(best)
-            keep = apply_computation(kernel, instr.attrs["select"], [current, value])[0]
-            take = b.or_(b.not_(b.load(have)), b.not_(keep))
-            if valid is not None:
-                take = b.and_(valid, take)
-            b.store(b.select(take, value, current), best)
-            b.store(b.or_(b.load(have), take), have)
-            for cell, p in zip(where, pos):
-                b.store(b.select(take, p, b.load(cell)), cell)
-        _for_each_index(kernel, _window_shape(window), per_tap)
-        with b.if_then(b.load(have)):
-            with kernel.scope():
-                target = [b.load(cell) for cell in where]
-                new = apply_computation(kernel, instr.attrs["scatter"],
-                                        [out.load(b, target), source(b, s)])[0]
-                out.store(b, target, new)
-    _for_each_index(kernel, instr.operands[1].shape, per_source)
-
-
-def _window_shape(window):
-    from hlo.shape import Shape
-    return Shape("s64", tuple(w.size for w in window))
-
-
-_IN_PLACE = {"scatter": _scatter, "sort": _sort, "select-and-scatter": _select_and_scatter}
+_IN_PLACE = {"scatter": emit_scatter, "sort": _sort, "select-and-scatter": emit_select_and_scatter}
 
 KERNEL_OPCODES = elemental.GENERATOR_OPCODES | set(_IN_PLACE)

@@ -39,6 +39,8 @@ WIDE_BLOCK = 16
 LINE = streaming.LINE_BYTES
 # Blocks per step of a large transpose (see the module docstring).
 GROUP = 2
+# Output rows per partition unit of a row shuffle (try_emit_row_shuffle).
+SHUFFLE_ROWS = 16
 
 
 def _block_size(esize: int, dims) -> int:
@@ -56,9 +58,12 @@ def _interleave_masks(n: int):
 
 
 def try_emit_block_transpose(kernel, root, view, out) -> int | None:
-    """Emits `root` (a transpose of the strided `view`) by n x n register blocks."""
+    """Emits `root` (a transpose of the strided `view`) by n x n register blocks, or
+    by whole rows when it keeps the minor dimension (try_emit_row_shuffle)."""
     if root.opcode != "transpose" or view is None or not out.shape.has_default_layout():
         return None
+    if view.strides[-1] == 1:
+        return try_emit_row_shuffle(kernel, view, out)
     dims = out.shape.dims
     if len(dims) < 2 or dims[-1] % BLOCK or dims[-2] % BLOCK or not out.shape.numel:
         return None                     # (an empty output would give loads "align 0")
@@ -99,9 +104,11 @@ def try_emit_block_transpose(kernel, root, view, out) -> int | None:
                 b.store(rows[r], address(out.pointer, offset), align=esize)
 
     # Blocks side by side along i read GROUP consecutive lines of each input row.
-    group = GROUP if not batch and dims[-2] % (n * GROUP) == 0 \
+    group = GROUP if dims[-2] % (n * GROUP) == 0 \
         and out.shape.nbytes >= streaming.STREAM_MIN_BYTES else 1
     step = n * group
+    # [begin, end) counts groups of block rows (`step` rows), matrix after matrix.
+    per_matrix = dims[-2] // step
 
     def tiles(batch_in, batch_out, i_lo, i_hi):
         with for_range(b, i_lo, i_hi, "tb.i", step=step) as i0:
@@ -116,48 +123,123 @@ def try_emit_block_transpose(kernel, root, view, out) -> int | None:
 
     def all_blocks():
         if not batch:
-            # [begin, end) counts groups of block rows: partitions split between groups.
             tiles(i64(0), i64(0), b.mul(kernel.begin, i64(step)), b.mul(kernel.end, i64(step)))
             return
-        with for_range(b, kernel.begin, kernel.end, "tb.batch") as flat:
-            rest, offset_in = flat, i64(0)
-            for d in reversed(range(len(batch))):
-                idx = b.urem(rest, i64(batch[d]))
-                rest = b.udiv(rest, i64(batch[d]))
-                offset_in = b.add(offset_in, b.mul(idx, i64(view.strides[d])))
-            tiles(offset_in, b.mul(flat, i64(dims[-2] * dims[-1])), i64(0), i64(dims[-2]))
+        # Partitions split the batch x block-row groups, so a batch of one matrix (or
+        # of an odd count) still keeps every thread busy.
+        with for_range(b, kernel.begin, kernel.end, "tb.unit") as unit:
+            offset_in, offset_out, row = _matrix_offsets(b, unit, per_matrix, batch, view, dims)
+            tiles(offset_in, offset_out, b.mul(row, i64(step)),
+                  b.mul(b.add(row, i64(1)), i64(step)))
 
     streamed = False
-    if not batch and _may_stream(out.shape, n * esize, dims[-1] * esize):
+    if _may_stream(out.shape, n * esize, dims[-1] * esize):
         # Every block row is a cache line when the output starts on one, as the
-        # runtime's buffers do; a run-time check sends any other address to a plain
-        # loop rather than fault (a second copy of the blocks would double the code).
+        # runtime's buffers do (and so does every matrix of a batch); a run-time check
+        # sends any other address to a plain loop rather than fault (a second copy of
+        # the blocks would double the code).
         misaligned = b.and_(b.ptrtoint(out.pointer, I64), i64(LINE - 1))
         with b.if_else(b.icmp_unsigned("==", misaligned, i64(0))) as (aligned, otherwise):
             with aligned:
                 streamed = True
                 all_blocks()
             with otherwise:
-                _element_by_element(kernel, view, out, step)
+                _element_by_element(kernel, view, out, step, per_matrix)
         kernel.streams = True
     else:
         all_blocks()
-    return dims[-2] // step if not batch else prod(batch)
+    return prod(batch) * per_matrix
 
 
-def _element_by_element(kernel, view, out, step: int) -> None:
-    """out[i, j] = in[j, i] for the rows of this partition, one element at a time: the
-    path for an output that is not line-aligned (never for the runtime's buffers)."""
+def _matrix_offsets(b, unit, per_matrix: int, batch, view, dims):
+    """(input offset, output offset, group of block rows) of partition unit `unit`:
+    unit = matrix * per_matrix + group, the matrix a flat index over the batch dims."""
+    flat = b.udiv(unit, i64(per_matrix))
+    row = b.urem(unit, i64(per_matrix))
+    rest, offset_in = flat, i64(0)
+    for d in reversed(range(len(batch))):
+        idx = b.urem(rest, i64(batch[d]))
+        rest = b.udiv(rest, i64(batch[d]))
+        offset_in = b.add(offset_in, b.mul(idx, i64(view.strides[d])))
+    return offset_in, b.mul(flat, i64(dims[-2] * dims[-1])), row
+
+
+def _element_by_element(kernel, view, out, step: int, per_matrix: int) -> None:
+    """out[.., i, j] = in[.., j, i] for the rows of this partition, one element at a
+    time: the path for an output that is not line-aligned (never for the runtime's
+    buffers)."""
     b = kernel.b
     ety = storage_type(out.shape.element_type)
-    cols = out.shape.dims[-1]
-    with for_range(b, b.mul(kernel.begin, i64(step)), b.mul(kernel.end, i64(step)), "te.i",
-                   scalar=True) as i:
-        with for_range(b, 0, cols, "te.j", scalar=True) as j:
-            source = b.add(i, b.mul(j, i64(view.strides[-1])))
-            value = b.load(b.gep(view.pointer, [source], inbounds=True, source_etype=ety), typ=ety)
-            b.store(value, b.gep(out.pointer, [b.add(b.mul(i, i64(cols)), j)], inbounds=True,
-                                 source_etype=ety))
+    dims = out.shape.dims
+    with for_range(b, kernel.begin, kernel.end, "te.unit", scalar=True) as unit:
+        offset_in, offset_out, row = _matrix_offsets(b, unit, per_matrix, dims[:-2], view, dims)
+        i_lo = b.mul(row, i64(step))
+        with for_range(b, i_lo, b.add(i_lo, i64(step)), "te.i", scalar=True) as i:
+            with for_range(b, 0, dims[-1], "te.j", scalar=True) as j:
+                source = b.add(offset_in, b.add(i, b.mul(j, i64(view.strides[-1]))))
+                value = b.load(b.gep(view.pointer, [source], inbounds=True, source_etype=ety),
+                               typ=ety)
+                target = b.add(offset_out, b.add(b.mul(i, i64(dims[-1])), j))
+                b.store(value, b.gep(out.pointer, [target], inbounds=True, source_etype=ety))
+
+
+def try_emit_row_shuffle(kernel, view, out) -> int | None:
+    """A large transpose that keeps the minor dimension (attention's head shuffle
+    [B,S,H,D] -> [B,H,S,D]) moves whole rows: each output row is one contiguous input
+    row, copied as line-sized vectors and stored non-temporally (the generic loop nest
+    streams only rows of several chunks, and D is often a single one). Partition units
+    are SHUFFLE_ROWS output rows, so a small outer extent still splits."""
+    dims = out.shape.dims
+    esize = out.shape.nbytes // max(out.shape.numel, 1)
+    if len(dims) < 2 or not out.shape.numel or out.shape.nbytes < streaming.STREAM_MIN_BYTES \
+            or (dims[-1] * esize) % LINE:
+        return None                     # small: the loop nest, whose output stays in cache
+    b = kernel.b
+    ety = storage_type(out.shape.element_type)
+    per_line = LINE // esize
+    lines = dims[-1] // per_line
+    # Lines copied per step, unrolled: a whole short row (D = 64 f32 is 4 lines).
+    unroll = next(k for k in (4, 2, 1) if lines % k == 0)
+    rows = min(SHUFFLE_ROWS, dims[-2])
+    per_outer = -(-dims[-2] // rows)
+    # Bytes are only moved: one integer vector type for every element type (LLVM drops
+    # the non-temporal hint of vector types it must split, such as <32 x half>).
+    vec = ir.VectorType(ir.IntType(64), LINE // 8)
+
+    def address(pointer, elements):
+        return b.gep(pointer, [elements], inbounds=True, source_etype=ety)
+
+    def copy_rows(streamed: bool):
+        with for_range(b, kernel.begin, kernel.end, "rs.unit") as unit:
+            offset_in, offset_out, part = _matrix_offsets(b, unit, per_outer, dims[:-2], view,
+                                                          dims)
+            r_lo = b.mul(part, i64(rows))
+            r_hi = b.add(r_lo, i64(rows))
+            if dims[-2] % rows:
+                r_hi = b.select(b.icmp_signed("<", r_hi, i64(dims[-2])), r_hi, i64(dims[-2]))
+            with for_range(b, r_lo, r_hi, "rs.row") as r:
+                source = b.add(offset_in, b.mul(r, i64(view.strides[-2])))
+                target = b.add(offset_out, b.mul(r, i64(dims[-1])))
+                with for_range(b, 0, dims[-1], "rs.line", step=per_line * unroll,
+                               scalar=True) as c:
+                    for k in range(unroll):
+                        at = b.add(c, i64(k * per_line))
+                        value = b.load(address(view.pointer, b.add(source, at)), typ=vec,
+                                       align=esize)
+                        store = b.store(value, address(out.pointer, b.add(target, at)),
+                                        align=LINE if streamed else esize)
+                        if streamed:
+                            store.set_metadata("nontemporal", streaming.nontemporal_node(b.module))
+
+    # Rows are whole lines: all aligned when the buffer is (the runtime's always are).
+    misaligned = b.and_(b.ptrtoint(out.pointer, I64), i64(LINE - 1))
+    with b.if_else(b.icmp_unsigned("==", misaligned, i64(0))) as (aligned, otherwise):
+        with aligned:
+            copy_rows(streamed=True)
+        with otherwise:
+            copy_rows(streamed=False)
+    kernel.streams = True
+    return prod(dims[:-2]) * per_outer
 
 
 def _may_stream(shape, block_row_bytes: int, row_bytes: int) -> bool:
