@@ -77,7 +77,7 @@ _F32: dict[str, Callable] = {
 _F64: dict[str, Callable] = {
     **{op: _F32[op] for op in ("exponential", "exponential-minus-one", "log",
                                "log-plus-one", "tanh", "logistic", "cbrt", "sqrt", "rsqrt")},
-    "erf": _libm("erf"),
+    "erf": misc.erf,
     "power": _libm("pow"),
     "sine": trig64.sin,
     "cosine": trig64.cos,

@@ -5,6 +5,10 @@ erf (f32, native f32 arithmetic): two fitted polynomials joined by a select,
     |x| >= 0.875: erf(x) = 1 - exp(-x^2) * Q(|x| - 2.4), saturating to 1 past 3.95
   (see vecmath_coeffs for how P and Q are fitted). Rounding x^2 costs little:
   exp(-x^2) moves by x^2 * 2^-24 relative, on a term that is at most 0.16.
+erf (f64): the same two forms with longer fits (vecmath_coeffs64): x * P(x^2)
+  below 0.875, and 1 - exp(-x^2) * Q_i(|x| - c_i) with Q_i one of three
+  degree-15 polynomials picked per lane by selects on the coefficients,
+  saturating to 1 past 6. About 1.5 ulp.
 cbrt: an exponent-thirding bit trick gives a 6% first guess, three Newton
   steps g <- (2g + a/g^2)/3 in f64 bring it to ~1e-10; f32 rounds that, f64
   first scales to [1, 8) and adds one correction step with an exact residual.
@@ -16,12 +20,15 @@ from __future__ import annotations
 import math
 
 from .vecmath_coeffs import ERF_LARGE_CENTER, ERF_ONE_F32, ERF_SPLIT, erf_large, erf_small
+from .vecmath_coeffs64 import (ERF64_LARGE, ERF64_ONE, ERF64_SMALL, ERF64_SMALL_C0_LO,
+                               ERF64_SPLIT)
 from .vecmath_explog import exp_normal_range
 from .vecmath_ir import MathBuilder
 
 
 def erf(m: MathBuilder, x):
-    assert m.kind == "float"
+    if m.kind == "double":
+        return _erf_f64(m, x)
     ax = m.fabs(x)
     near = m.b.fmul(x, m.horner(m.b.fmul(x, x), erf_small()))
     q = m.horner(m.b.fsub(ax, m.const(ERF_LARGE_CENTER)), erf_large())
@@ -33,6 +40,32 @@ def erf(m: MathBuilder, x):
     # NaN fails `ax < split` and flows through the far branch, which keeps it.
     result = m.select(m.cmp("<", ax, m.const(ERF_SPLIT)), near, m.copysign(far, x))
     return m.keep_signed_zero(x, result)
+
+
+def _erf_f64(d: MathBuilder, x):
+    b = d.b
+    x = d.flush_denormal(x)
+    ax = d.fabs(x)
+    # x * P(x^2) with P's constant term in two parts: x * c0 rounds last.
+    z = b.fmul(x, x)
+    tail = d.fma(z, d.horner(z, ERF64_SMALL[1:]), d.const(ERF64_SMALL_C0_LO))
+    near = d.fma(x, d.const(ERF64_SMALL[0]), b.fmul(x, tail))
+    # The far form on |x| clamped to the fitted range (NaN passes through).
+    axc = d.clamp(ax, ERF64_SPLIT, ERF64_ONE)
+    center, coeffs = d.const(ERF64_LARGE[-1][1]), [d.const(c) for c in ERF64_LARGE[-1][2]]
+    for upper, mid, row in reversed(ERF64_LARGE[:-1]):
+        inside = d.cmp("<", axc, d.const(upper))
+        center = d.select(inside, d.const(mid), center)
+        coeffs = [d.select(inside, d.const(c), old) for c, old in zip(row, coeffs)]
+    u = b.fsub(axc, center)
+    q = coeffs[-1]
+    for c in reversed(coeffs[:-1]):
+        q = d.fma(q, u, c)
+    e = exp_normal_range(d, b.fneg(b.fmul(axc, axc)))
+    far = d.fma(b.fneg(e), q, d.const(1.0))
+    far = d.select(d.cmp(">=", ax, d.const(ERF64_ONE)), d.const(1.0), far)
+    result = d.select(d.cmp("<", ax, d.const(ERF64_SPLIT)), near, d.copysign(far, x))
+    return d.keep_signed_zero(x, result)
 
 
 # bits(a^(1/3)) ~ bits(a)/3 + (2/3) * bias * 2^23 for f32 bit patterns.
