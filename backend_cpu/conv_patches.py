@@ -1,0 +1,223 @@
+"""The memory side of convolutions on the GEMM, in IR (notation of conv_plan.py):
+building a chunk of the patch matrix P, copying a GEMM result tile into the
+output, and copying the kernel into a [K, F] matrix when it cannot be used in place.
+
+All three walk a range of rows [r0, r1) the same way (`for_rows`): as *runs* of
+the innermost row axis, so the index arithmetic of the outer row axes happens
+once per run and the inner loop is affine — LLVM vectorizes it.
+"""
+from __future__ import annotations
+
+from .conv_plan import ConvPlan
+from .llvm_types import constant, storage_type
+from .loops import for_range, i64
+from .reduction import window_source
+
+
+def element(b, pointer, index, ty):
+    """The address of element `index` of an array of `ty` at `pointer`."""
+    return b.gep(pointer, [index], inbounds=True, source_etype=ty)
+
+
+def _imin(b, x, y):
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def _imax(b, x, y):
+    return b.select(b.icmp_signed(">", x, y), x, y)
+
+
+def _delinearize(b, flat, sizes: list[int]) -> list:
+    """The mixed-radix digits of `flat` over `sizes` (outer first)."""
+    digits = []
+    for size in reversed(sizes):
+        digits.append(b.urem(flat, i64(size)) if size > 1 else i64(0))
+        flat = b.udiv(flat, i64(size)) if size > 1 else flat
+    return digits[::-1]
+
+
+def for_rows(b, plan: ConvPlan, r0, r1, body) -> None:
+    """body(outer, base, lo, hi) for every run of the inner row axis that meets rows
+    [r0, r1): `outer` holds the other row axes' indices, and rows base + lo ..
+    base + hi - 1 (inner index lo .. hi - 1) are the run's rows in the range."""
+    width = plan.rows[-1].size
+    first = b.udiv(r0, i64(width))
+    last = b.add(b.udiv(b.sub(r1, i64(1)), i64(width)), i64(1))
+    with for_range(b, first, last, "conv.run") as run:
+        base = b.mul(run, i64(width))
+        lo = _imax(b, b.sub(r0, base), i64(0))
+        hi = _imin(b, b.sub(r1, base), i64(width))
+        body(_delinearize(b, run, [r.size for r in plan.rows[:-1]]), base, lo, hi)
+
+
+def for_k(b, plan: ConvPlan, body, name: str) -> None:
+    """body(taps, kk): a loop nest over the k axes; `taps` their indices, kk the
+    linear k index."""
+    index: list = []
+
+    def nest(level, kk):
+        if level == len(plan.k_axes):
+            body(list(index), kk)
+            return
+        axis = plan.k_axes[level]
+        with for_range(b, 0, axis.size, f"{name}{level}") as i:
+            index.append(i)
+            nest(level + 1, b.add(b.mul(kk, i64(axis.size)), i))
+            index.pop()
+    nest(0, i64(0))
+
+
+class PatchBuilder:
+    """Emits the build of P for group `g`, rows [r0, r1), into a chunk buffer."""
+
+    def __init__(self, kernel, plan: ConvPlan, conv, lhs_gen):
+        self.kernel, self.plan, self.lhs_gen = kernel, plan, lhs_gen
+        self.window = conv.attrs["window"].dims
+        self.lhs_dims = conv.operands[0].shape.dims
+        self.ty = storage_type(plan.etype)
+        self.zero = constant(plan.etype, 0)
+
+    def emit(self, g, r0, r1, patches) -> None:
+        b, plan = self.kernel.b, self.plan
+        if plan.columns_major:      # P[kk, row]: rows innermost, chunk_rows apart
+            def per_k(taps, kk):
+                start = b.mul(kk, i64(plan.chunk_rows))
+                for_rows(b, plan, r0, r1, lambda outer, base, lo, hi: self._run(
+                    g, taps, outer, b.sub(base, r0), lo, hi, patches, start))
+            for_k(b, plan, per_k, "im2col.k")
+            return
+
+        def per_run(outer, base, lo, hi):    # P[row, kk]: k innermost
+            with for_range(b, lo, hi, "im2col.r") as inner:
+                start = b.mul(b.add(b.sub(base, r0), inner), i64(plan.k))
+                for_k(b, plan, lambda taps, kk: self._store(
+                    patches, b.add(start, kk), self._value(g, taps, [*outer, inner])), "im2col.k")
+        for_rows(b, plan, r0, r1, per_run)
+
+    def _store(self, patches, offset, value) -> None:
+        self.kernel.b.store(value, element(self.kernel.b, patches, offset, self.ty))
+
+    def _value(self, g, taps: list, rows: list, known: dict | None = None):
+        """The lhs element under k index `taps` of row `rows` (0 in padding); `known`
+        maps a spatial axis to an input position already known to be valid."""
+        b, plan = self.kernel.b, self.plan
+        index = [None] * len(self.lhs_dims)
+        tap_of = {}
+        for axis, i in zip(plan.k_axes, taps):
+            if axis.spatial is None:
+                offset = 0 if plan.by_batch else plan.channels
+                index[axis.lhs_dim] = b.add(b.mul(g, i64(offset)), i) if offset else i
+            else:
+                tap_of[axis.spatial] = i
+        valid = None
+        for axis, i in zip(plan.rows, rows):
+            if axis.spatial is None:
+                offset = plan.batch if plan.by_batch else 0
+                index[axis.lhs_dim] = b.add(b.mul(g, i64(offset)), i) if offset else i
+                continue
+            if known and axis.spatial in known:
+                index[axis.lhs_dim] = known[axis.spatial]
+                continue
+            w = self.window[axis.spatial]
+            tap = tap_of[axis.spatial]
+            if w.reversal:
+                tap = b.sub(i64(w.size - 1), tap)
+            ok, (pos,) = window_source(b, [i], {0: tap}, [w], [self.lhs_dims[axis.lhs_dim]])
+            index[axis.lhs_dim] = pos
+            if ok is not None:
+                valid = ok if valid is None else b.and_(valid, ok)
+        with self.kernel.scope():
+            value = self.lhs_gen(b, index)
+        return value if valid is None else b.select(valid, value, self.zero)
+
+    def _run(self, g, taps, outer, row0, lo, hi, patches, start) -> None:
+        """One run of a columns-major build: P[start + row0 + inner] for lo <= inner < hi.
+        A padded inner spatial axis is split into zeros, an unchecked copy, zeros."""
+        b, axis = self.kernel.b, self.plan.rows[-1]
+
+        def fill(first, stop, known_valid):
+            with for_range(b, first, stop, "im2col.i") as inner:
+                offset = b.add(start, b.add(row0, inner))
+                if known_valid is None:
+                    value = self._value(g, taps, [*outer, inner])
+                elif known_valid is False:
+                    value = self.zero
+                else:
+                    value = self._value(g, taps, [*outer, inner], {axis.spatial: known_valid(inner)})
+                self._store(patches, offset, value)
+        w = self.window[axis.spatial] if axis.spatial is not None else None
+        if w is None or w.base_dilation != 1 or (w.pad_low == 0 and w.pad_high == 0):
+            fill(lo, hi, None)
+            return
+        v_lo, v_hi, position = self._valid_range(w, taps, lo, hi)
+        fill(lo, v_lo, False)
+        fill(v_lo, v_hi, position)
+        fill(v_hi, hi, False)
+
+    def _valid_range(self, w, taps, lo, hi):
+        """[v_lo, v_hi) within [lo, hi): the inner indices o whose input position
+        o * stride + tap * dilation - pad_low falls inside the input, and that position."""
+        b, axis = self.kernel.b, self.plan.rows[-1]
+        size = self.lhs_dims[axis.lhs_dim]
+        tap = taps[[x.spatial for x in self.plan.k_axes].index(axis.spatial)]
+        if w.reversal:
+            tap = b.sub(i64(w.size - 1), tap)
+        shift = b.sub(b.mul(tap, i64(w.window_dilation)), i64(w.pad_low))  # pos = o*s + shift
+        s = i64(w.stride)
+        # first valid o: ceil(-shift / s) when shift < 0, else 0
+        neg = _imax(b, b.sub(i64(0), shift), i64(0))
+        first = b.udiv(b.add(neg, i64(w.stride - 1)), s)
+        # one past the last valid o: floor((size - 1 - shift) / s) + 1, or 0 if negative
+        top = b.sub(i64(size - 1), shift)
+        stop = b.select(b.icmp_signed("<", top, i64(0)), i64(0), b.add(b.sdiv(top, s), i64(1)))
+        v_lo = _imin(b, _imax(b, first, lo), hi)
+        v_hi = _imax(b, _imin(b, stop, hi), v_lo)
+        return v_lo, v_hi, lambda o: b.add(b.mul(o, s), shift)
+
+
+def copy_tile(kernel, plan: ConvPlan, out, g, r0, r1, tile) -> None:
+    """out[row.., g * Fg + f] = tile[row - r0, f] for rows [r0, r1) (through the
+    output's layout)."""
+    from .kernel_ir import strides as layout_strides
+    b, ty = kernel.b, storage_type(plan.etype)
+    out_st = layout_strides(out.shape)
+    f_stride, inner_stride = out_st[plan.out_feature_dim], out_st[plan.rows[-1].other_dim]
+    first_f = b.mul(g, i64(plan.features))
+
+    def per_run(outer, base, lo, hi):
+        at = first_f if f_stride == 1 else b.mul(first_f, i64(f_stride))
+        for axis, i in zip(plan.rows, outer):
+            at = b.add(at, b.mul(i, i64(out_st[axis.other_dim])))
+        row0 = b.sub(base, r0)
+
+        def move(inner, f):
+            src = b.add(b.mul(b.add(row0, inner), i64(plan.features)), f)
+            dst = b.add(b.add(at, b.mul(inner, i64(inner_stride))), b.mul(f, i64(f_stride)))
+            b.store(b.load(element(b, tile, src, ty), typ=ty), element(b, out.pointer, dst, ty))
+        if f_stride == 1:      # features contiguous in the output: f innermost
+            with for_range(b, lo, hi, "tile.r") as inner:
+                with for_range(b, 0, plan.features, "tile.f") as f:
+                    move(inner, f)
+        else:
+            with for_range(b, 0, plan.features, "tile.f") as f:
+                with for_range(b, lo, hi, "tile.r") as inner:
+                    move(inner, f)
+    for_rows(b, plan, r0, r1, per_run)
+
+
+def copy_rhs(kernel, plan: ConvPlan, view, dst) -> None:
+    """dst[kk, f] = the kernel's element at k index kk and output feature f, for all
+    groups' features (a row-major [K, groups * Fg] matrix)."""
+    b, ty = kernel.b, storage_type(plan.etype)
+    features = plan.features * plan.groups
+
+    def per_k(taps, kk):
+        at = i64(0)
+        for axis, i in zip(plan.k_axes, taps):
+            at = b.add(at, b.mul(i, i64(view.strides[axis.other_dim])))
+        row = b.mul(kk, i64(features))
+        with for_range(b, 0, features, "wcopy.f") as f:
+            src = b.add(at, b.mul(f, i64(view.strides[plan.rhs_feature_dim])))
+            b.store(b.load(element(b, view.pointer, src, ty), typ=ty),
+                    element(b, dst, b.add(row, f), ty))
+    for_k(b, plan, per_k, "wcopy.k")
