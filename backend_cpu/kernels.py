@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from . import elemental, row_normalize, streaming
+from . import elemental, row_normalize, streaming, vector_gen
 from .column_reduce import (emit_column_reduce, is_column_reduce, try_emit_column_reduces,
                             try_emit_reduce_epilogue)
 from .conv_emitter import try_emit_conv_gemm
@@ -38,7 +38,7 @@ def emit_kernel(kernel: KernelIR, instr, operands: list[Buffer], outputs: list[B
     """Emits the body of `kernel` computing `instr` from `operands` into `outputs`;
     returns the partition extent."""
     kernel.operands = operands
-    operand_gens = [buffer_reader(buffer) for buffer in operands]
+    operand_gens = [elemental.buffer_reader(buffer) for buffer in operands]
     views = {i: View(buf.pointer, buf.shape.dims, tuple(strides(buf.shape)), buf.etype)
              for i, buf in enumerate(operands)}
     if instr.opcode == "fusion":
@@ -68,11 +68,11 @@ def _emit_fusion(kernel, comp, operand_gens, views, outputs) -> int:
     reduce = row_normalize.match(root, plan) if len(outputs) == 1 else None
     if reduce is not None:           # a softmax-like row: exp once, scale in place
         return row_normalize.emit(kernel, root, reduce, gens, plan, outputs[0])
-    hoist = make_hoister(plan, gens) if plan else None
+    hoist = make_hoister(plan, gens, kernel) if plan else None
     if root.opcode == "tuple":
         return _emit_tuple_root(kernel, root, gens, outputs, hoist)
     return _emit_root(kernel, root, [gens[o] for o in root.operands], outputs, gens.get(root),
-                      hoist)
+                      hoist, gens)
 
 
 def _try_gemm(kernel, root, operand_gen, operand_view, outputs) -> int | None:
@@ -92,24 +92,24 @@ def _try_gemm(kernel, root, operand_gen, operand_view, outputs) -> int | None:
     return None
 
 
-def buffer_reader(buffer: Buffer):
-    """The generator of an array that is already in memory."""
-    return lambda b, index: buffer.load(b, index)
-
-
 def _as_list(value) -> list:
     return value if isinstance(value, list) else [value]
 
 
-def _emit_root(kernel, root, operand_gens, outputs, root_gen=None, hoist=None) -> int:
+def _emit_root(kernel, root, operand_gens, outputs, root_gen=None, hoist=None,
+               gens=None) -> int:
+    """`gens`: every instruction's generator (a fusion's); None for an unfused `root`."""
     special = _IN_PLACE.get(root.opcode)
     if special is not None:
         return special(kernel, root, operand_gens, outputs, partitioned=True)
     if root.opcode == "reduce" and is_column_reduce(root):
         return emit_column_reduce(kernel, root, operand_gens, outputs)
     gen = root_gen or elemental.make_generator(kernel, root, operand_gens)
+    if gens is None:
+        gens = {**dict(zip(root.operands, operand_gens)), root: gen}
     return _store_together(kernel, lambda b, index: _as_list(gen(b, index)), outputs,
-                           tile_dim=_transposed_dim(root), hoist=hoist)
+                           tile_dim=_transposed_dim(root), hoist=hoist,
+                           roots=[root], gens=gens)
 
 
 def _emit_tuple_root(kernel, root, gens, outputs, hoist=None) -> int:
@@ -126,7 +126,7 @@ def _emit_tuple_root(kernel, root, gens, outputs, hoist=None) -> int:
     if len(shapes) == 1 and not any(e.opcode in _IN_PLACE for e in root.operands):
         return _store_together(
             kernel, lambda b, index: [v for e in root.operands for v in _as_list(gens[e](b, index))],
-            outputs, hoist=hoist)
+            outputs, hoist=hoist, roots=list(root.operands), gens=gens)
     for e, outs in per_element:          # serial: one whole nest (or in-place op) each
         if e.opcode in _IN_PLACE:
             _IN_PLACE[e.opcode](kernel, e, [gens[o] for o in e.operands], outs)
@@ -136,9 +136,12 @@ def _emit_tuple_root(kernel, root, gens, outputs, hoist=None) -> int:
     return 1
 
 
-def _store_together(kernel, gen, outputs, tile_dim=None, hoist=None) -> int:
+def _store_together(kernel, gen, outputs, tile_dim=None, hoist=None, roots=(),
+                    gens=None) -> int:
     """One loop nest over the (common) output shape storing every value of `gen`
-    (a large output with non-temporal stores: streaming.py)."""
+    (a large output with non-temporal stores: streaming.py). When `roots` (the
+    instructions whose values `gen` gives, one output each) have vector generators,
+    the minor loop works on vectors (vector_gen.py)."""
     shape = outputs[0].shape
     if tile_dim is None:
         outputs = streaming.streamed_outputs(kernel, shape, outputs,
@@ -149,9 +152,31 @@ def _store_together(kernel, gen, outputs, tile_dim=None, hoist=None) -> int:
         with kernel.scope():
             for out, value in zip(outputs, gen(b, index)):
                 out.store(b, index, value)
+    vector_body = None if tile_dim is not None else _vector_body(kernel, roots, gens, outputs)
     emit_loop_nest(kernel.b, shape, kernel.begin, kernel.end, body, tile_dim=tile_dim,
-                   hoist=hoist, level_scope=kernel.scope, minor_loop=minor_loop)
+                   hoist=hoist, level_scope=kernel.scope, minor_loop=minor_loop,
+                   vector_body=vector_body)
     return streaming.partition_extent(outputs) or partition_extent(shape)
+
+
+def _vector_body(kernel, roots, gens, outputs):
+    """(lanes, body) storing every root's vector at an index, or None when some root
+    has no vector generator along the outputs' minor dimension."""
+    if not roots or gens is None or len(roots) != len(outputs) or outputs[0].shape.rank == 0:
+        return None
+    dim = outputs[0].minor_dim()
+    if any(out.minor_dim() != dim or out.etype not in vector_gen.LANE_TYPES for out in outputs):
+        return None
+    lanes = getattr(outputs[0], "lanes", None) or vector_gen.lanes_for(outputs[0].etype)
+    vgens = [vector_gen.vector_generator(kernel, gens, r, dim, lanes) for r in roots]
+    if None in vgens:
+        return None
+
+    def body(b, index):
+        with kernel.scope():
+            for out, vgen in zip(outputs, vgens):
+                out.store_vector(b, index, vgen(b, index))
+    return lanes, body
 
 
 def _transposed_dim(root) -> int | None:
