@@ -14,12 +14,14 @@ and the choices). The kernel's [begin, end) count work units
         copy the tile into the output through its labels/layout  (when not in place)
 
 Each unit owns a region of one scratch slot — [GEMM packing | patch chunk | tile |
-kernel copy] — so units share no memory. Depthwise convolutions (one channel per
-group and a small window) and tiny ones stay on the generic generator of
-contraction.py, whose per-element loop suits them better.
+kernel copy] — so units share no memory. Depthwise convolutions with the channels
+innermost take a direct loop vectorized over the channels instead
+(conv_depthwise.py); other depthwise and tiny convolutions stay on the generic
+generator of contraction.py.
 """
 from __future__ import annotations
 
+from .conv_depthwise import try_emit_depthwise
 from .conv_patches import PatchBuilder, copy_rhs, copy_tile, element
 from .conv_plan import ConvPlan, plan_conv
 from .dot_emitter import even_cuts, run_units
@@ -38,6 +40,9 @@ def try_emit_conv_gemm(kernel, conv, lhs_gen, rhs_view, out) -> int | None:
         return None
     if tuple(rhs_view.dims) != tuple(conv.operands[1].shape.dims):
         return None
+    extent = try_emit_depthwise(kernel, conv, lhs_gen, rhs_view, out)
+    if extent is not None:
+        return extent
     plan = plan_conv(conv, rhs_view.dims, rhs_view.strides, _threads())
     if plan is None:
         return None

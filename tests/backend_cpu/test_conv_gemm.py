@@ -47,15 +47,18 @@ def conv_module(lhs_labels, rhs_labels, out_labels, sizes, window, fgc=1, bgc=1,
     return b.build_module(conv)
 
 
-def run_and_compare(module, seed=0, expect_gemm=True):
-    """Compiles (no passes), runs on random inputs, compares with the evaluator."""
+def run_and_compare(module, seed=0, expect="gemm"):
+    """Compiles (no passes), runs on random inputs, compares with the evaluator, and
+    checks which path computed it: "gemm", "depthwise" or "generic"."""
     rng = np.random.default_rng(seed)
     dt = hlo.numpy_dtype(module.entry.parameters[0].shape.element_type)
     args = [rng.standard_normal(p.shape.dims).astype(dt) for p in module.entry.parameters]
     exe = backend_cpu.compile(module, backend_cpu.CompileOptions(pipeline=None))
     got = exe.run(*args)[0]
     assert_close(got, np.asarray(hlo.evaluate(module, args)[0]), "convolution")
-    assert ("_gemm" in exe.as_llvm_ir()) == expect_gemm
+    text = exe.as_llvm_ir()
+    path = "gemm" if "_gemm" in text else "depthwise" if "dw.row" in text else "generic"
+    assert path == expect
     return got
 
 
@@ -117,10 +120,21 @@ def test_patch_budget_splits_rows():
         run_and_compare(module)
 
 
-def test_depthwise_stays_generic():
+@pytest.mark.parametrize("window", [SAME3, window_of([3, 2], strides=[2, 1], pads=[(0, 2), (1, 0)],
+                                                  lhs_dil=[1, 2], rhs_dil=[2, 1], rev=[False, True])])
+def test_depthwise_direct_loop(window):
     sizes = dict(SIZES, f=8, o=8)
-    run_and_compare(conv_module("b01f", "01io", "b01f", sizes, SAME3, fgc=8),
-                    expect_gemm=False)
+    run_and_compare(conv_module("b01f", "01io", "b01f", sizes, window, fgc=8), expect="depthwise")
+    # channels not innermost: the generic generator
+    run_and_compare(conv_module("bf01", "oi01", "bf01", sizes, window, fgc=8), expect="generic")
+
+
+@pytest.mark.parametrize("size", [2, 6])
+def test_depthwise_kernel_gradient(size):
+    """batch_group_count = channels: a short (unrolled) or long (accumulated) sum per tap."""
+    sizes = {"b": 8, "f": 3, "o": 8, "0": 7, "1": 6}
+    window = window_of([size, size], pads=[(1, 1), (1, 1)])
+    run_and_compare(conv_module("f01b", "i01o", "01bf", sizes, window, bgc=8), expect="depthwise")
 
 
 def _plan(labels, sizes, window=SAME3, fgc=1, bgc=1):
