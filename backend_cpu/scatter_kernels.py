@@ -38,12 +38,15 @@ kernel that calls it once (it covers everything and returns 1).
 """
 from __future__ import annotations
 
+from itertools import product
+
 import llvmlite.ir as ir
 
 from hlo.shape import Shape
 
 from .elemental import apply_computation, in_range, index_to_i64
-from .llvm_types import I1, I64, compute_type
+from .kernel_ir import linearize
+from .llvm_types import I1, I64, PTR, compute_type, element_bytes, from_storage, to_storage
 from .loops import for_range, i64, major_to_minor
 from .reduction import window_source
 
@@ -51,6 +54,10 @@ LINE_BYTES = 64
 # The partition dimension is the major-most candidate with at least this many units
 # (enough for a balanced split over the pool); failing that, the one with the most.
 MIN_UNITS = 8
+# Select-and-scatter: source elements whose targets are chosen per block (a stack
+# array of offsets), and the largest window whose elements are unrolled.
+SELECT_BLOCK = 128
+MAX_UNROLLED_TAPS = 64
 
 
 # --- partitions -------------------------------------------------------------------------------
@@ -227,48 +234,120 @@ def _pointwise_window_dims(window) -> list[int]:
 
 def emit_select_and_scatter(kernel, instr, gens, outputs, partitioned: bool = False) -> int:
     """select-and-scatter: each source element goes to the element of its window that
-    `select` prefers (the first such), combined by `scatter`; returns the extent."""
-    operand, source, init = gens
+    `select` prefers (the first such), combined by `scatter`; returns the extent.
+
+    Choosing reads only, scattering writes: per block of SELECT_BLOCK source elements
+    along the innermost dimension, one loop chooses every target (straight-line code
+    over the taps that LLVM vectorizes: a max-pool's channels are consecutive) into a
+    stack array, and a second loop applies the scatters in order."""
+    source, init = gens[1], gens[2]
     out = outputs[0]
-    operand_shape = instr.operands[0].shape
     source_shape = instr.operands[1].shape
     window = instr.attrs["window"].dims
     partition = choose_partition(out.shape, _pointwise_window_dims(window))
     fill(kernel, out, lambda b, index: init(b, []), partition, partitioned)
     bounds = partition.bounds(kernel, partitioned)
-    have = kernel.alloca(I1, "sas.have")
-    best = kernel.alloca(compute_type(operand_shape.element_type), "sas.best")
-    where = [kernel.alloca(I64, f"sas.at{d}") for d in range(operand_shape.rank)]
+    ranges = {partition.dim: bounds} if bounds is not None else {}
+    chooser = _TargetChooser(kernel, instr, gens[0], init, out)
 
-    def per_source(b, s):
-        b.store(ir.Constant(I1, 0), have)
-        b.store(init(b, []), best)
-        for cell in where:
-            b.store(i64(0), cell)
+    def scatter(b, s, offset):
+        with b.if_then(b.icmp_signed(">=", offset, i64(0))):
+            with kernel.scope():
+                new = apply_computation(kernel, instr.attrs["scatter"],
+                                        [_load_at(b, out, offset), source(b, s)])[0]
+                _store_at(b, out, offset, new)
+
+    if source_shape.rank == 0:
+        with kernel.scope():
+            scatter(kernel.b, [], chooser.choose(kernel.b, []))
+        return partition.extent if partitioned else 1
+    lane = source_shape.rank - 1
+    chosen = kernel.alloca(ir.ArrayType(I64, SELECT_BLOCK), "sas.chosen")
+    chosen.type = PTR       # llvmlite types it `[N x i64]*`; it is addressed by element
+
+    def per_row(b, s):
+        lo, hi = ranges.get(lane, (i64(0), i64(source_shape.dims[lane])))
+        with for_range(b, lo, hi, "sas.block", step=SELECT_BLOCK) as c0:
+            c1 = b.add(c0, i64(SELECT_BLOCK))
+            c1 = b.select(b.icmp_signed("<", c1, hi), c1, hi)
+            with for_range(b, c0, c1, "sas.choose") as c:
+                with kernel.scope():
+                    s[lane] = c
+                    b.store(chooser.choose(b, list(s)), _cell(b, chosen, b.sub(c, c0)))
+            with for_range(b, c0, c1, "sas.scatter") as c:
+                with kernel.scope():
+                    s[lane] = c
+                    scatter(b, list(s), b.load(_cell(b, chosen, b.sub(c, c0)), typ=I64))
+    # Logical order (the evaluator's): sources sharing a target apply in that order.
+    walk(kernel, source_shape, per_row, dims=range(lane), ranges=ranges, name="src")
+    return partition.extent if partitioned else 1
+
+
+class _TargetChooser:
+    """Emits the choice of one source element's target: the physical offset in the
+    output of the window element `select` prefers, or -1 when the window has no
+    element (all padding). Pure: it only reads the operand."""
+
+    def __init__(self, kernel, instr, operand, init, out):
+        self.kernel, self.operand, self.init, self.out = kernel, operand, init, out
+        self.select = instr.attrs["select"]
+        self.window = instr.attrs["window"].dims
+        self.dims = instr.operands[0].shape.dims
+        self.etype = instr.operands[0].shape.element_type
+
+    def choose(self, b, s) -> ir.Value:
+        taps = list(product(*[range(w.size) for w in self.window]))
+        if len(taps) <= MAX_UNROLLED_TAPS:
+            state = (ir.Constant(I1, 0), self.init(b, []), i64(-1))
+            for k in taps:       # straight-line code: vectorizable along the source row
+                state = self._step(b, s, [i64(x) for x in k], state)
+            return state[2]
+        return self._choose_in_loops(b, s)
+
+    def _step(self, b, s, k, state):
+        """(have, best, offset) after window element `k`: it replaces the current choice
+        when there is none yet or select(current, element) is false (XLA's rule)."""
+        have, best, offset = state
+        valid, pos = window_source(b, s, dict(enumerate(k)), self.window, self.dims)
+        with self.kernel.scope():       # the same computation again: no stale memo
+            value = self.operand(b, pos)
+            keep = apply_computation(self.kernel, self.select, [best, value])[0]
+        take = b.or_(b.not_(have), b.not_(keep))
+        if valid is not None:
+            take = b.and_(valid, take)
+        return (b.or_(have, take), b.select(take, value, best),
+                b.select(take, linearize(b, pos, self.out.shape), offset))
+
+    def _choose_in_loops(self, b, s) -> ir.Value:
+        """A large window (global pooling): loops over its elements, state in allocas."""
+        cells = [self.kernel.alloca(t, f"sas.{n}") for t, n in
+                 [(I1, "have"), (compute_type(self.etype), "best"), (I64, "offset")]]
+        for cell, value in zip(cells, (ir.Constant(I1, 0), self.init(b, []), i64(-1))):
+            b.store(value, cell)
 
         def per_tap(b, k):
-            valid, pos = window_source(b, s, dict(enumerate(k)), window, operand_shape.dims)
-            value = operand(b, pos)
-            current = b.load(best)
-            keep = apply_computation(kernel, instr.attrs["select"], [current, value])[0]
-            # A later tap wins when select(current, tap) is false (XLA's rule).
-            take = b.or_(b.not_(b.load(have)), b.not_(keep))
-            if valid is not None:
-                take = b.and_(valid, take)
-            b.store(b.select(take, value, current), best)
-            b.store(b.or_(b.load(have), take), have)
-            for cell, p in zip(where, pos):
-                b.store(b.select(take, p, b.load(cell)), cell)
-        taps = Shape("s64", tuple(w.size for w in window))
-        walk(kernel, taps, per_tap, dims=range(taps.rank), name="tap")
-        with b.if_then(b.load(have)):
-            with kernel.scope():
-                target = [b.load(cell) for cell in where]
-                new = apply_computation(kernel, instr.attrs["scatter"],
-                                        [out.load(b, target), source(b, s)])[0]
-                out.store(b, target, new)
-    # Logical order (the evaluator's): sources sharing a target apply in that order.
-    ranges = {partition.dim: bounds} if bounds is not None else None
-    walk(kernel, source_shape, per_source, dims=range(source_shape.rank), ranges=ranges,
-         name="src")
-    return partition.extent if partitioned else 1
+            state = self._step(b, s, k, [b.load(cell) for cell in cells])
+            for cell, value in zip(cells, state):
+                b.store(value, cell)
+        taps = Shape("s64", tuple(w.size for w in self.window))
+        walk(self.kernel, taps, per_tap, dims=range(taps.rank), name="tap")
+        return b.load(cells[2])
+
+
+def _cell(b, array, i):
+    return b.gep(array, [i], inbounds=True, source_etype=I64)
+
+
+def _load_at(b, buffer, offset):
+    """buffer's element at physical offset `offset` (a Buffer loads by logical index)."""
+    raw = b.load(b.gep(buffer.pointer, [offset], inbounds=True, source_etype=buffer.llvm_type),
+                 typ=buffer.llvm_type, align=element_bytes(buffer.etype))
+    buffer._on_access and buffer._on_access(raw)
+    return from_storage(b, raw, buffer.etype)
+
+
+def _store_at(b, buffer, offset, value) -> None:
+    inst = b.store(to_storage(b, value, buffer.etype),
+                   b.gep(buffer.pointer, [offset], inbounds=True, source_etype=buffer.llvm_type),
+                   align=element_bytes(buffer.etype))
+    buffer._on_access and buffer._on_access(inst)

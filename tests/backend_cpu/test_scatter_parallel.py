@@ -287,3 +287,20 @@ def test_overlapping_windows_sum_in_order(threads):
     rng = np.random.default_rng(9)
     check(text, [values(rng, (3, 10, 17), "f32"), values(rng, (3, 7, 17), "f32")],
           min_extent=3)
+
+
+def test_long_rows_choose_in_blocks(threads):
+    """Rows of 300 sources (blocks of SELECT_BLOCK and a partial one), split by lines."""
+    text = pool_grad_text((2, 4, 300), "size=1x2x1 stride=1x2x1", (2, 2, 300))
+    rng = np.random.default_rng(10)
+    check(text, [rng.integers(-2, 3, (2, 4, 300)).astype(np.float32),
+                 values(rng, (2, 2, 300), "f32")], min_extent=19)
+
+
+def test_global_pooling_window_loops(threads):
+    """A 9 x 8 window (more elements than are unrolled) with padding on one side."""
+    text = pool_grad_text((2, 9, 8, 3), "size=1x9x8x1 stride=1x9x8x1 pad=0_0x0_0x2_6x0_0",
+                          (2, 1, 2, 3), select="GT", scatter="maximum")
+    rng = np.random.default_rng(11)
+    check(text, [values(rng, (2, 9, 8, 3), "f32"), values(rng, (2, 1, 2, 3), "f32")],
+          min_extent=2)
