@@ -3,15 +3,19 @@
 These are the general, always-correct paths: any batch/contracting dimensions,
 any dtype (operands converted to the result type; f16 accumulates in f32),
 any convolution window (stride, padding, lhs/rhs dilation, reversal) and
-feature/batch grouping. Large row-major matrix products go to the packed GEMM
-instead (kernels.py picks it); these generators also let a dot or convolution
-sit inside a fusion like any other instruction.
+feature/batch grouping. Large matrix products and convolutions go to the packed
+GEMM instead (dot_emitter.py, conv_emitter.py; kernels.py picks them), and
+depthwise convolutions to a direct vectorized loop (conv_depthwise.py); these
+generators remain for small or unusual cases (f16, integers, a kernel computed
+in the same fusion) and let a dot or convolution sit inside a fusion like any
+other instruction.
 
 Float accumulation uses `reassoc`/`contract` so LLVM may vectorize the
 contraction loop and form FMAs; XLA gives the same latitude.
 """
 from __future__ import annotations
 
+from .conv_plan import parse_dim_labels
 from .kernel_ir import KernelIR
 from .llvm_types import FLOAT, HALF, compute_type, is_float, is_pred
 from .loops import for_range, i64
@@ -105,14 +109,6 @@ def _dot(kernel, instr, srcs):
         _nested(kernel, b, sizes, body, "k")
         return acc.result(b)
     return gen
-
-
-def parse_dim_labels(labels: str):
-    """'b01f_01io->b01f' -> (lhs, rhs, out) maps from label char to dimension."""
-    lhs, rest = labels.split("_", 1)
-    rhs, out = rest.split("->")
-    return ({c: i for i, c in enumerate(lhs)}, {c: i for i, c in enumerate(rhs)},
-            {c: i for i, c in enumerate(out)})
 
 
 def _convolution(kernel, instr, srcs):

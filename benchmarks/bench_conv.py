@@ -18,10 +18,12 @@ gradients of the NHWC conv with respect to its kernel (`f01b_i01o->01bf`, a
 56x56 window) and its input (`01oi`, the reversed kernel), and the kernel
 gradient of the depthwise conv (batch_group_count 128).
 
-Printed per case: median times (ms unless marked us) of xlapy and XLA, the ratio, GFLOP/s of both
-(2 x output elements x contraction length) and xlapy's max error against XLA's
-result (relative to the same convolution of |inputs|). Note the load average
-printed first: the machine has 2 cores and is often shared.
+Printed per case: median times (ms unless marked us) of xlapy and XLA, the ratio,
+GFLOP/s of both (2 x output elements x contraction length), xlapy's busiest
+thread's CPU time per call ("thr": about the call's time on an idle machine) and
+xlapy's max error against XLA's result (relative to the same convolution of
+|inputs|). Note the load average printed first: the machine has 2 cores and is
+often shared.
 """
 from __future__ import annotations
 
@@ -134,12 +136,14 @@ def run_case(case: Case, repeat: int, jax) -> bool:
     x = rng.standard_normal(case.lhs, dtype=np.float32)
     w = rng.standard_normal(case.rhs, dtype=np.float32)
     exe = backend_cpu.compile(hlo.parse_module(case.hlo()))
-    ours = timed_ms(lambda: exe.run(x, w), repeat).wall
+    timing = timed_ms(lambda: exe.run(x, w), repeat)
+    ours = timing.wall
     got = exe.run(x, w)[0]
     flops = case.flops()
     line = (f"{case.name:10s} {case.labels:18s} G={case.feature_groups * case.batch_groups:<4d}"
             f" xlapy {fmt_ms(ours):>8s} {flops / ours / 1e6:7.1f} GFLOP/s"
-            f" ({100 * flops / ours / 1e6 / PEAK_GFLOPS_2_CORES:4.1f}% peak)")
+            f" ({100 * flops / ours / 1e6 / PEAK_GFLOPS_2_CORES:4.1f}% peak)"
+            f" [thr {fmt_ms(timing.busiest)}]")
     ok = True
     if jax is not None:
         fn = jax.jit(case.jax_fn(jax))
