@@ -131,11 +131,8 @@ def walk(kernel, shape: Shape, body, dims=None, ranges: dict | None = None,
     nest(0)
 
 
-def fill(kernel, out, gen, partition: Partition, partitioned: bool) -> None:
-    """out[i] = gen(i) over this launch's slice of the output."""
-    bounds = partition.bounds(kernel, partitioned)
-    ranges = {partition.dim: bounds} if bounds is not None else None
-
+def fill(kernel, out, gen, ranges: dict | None) -> None:
+    """out[i] = gen(i) over the index ranges `ranges` (walk) of the output."""
     def body(b, index):
         out.store(b, index, gen(b, index))
     walk(kernel, out.shape, body, ranges=ranges, name="fill")
@@ -178,9 +175,9 @@ def emit_scatter(kernel, instr, gens, outputs, partitioned: bool = False) -> int
     inputs, indices, updates = gens[:n], gens[n], gens[n + 1:]
     sd = ScatterDims(instr, n)
     partition = choose_partition(outputs[0].shape, sd.full_windows())
-    for gen, out in zip(inputs, outputs):
-        fill(kernel, out, gen, partition, partitioned)
     bounds = partition.bounds(kernel, partitioned)
+    for gen, out in zip(inputs, outputs):
+        fill(kernel, out, gen, {partition.dim: bounds} if bounds is not None else None)
     window_ranges = {sd.update_dim_of[partition.dim]: bounds} if bounds is not None else None
 
     def per_scatter_index(b, u):
@@ -245,9 +242,7 @@ def emit_select_and_scatter(kernel, instr, gens, outputs, partitioned: bool = Fa
     source_shape = instr.operands[1].shape
     window = instr.attrs["window"].dims
     partition = choose_partition(out.shape, _pointwise_window_dims(window))
-    fill(kernel, out, lambda b, index: init(b, []), partition, partitioned)
     bounds = partition.bounds(kernel, partitioned)
-    ranges = {partition.dim: bounds} if bounds is not None else {}
     chooser = _TargetChooser(kernel, instr, gens[0], init, out)
 
     def scatter(b, s, offset):
@@ -258,6 +253,7 @@ def emit_select_and_scatter(kernel, instr, gens, outputs, partitioned: bool = Fa
                 _store_at(b, out, offset, new)
 
     if source_shape.rank == 0:
+        fill(kernel, out, lambda b, index: init(b, []), None)
         with kernel.scope():
             scatter(kernel.b, [], chooser.choose(kernel.b, []))
         return partition.extent if partitioned else 1
@@ -265,7 +261,7 @@ def emit_select_and_scatter(kernel, instr, gens, outputs, partitioned: bool = Fa
     chosen = kernel.alloca(ir.ArrayType(I64, SELECT_BLOCK), "sas.chosen")
     chosen.type = PTR       # llvmlite types it `[N x i64]*`; it is addressed by element
 
-    def per_row(b, s):
+    def per_row(b, s, ranges):
         lo, hi = ranges.get(lane, (i64(0), i64(source_shape.dims[lane])))
         with for_range(b, lo, hi, "sas.block", step=SELECT_BLOCK) as c0:
             c1 = b.add(c0, i64(SELECT_BLOCK))
@@ -278,8 +274,19 @@ def emit_select_and_scatter(kernel, instr, gens, outputs, partitioned: bool = Fa
                 with kernel.scope():
                     s[lane] = c
                     scatter(b, list(s), b.load(_cell(b, chosen, b.sub(c, c0)), typ=I64))
-    # Logical order (the evaluator's): sources sharing a target apply in that order.
-    walk(kernel, source_shape, per_row, dims=range(lane), ranges=ranges, name="src")
+    def fill_then_scatter(ranges):
+        fill(kernel, out, lambda b, index: init(b, []), ranges)
+        # Logical order (the evaluator's): sources sharing a target apply in that order.
+        walk(kernel, source_shape, lambda b, s: per_row(b, s, ranges), dims=range(lane),
+             ranges=ranges, name="src")
+
+    if bounds is not None and partition.dim == major_to_minor(out.shape)[0]:
+        # One slice of the major dimension at a time (a max-pool's image: 3 MiB), so
+        # the scatters find the slice just filled still in cache.
+        with for_range(kernel.b, *bounds, "sas.slice") as i:
+            fill_then_scatter({partition.dim: (i, kernel.b.add(i, i64(1)))})
+    else:
+        fill_then_scatter({partition.dim: bounds} if bounds is not None else {})
     return partition.extent if partitioned else 1
 
 
