@@ -13,13 +13,15 @@ and the choices). The kernel's [begin, end) count work units
         GEMM: P chunk @ W[:, g's features] -> the output rows in place, or a tile
         copy the tile into the output through its labels/layout  (when not in place)
 
-Each unit owns a region of one scratch slot — [GEMM packing | patch chunk | tile |
-kernel copy] — so units share no memory. Depthwise convolutions with the channels
+Each unit owns a region of two scratch slots — the GEMM's packing buffers, and
+[patch chunk | tile | kernel copy] — so units share no memory. Depthwise convolutions with the channels
 innermost take a direct loop vectorized over the channels instead
 (conv_depthwise.py); other depthwise and tiny convolutions stay on the generic
 generator of contraction.py.
 """
 from __future__ import annotations
+
+from hlo.shape import Shape
 
 from .conv_depthwise import try_emit_depthwise
 from .conv_patches import PatchBuilder, copy_rhs, copy_tile, element
@@ -28,8 +30,6 @@ from .dot_emitter import even_cuts, run_units
 from .gemm_packing import ALIGN
 from .llvm_types import storage_type
 from .loops import for_range, i64
-
-import llvmlite.ir as ir
 
 
 def try_emit_conv_gemm(kernel, conv, lhs_gen, rhs_view, out) -> int | None:
@@ -51,30 +51,37 @@ def try_emit_conv_gemm(kernel, conv, lhs_gen, rhs_view, out) -> int | None:
         fn = gemm.emit_gemm(kernel.function.module, f"{kernel.name}_gemm", **args)
     except ValueError:
         return None
-    regions = _regions(plan, gemm.gemm_scratch_bytes(**args))
+    cuts = even_cuts(plan.items, plan.flops)
+    regions = _regions(plan)
+    # The patch chunks, tiles and kernel copies of all units: a typed buffer of the
+    # kernel's own, so its loads and stores carry alias metadata (LLVM then
+    # vectorizes the copies without run-time overlap checks).
+    shape = Shape(plan.etype, ((len(cuts) - 1) * regions["end"],))
+    work = kernel.buffer(kernel.scratch_slot(shape), shape)
     builder = PatchBuilder(kernel, plan, conv, lhs_gen)
     b = kernel.b
 
-    def unit(lo, hi, scratch):
-        at = {name: b.gep(scratch, [i64(offset)], inbounds=True, source_etype=ir.IntType(8))
+    def unit(lo, hi, gemm_scratch, p):
+        at = {name: b.add(b.mul(p, i64(regions["end"])), i64(offset))
               for name, offset in regions.items() if name != "end"}
         weights, (_, f_stride) = rhs_view.pointer, plan.rhs_strides or (0, 1)
         if plan.rhs_strides is None:
-            copy_rhs(kernel, plan, rhs_view, at["weights"])
-            weights = at["weights"]
+            copy_rhs(kernel, plan, rhs_view, work, at["weights"])
+            weights = work.address(b, [at["weights"]])
         with for_range(b, lo, hi, "conv.item") as item:
             g = b.udiv(item, i64(plan.chunks))
             r0 = b.mul(b.urem(item, i64(plan.chunks)), i64(plan.chunk_rows))
             r1 = b.select(b.icmp_signed("<", b.add(r0, i64(plan.chunk_rows)), i64(plan.m)),
                           b.add(r0, i64(plan.chunk_rows)), i64(plan.m))
-            builder.emit(g, r0, r1, at["patches"])
+            builder.emit(g, r0, r1, work, at["patches"])
             w = element(b, weights, b.mul(g, i64(plan.features * f_stride)), _ty(plan))
             target = element(b, out.pointer, b.mul(r0, i64(plan.features)), _ty(plan)) \
-                if plan.direct else at["tile"]
-            b.call(fn, [at["patches"], w, target, i64(0), b.sub(r1, r0), at["gemm"]])
+                if plan.direct else work.address(b, [at["tile"]])
+            b.call(fn, [work.address(b, [at["patches"]]), w, target, i64(0), b.sub(r1, r0),
+                        gemm_scratch])
             if not plan.direct:
-                copy_tile(kernel, plan, out, g, r0, r1, at["tile"])
-    return run_units(kernel, even_cuts(plan.items, plan.flops), regions["end"], unit)
+                copy_tile(kernel, plan, out, g, r0, r1, work, at["tile"])
+    return run_units(kernel, cuts, gemm.gemm_scratch_bytes(**args), unit, pass_unit=True)
 
 
 def _ty(plan: ConvPlan):
@@ -90,17 +97,16 @@ def _gemm_args(plan: ConvPlan) -> dict:
                 rhs_strides=plan.rhs_strides or (plan.features * plan.groups, 1))
 
 
-def _regions(plan: ConvPlan, gemm_bytes: int) -> dict[str, int]:
-    """Byte offsets of a unit's buffers in its scratch region (64-byte aligned);
-    "end" is the region's size."""
+def _regions(plan: ConvPlan) -> dict[str, int]:
+    """Element offsets of a unit's buffers in its region of the work buffer, each
+    64-byte aligned (the arena's slots are); "end" is the region's size."""
     esize = 8 if plan.etype == "f64" else 4
-    sizes = {"gemm": gemm_bytes,
-             "patches": plan.chunk_rows * plan.k * esize,
-             "tile": 0 if plan.direct else plan.chunk_rows * plan.features * esize,
-             "weights": 0 if plan.rhs_strides else plan.k * plan.features * plan.groups * esize}
-    offsets, at = {}, 0
+    sizes = {"patches": plan.chunk_rows * plan.k,
+             "tile": 0 if plan.direct else plan.chunk_rows * plan.features,
+             "weights": 0 if plan.rhs_strides else plan.k * plan.features * plan.groups}
+    offsets, at, step = {}, 0, ALIGN // esize
     for name, size in sizes.items():
         offsets[name] = at
-        at += -(-size // ALIGN) * ALIGN
-    offsets["end"] = max(at, ALIGN)
+        at += -(-size // step) * step
+    offsets["end"] = at
     return offsets

@@ -74,11 +74,12 @@ class PatchBuilder:
         self.kernel, self.plan, self.lhs_gen = kernel, plan, lhs_gen
         self.window = conv.attrs["window"].dims
         self.lhs_dims = conv.operands[0].shape.dims
-        self.ty = storage_type(plan.etype)
         self.zero = constant(plan.etype, 0)
 
-    def emit(self, g, r0, r1, patches) -> None:
+    def emit(self, g, r0, r1, work, base) -> None:
+        """P for group g, rows [r0, r1), into `work` (a 1-d Buffer) from element `base`."""
         b, plan = self.kernel.b, self.plan
+        patches = (work, base)
         if plan.columns_major:      # P[kk, row]: rows innermost, chunk_rows apart
             def per_k(taps, kk):
                 start = b.mul(kk, i64(plan.chunk_rows))
@@ -95,7 +96,8 @@ class PatchBuilder:
         for_rows(b, plan, r0, r1, per_run)
 
     def _store(self, patches, offset, value) -> None:
-        self.kernel.b.store(value, element(self.kernel.b, patches, offset, self.ty))
+        work, base = patches
+        work.store(self.kernel.b, [self.kernel.b.add(base, offset)], value)
 
     def _value(self, g, taps: list, rows: list, known: dict | None = None):
         """The lhs element under k index `taps` of row `rows` (0 in padding); `known`
@@ -175,26 +177,25 @@ class PatchBuilder:
         return v_lo, v_hi, lambda o: b.add(b.mul(o, s), shift)
 
 
-def copy_tile(kernel, plan: ConvPlan, out, g, r0, r1, tile) -> None:
-    """out[row.., g * Fg + f] = tile[row - r0, f] for rows [r0, r1) (through the
-    output's layout)."""
+def copy_tile(kernel, plan: ConvPlan, out, g, r0, r1, work, base) -> None:
+    """out[row.., g * Fg + f] = the tile's [row - r0, f] (in `work` from element
+    `base`) for rows [r0, r1)."""
     from .kernel_ir import strides as layout_strides
-    b, ty = kernel.b, storage_type(plan.etype)
-    out_st = layout_strides(out.shape)
-    f_stride, inner_stride = out_st[plan.out_feature_dim], out_st[plan.rows[-1].other_dim]
+    b = kernel.b
+    f_contiguous = layout_strides(out.shape)[plan.out_feature_dim] == 1
     first_f = b.mul(g, i64(plan.features))
 
-    def per_run(outer, base, lo, hi):
-        at = first_f if f_stride == 1 else b.mul(first_f, i64(f_stride))
-        for axis, i in zip(plan.rows, outer):
-            at = b.add(at, b.mul(i, i64(out_st[axis.other_dim])))
-        row0 = b.sub(base, r0)
+    def per_run(outer, row_base, lo, hi):
+        row0 = b.sub(row_base, r0)
 
         def move(inner, f):
-            src = b.add(b.mul(b.add(row0, inner), i64(plan.features)), f)
-            dst = b.add(b.add(at, b.mul(inner, i64(inner_stride))), b.mul(f, i64(f_stride)))
-            b.store(b.load(element(b, tile, src, ty), typ=ty), element(b, out.pointer, dst, ty))
-        if f_stride == 1:      # features contiguous in the output: f innermost
+            src = b.add(base, b.add(b.mul(b.add(row0, inner), i64(plan.features)), f))
+            index = [None] * len(out.shape.dims)
+            for axis, i in zip(plan.rows, [*outer, inner]):
+                index[axis.other_dim] = i
+            index[plan.out_feature_dim] = b.add(first_f, f)
+            out.store(b, index, work.load(b, [src]))
+        if f_contiguous:       # features contiguous in the output: f innermost
             with for_range(b, lo, hi, "tile.r") as inner:
                 with for_range(b, 0, plan.features, "tile.f") as f:
                     move(inner, f)
@@ -205,9 +206,9 @@ def copy_tile(kernel, plan: ConvPlan, out, g, r0, r1, tile) -> None:
     for_rows(b, plan, r0, r1, per_run)
 
 
-def copy_rhs(kernel, plan: ConvPlan, view, dst) -> None:
-    """dst[kk, f] = the kernel's element at k index kk and output feature f, for all
-    groups' features (a row-major [K, groups * Fg] matrix)."""
+def copy_rhs(kernel, plan: ConvPlan, view, work, base) -> None:
+    """work[base + kk * F + f] = the kernel's element at k index kk and output feature
+    f, for all groups' features (a row-major [K, groups * Fg] matrix)."""
     b, ty = kernel.b, storage_type(plan.etype)
     features = plan.features * plan.groups
 
@@ -215,9 +216,8 @@ def copy_rhs(kernel, plan: ConvPlan, view, dst) -> None:
         at = i64(0)
         for axis, i in zip(plan.k_axes, taps):
             at = b.add(at, b.mul(i, i64(view.strides[axis.other_dim])))
-        row = b.mul(kk, i64(features))
+        row = b.add(base, b.mul(kk, i64(features)))
         with for_range(b, 0, features, "wcopy.f") as f:
             src = b.add(at, b.mul(f, i64(view.strides[plan.rhs_feature_dim])))
-            b.store(b.load(element(b, view.pointer, src, ty), typ=ty),
-                    element(b, dst, b.add(row, f), ty))
+            work.store(b, [b.add(row, f)], b.load(element(b, view.pointer, src, ty), typ=ty))
     for_k(b, plan, per_k, "wcopy.k")

@@ -137,12 +137,13 @@ def even_cuts(count: int, flops: int) -> list[int]:
     return [count * p // units for p in range(units + 1)]
 
 
-def run_units(kernel, cuts: list[int], scratch_bytes: int, body) -> int:
+def run_units(kernel, cuts: list[int], scratch_bytes: int, body, pass_unit: bool = False) -> int:
     """Makes the kernel's [begin, end) count work units: unit p calls
     `body(lo, hi, scratch)` on items [cuts[p], cuts[p + 1]) with region p of a scratch
-    slot of this kernel (`scratch_bytes` each, 64-byte aligned; null when 0). Returns
-    the partition extent (the number of units), which is also the most partitions
-    worth launching. A launch with fewer partitions runs several units in turn."""
+    slot of this kernel (`scratch_bytes` each, 64-byte aligned; null when 0), and
+    with `pass_unit`, `body(lo, hi, scratch, p)`. Returns the partition extent (the
+    number of units), which is also the most partitions worth launching. A launch
+    with fewer partitions runs several units in turn."""
     units = len(cuts) - 1
     b = kernel.b
     table_type = ir.ArrayType(ir.IntType(64), len(cuts))
@@ -155,7 +156,7 @@ def run_units(kernel, cuts: list[int], scratch_bytes: int, body) -> int:
                         typ=ir.IntType(64)) for q in (p, b.add(p, i64(1)))]
         scratch = ir.Constant(ir.PointerType(), None) if base is None else \
             b.gep(base, [b.mul(p, i64(scratch_bytes))], inbounds=True, source_etype=ir.IntType(8))
-        body(bound[0], bound[1], scratch)
+        body(bound[0], bound[1], scratch, *([p] if pass_unit else []))
     kernel.max_partitions = units
     return units
 

@@ -174,7 +174,8 @@ def main(argv=None) -> int:
     unknown = wanted - {c.name for c in CASES}
     if unknown:
         raise SystemExit(f"bench_conv: unknown case(s) {', '.join(sorted(unknown))}")
-    print(load_average() + ("" if jax else "; JAX not installed: no XLA column"))
+    note = "" if jax else "; --no-jax" if args.no_jax else "; JAX not installed"
+    print(load_average() + (note and note + ": no XLA column"))
     ok = True
     for case in CASES:
         if wanted and case.name not in wanted:
