@@ -166,6 +166,22 @@ ENTRY e {{
     check(text, [values(rng, (4, 5, 33), "s32"), ids, values(rng, (9, 33), "s32")])
 
 
+def test_addressed_whole_window_fits_only_at_zero(threads):
+    """Both coordinates come from the indices; a row window fits only at column 0, so
+    updates with another column start are dropped, in every partition alike."""
+    text = f"""HloModule at0
+{combiner("add", "f32")}
+ENTRY e {{
+  x = f32[5,20] parameter(0)
+  i = s32[8,2] parameter(1)
+  u = f32[8,20] parameter(2)
+  ROOT s = f32[5,20] scatter(x, i, u), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0,1}}, index_vector_dim=1, to_apply=combine
+}}"""
+    rng = np.random.default_rng(12)
+    ids = np.array([[0, 0], [4, 0], [2, 1], [2, 0], [1, -1], [3, 0], [5, 0], [2, 0]], np.int32)
+    check(text, [values(rng, (5, 20), "f32"), ids, values(rng, (8, 20), "f32")])
+
+
 def test_variadic_scatter_splits_both_outputs(threads):
     text = """HloModule var
 combine {
