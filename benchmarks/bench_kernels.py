@@ -19,7 +19,8 @@ The rows are kernels that are not fusions of elementwise math:
 
 xlapy compiles the HLO text of each row (the default pipeline), once per thread
 count (`runtime.configure(intra_op_threads=...)` at link time), and runs it numpy
-in, numpy out. JAX gets device-resident inputs and is timed up to
+in, numpy out (on 2 threads it also prints the busiest thread's CPU time per call,
+the figure that holds on a busy machine). JAX gets device-resident inputs and is timed up to
 `block_until_ready()`. Times are medians over `--repeat` runs after one warm-up
 run. Every result is checked against numpy; a wrong one ends the run with exit
 status 1 after the table. The machine has 2 cores and is often shared: note the
@@ -189,7 +190,7 @@ def check(label: str, got, expected) -> None:
         raise CheckError(f"{label}: max error {bad:.3g}")
 
 
-def xlapy_ms(row: Row, text: str, inputs, expected, threads: int, repeat: int) -> float:
+def xlapy_ms(row: Row, text: str, inputs, expected, threads: int, repeat: int):
     import backend_cpu
     import hlo
     import runtime
@@ -201,14 +202,14 @@ def xlapy_ms(row: Row, text: str, inputs, expected, threads: int, repeat: int) -
     finally:
         runtime.configure(intra_op_threads=previous)
     check(f"xlapy ({threads} threads)", exe.run(*inputs)[0], expected)
-    return timed_ms(lambda: exe.run(*inputs), repeat).wall
+    return timed_ms(lambda: exe.run(*inputs), repeat)
 
 
-def jax_ms(jax, jnp, row: Row, inputs, expected, repeat: int) -> float:
+def jax_ms(jax, jnp, row: Row, inputs, expected, repeat: int):
     fn = jax.jit(row.jax_fn(jax, jnp))
     device = [jax.device_put(x) for x in inputs]
     check("XLA", np.asarray(fn(*device)), expected)
-    return timed_ms(lambda: fn(*device).block_until_ready(), repeat).wall
+    return timed_ms(lambda: fn(*device).block_until_ready(), repeat)
 
 
 def run_row(row: Row, args, jax, jnp) -> bool:
@@ -220,14 +221,17 @@ def run_row(row: Row, args, jax, jnp) -> bool:
     try:
         for threads in (1, 2):
             times[threads] = xlapy_ms(row, text, inputs, expected, threads, args.repeat)
-        times["numpy"] = timed_ms(lambda: row.numpy_fn(*inputs), min(args.repeat, 3)).wall
+        times["numpy"] = timed_ms(lambda: row.numpy_fn(*inputs), min(args.repeat, 3))
         if jax is not None:
             times["xla"] = jax_ms(jax, jnp, row, inputs, expected, args.repeat)
     except CheckError as e:
         error = f"WRONG {e}"
-    t1, t2, xla = times.get(1), times.get(2), times.get("xla")
-    print(f"{row.title:<44}{fmt_ms(t1):>9}{fmt_ms(t2):>9}{fmt_ratio(t1, t2):>7}"
-          f"{fmt_ms(times.get('numpy')):>9}{fmt_ms(xla):>9}{fmt_ratio(t2, xla):>7}", flush=True)
+    t1, t2, xla = [getattr(times.get(k), "wall", None) for k in (1, 2, "xla")]
+    busy = getattr(times.get(2), "busiest", None)
+    title = row.title if not args.small else f"{row.name} {size} (--small)"
+    print(f"{title:<44}{fmt_ms(t1):>9}{fmt_ms(t2):>9}{fmt_ms(busy):>9}{fmt_ratio(t1, t2):>7}"
+          f"{fmt_ms(getattr(times.get('numpy'), 'wall', None)):>9}{fmt_ms(xla):>9}"
+          f"{fmt_ratio(t2, xla):>7}", flush=True)
     if error:
         print(f"{'':<44}  !! {error}", flush=True)
     return not error
@@ -255,8 +259,9 @@ def main(argv=None) -> int:
     print(f"{load_average()}; median of {args.repeat}{'; SMALL shapes' if args.small else ''}")
     print(f"JAX {jax.__version__} on {jax.devices()[0]}" if jax else "JAX not importable: "
           "no XLA column (pip install jax jaxlib)")
-    print(f"{'kernel':<44}{'1 thr':>9}{'2 thr':>9}{'1/2':>7}{'numpy':>9}{'XLA':>9}"
-          f"{'2t/XLA':>7}  (ms)")
+    print(f"{'kernel':<44}{'1 thr':>9}{'2 thr':>9}{'2t busy':>9}{'1/2':>7}{'numpy':>9}"
+          f"{'XLA':>9}{'2t/XLA':>7}  (ms; '2t busy': the busiest thread's CPU time per call "
+          f"on 2 threads, about the wall time on an idle machine)")
     ok = all([run_row(BY_NAME[name], args, jax, jnp) for name in args.names])
     print(load_average())
     if not ok:
