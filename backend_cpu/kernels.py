@@ -68,7 +68,9 @@ def _emit_fusion(kernel, comp, operand_gens, views, outputs) -> int:
     reduce = row_normalize.match(root, plan) if len(outputs) == 1 else None
     if reduce is not None:           # a softmax-like row: exp once, scale in place
         return row_normalize.emit(kernel, root, reduce, gens, plan, outputs[0])
-    hoist = make_hoister(plan, gens, kernel) if plan else None
+    # Hoisted row reduces on vectors where the loop nest will be (_vector_body).
+    on_vectors = len(outputs) == 1 and streaming.wants_streaming(root.shape, outputs)
+    hoist = make_hoister(plan, gens, kernel if on_vectors else None) if plan else None
     if root.opcode == "tuple":
         return _emit_tuple_root(kernel, root, gens, outputs, hoist)
     return _emit_root(kernel, root, [gens[o] for o in root.operands], outputs, gens.get(root),
@@ -161,7 +163,11 @@ def _store_together(kernel, gen, outputs, tile_dim=None, hoist=None, roots=(),
 
 def _vector_body(kernel, roots, gens, outputs):
     """(lanes, body) storing every root's vector at an index, or None when some root
-    has no vector generator along the outputs' minor dimension."""
+    has no vector generator along the outputs' minor dimension.
+
+    Only kernels that stream their output take it (vector_gen.py says why)."""
+    if not isinstance(outputs[0], streaming.StreamedBuffer):
+        return None
     if not roots or gens is None or len(roots) != len(outputs) or outputs[0].shape.rank == 0:
         return None
     dim = outputs[0].minor_dim()

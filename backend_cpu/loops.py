@@ -167,8 +167,7 @@ def emit_loop_nest(b: ir.IRBuilder, shape, begin: ir.Value, end: ir.Value,
 
     With `vector_body = (lanes, fn)` (untiled nests only), `fn(b, index)` emits the
     body for `lanes` consecutive elements along the minor-most dimension at once
-    (vector_gen.py): the minor loop steps by `lanes`, and `body` handles the
-    remaining elements in a scalar tail loop.
+    (vector_gen.py): the minor loop is a `vector_loop`, and `body` is not used there.
     """
     if tile_dim is not None:
         minor_loop = vector_body = None
@@ -243,26 +242,45 @@ def _minor_loop(b, lo, hi, index, dim, per_element, name, minor_loop, vector) ->
         else:
             minor_loop(b, lo, hi, index, dim, per_element, name, per_vector=vector[1])
         return
-    vector_loop(b, lo, hi, vector[0], vector[1], per_element, name)
+    vector_loop(b, lo, hi, vector[0], vector[1], name)
 
 
-def vector_loop(b: ir.IRBuilder, lo, hi, lanes: int, per_vector, per_element, name: str) -> None:
-    """`per_vector(b, i)` for i = lo, lo + lanes, ... while a whole vector fits before
-    `hi`, then `per_element(b, i)` for the rest (a scalar loop, absent when the count
-    is a multiple of `lanes` at compile time)."""
+# Vector bodies per iteration of a loop written on vectors: two independent bodies
+# side by side give the core two dependency chains to overlap (a tanh-GELU body is
+# ~80 cycles of latency: f32[64,256] ran in 19.6 us with one body, ~15 with two).
+VECTOR_UNROLL = 2
+
+
+def vector_loop(b: ir.IRBuilder, lo, hi, lanes: int, per_vector, name: str) -> None:
+    """`per_vector(b, i)` on vectors of elements i .. i + lanes - 1 covering [lo, hi):
+    VECTOR_UNROLL whole vectors per iteration, the whole vectors left over, and when
+    hi - lo is not whole vectors, the vector that ends at hi (it overlaps the one
+    before it, so `per_vector` must store values that do not depend on what is
+    already there; it starts at 0 at the earliest: the dimension holds a vector)."""
     lo = i64(lo) if isinstance(lo, int) else lo
     hi = i64(hi) if isinstance(hi, int) else hi
+    step = VECTOR_UNROLL * lanes
     if isinstance(lo, ir.Constant) and isinstance(hi, ir.Constant):
         count = hi.constant - lo.constant
-        split = i64(lo.constant + count - count % lanes)
+        whole = i64(lo.constant + count - count % lanes)
+        unrolled = i64(lo.constant + count - count % step)
     else:
-        split = b.add(lo, b.mul(b.sdiv(b.sub(hi, lo), i64(lanes)), i64(lanes)))
-    with for_range(b, lo, split, f"{name}.v", step=lanes, vectorized=True) as i:
-        per_vector(b, i)
-    if isinstance(split, ir.Constant) and split.constant == hi.constant:
+        count = b.sub(hi, lo)
+        whole = b.add(lo, b.mul(b.sdiv(count, i64(lanes)), i64(lanes)))
+        unrolled = b.add(lo, b.mul(b.sdiv(count, i64(step)), i64(step)))
+    with for_range(b, lo, unrolled, f"{name}.v", step=step, vectorized=True) as i:
+        for u in range(VECTOR_UNROLL):
+            per_vector(b, b.add(i, i64(u * lanes), flags=("nsw",)) if u else i)
+    if not (isinstance(whole, ir.Constant) and whole.constant == unrolled.constant):
+        with for_range(b, unrolled, whole, f"{name}.v1", step=lanes, vectorized=True) as i:
+            per_vector(b, i)
+    if isinstance(whole, ir.Constant):
+        if whole.constant != hi.constant:
+            per_vector(b, i64(max(hi.constant - lanes, 0)))
         return
-    with for_range(b, split, hi, f"{name}.tail", scalar=True) as i:
-        per_element(b, i)
+    last = b.sub(hi, i64(lanes))
+    with b.if_then(b.icmp_signed("<", whole, hi)):
+        per_vector(b, b.select(b.icmp_signed("<", last, i64(0)), i64(0), last))
 
 
 def _hoisting_nest(b, shape, begin, end, body, name, hoist, level_scope, minor_loop,

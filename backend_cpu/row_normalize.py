@@ -28,7 +28,7 @@ from .kernel_ir import Buffer
 from .llvm_types import PTR, compute_type, storage_type
 from .loops import emit_loop_nest, for_range, partition_extent
 from .reduction import simple_reducer
-from .vector_gen import horizontal_sum, lanes_for, splat, vector_generator
+from .vector_gen import accumulate_row, horizontal_sum, lanes_for, splat, vector_generator
 
 _TYPES = ("f32", "f64")
 # Vector bodies per iteration of the exp-and-sum loop: LLVM's choice (4) copies the
@@ -74,24 +74,29 @@ def emit(kernel, root, reduce, gens, plan, output) -> int:
     inner = shape.rank - 1
     num = root.operands[0]
     others = [(r, m) for r, m in plan if r is not reduce]
-    base = make_hoister(others, gens, kernel) if others else None
     outer = set(range(inner))
     state: dict = {}
 
     # The scaling pass writes the row for the last time: a large output streams it
     # to memory (streaming.py). Then `e` waits in a row on the stack, not in the
     # output: an ordinary store to the output would first read its line from memory.
+    # A row on the stack also lets the scaling pass redo a few elements (the last,
+    # overlapping vector of a row that is not whole vectors: loops.vector_loop).
     row_bytes = shape.nbytes // max(shape.numel, 1) * shape.dims[-1]
-    final = output
+    final, stash = output, output
     if row_bytes <= STACK_ROW_MAX_BYTES:    # (streaming must not read the output)
         final = streaming.streamed_outputs(kernel, shape, [output], prefetch_next_row=True)[0]
-    stash = _stack_row(kernel, shape) if final is not output else output
+        stash = _stack_row(kernel, shape)
+    # A streamed row is computed on vectors (vector_gen.py says why only those).
+    on_vectors = final is not output
+    base = make_hoister(others, gens, kernel if on_vectors else None) if others else None
 
     def hoist(b, opened: set, index: list) -> None:
         if base is not None:
             base(b, opened, index)
         if opened == outer and "scale" not in state:
-            state["scale"] = _stash_and_sum(kernel, b, num, reduce, gens, index, shape, stash)
+            state["scale"] = _stash_and_sum(kernel, b, num, reduce, gens, index, shape, stash,
+                                            on_vectors)
 
     def body(b, index):
         with kernel.scope():
@@ -112,7 +117,8 @@ def emit(kernel, root, reduce, gens, plan, output) -> int:
                                   lambda b, line: b.fmul(line, scale), name)
     emit_loop_nest(kernel.b, shape, kernel.begin, kernel.end, body, hoist=hoist,
                    level_scope=kernel.scope, minor_loop=minor_loop,
-                   vector_body=(lanes, vector_body) if shape.dims[-1] >= lanes else None)
+                   vector_body=(lanes, vector_body) if on_vectors and shape.dims[-1] >= lanes
+                   else None)
     return partition_extent(shape)
 
 
@@ -132,7 +138,8 @@ def _stack_row(kernel, shape) -> Buffer:
     return _StackRow(cell, row)
 
 
-def _stash_and_sum(kernel, b, num, reduce, gens, index, shape, output) -> ir.Value:
+def _stash_and_sum(kernel, b, num, reduce, gens, index, shape, output,
+                   on_vectors: bool) -> ir.Value:
     """for k: out[.., k] = e[.., k]; s += e  ->  1 / s (s starts at the reduce's init)."""
     inner = shape.rank - 1
     ty = compute_type(shape.element_type)
@@ -140,26 +147,22 @@ def _stash_and_sum(kernel, b, num, reduce, gens, index, shape, output) -> ir.Val
     b.store(gens[reduce.operands[1]](b, []), acc)
     size = shape.dims[inner]
     lanes = lanes_for(shape.element_type)
-    vgen = vector_generator(kernel, gens, num, inner, lanes)
-    start = 0
-    if vgen is not None:       # whole vectors first: written on vectors, summed in a vector
-        start = size - size % lanes
-        vty = ir.VectorType(ty, lanes)
-        vacc = kernel.alloca(vty, "rowsum.v")
-        b.store(ir.Constant(vty, [ir.Constant(ty, -0.0)] * lanes), vacc)
-        with for_range(b, 0, start, "row.v", step=lanes, vectorized=True) as k:
-            with kernel.scope():
-                at = list(index[:inner]) + [k]
-                value = vgen(b, at)
-                output.store_vector(b, at, value)
-                b.store(b.fadd(b.load(vacc), value, flags=("reassoc",)), vacc)
-        b.store(b.fadd(b.load(acc), horizontal_sum(b, b.load(vacc)), flags=("reassoc",)), acc)
-    if start < size:
-        with for_range(b, start, size, "row.k", interleave=ROW_INTERLEAVE,
-                       scalar=vgen is not None) as k:
-            with kernel.scope():
-                at = list(index[:inner]) + [k]
-                value = gens[num](b, at)
-                output.store(b, at, value)
-                b.store(b.fadd(b.load(acc), value, flags=("reassoc",)), acc)
+    vgen = vector_generator(kernel, gens, num, inner, lanes) if on_vectors else None
+    if vgen is not None:       # on vectors, stashed and summed a vector at a time
+        def vector_at(b, k):
+            at = list(index[:inner]) + [k]
+            value = vgen(b, at)
+            output.store_vector(b, at, value)
+            return value
+        total = accumulate_row(kernel, size, lanes, vector_at,
+                               lambda b, acc, v: b.fadd(acc, v, flags=("reassoc",)),
+                               ir.Constant(ty, -0.0), "rowsum")
+        b.store(b.fadd(b.load(acc), horizontal_sum(b, total), flags=("reassoc",)), acc)
+        return b.fdiv(ir.Constant(ty, 1.0), b.load(acc))
+    with for_range(b, 0, size, "row.k", interleave=ROW_INTERLEAVE) as k:
+        with kernel.scope():
+            at = list(index[:inner]) + [k]
+            value = gens[num](b, at)
+            output.store(b, at, value)
+            b.store(b.fadd(b.load(acc), value, flags=("reassoc",)), acc)
     return b.fdiv(ir.Constant(ty, 1.0), b.load(acc))

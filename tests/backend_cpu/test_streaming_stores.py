@@ -16,6 +16,7 @@ import backend_cpu
 import hlo
 from backend_cpu import streaming
 from tests.backend_cpu.helpers import uniquify
+from tests.corpus_util import assert_close
 
 FRESH = backend_cpu.CompileOptions(cache=False, disk_cache=False)
 
@@ -147,13 +148,15 @@ def test_streamed_sliced_rows_are_bit_identical(etype, rows, cols):
 
 @pytest.mark.parametrize("rows,cols", [(6, 1027), (4, 2048)])
 def test_streamed_softmax_matches_ordinary_stores(rows, cols):
-    """The row normalization's last pass streams: the same values as ordinary stores."""
+    """The row normalization's last pass streams. A streamed row is also summed on
+    vectors (vector_gen.py), in another order than LLVM's vectorizer: equal within
+    DESIGN.md's tolerance, not bit for bit."""
     text = SOFTMAX.format(r=rows, c=cols)
     _, streamed = _compile(text, threshold=256)
     _, ordinary = _compile(text, threshold=1 << 62)
     assert "vmovntps" in streamed.as_asm() and "vmovnt" not in ordinary.as_asm()
     x = np.random.default_rng(rows).standard_normal((rows, cols)).astype(np.float32) * 5
-    np.testing.assert_array_equal(streamed.run(x)[0], ordinary.run(x)[0])
+    assert_close(streamed.run(x)[0], ordinary.run(x)[0], "streamed softmax")
 
 
 TRANSPOSE = """HloModule transpose
@@ -200,14 +203,17 @@ ENTRY main {{
 @pytest.mark.parametrize("rows,cols", [(7, 1000), (4, 1024)])
 def test_hoisted_row_kernel_prefetches_the_next_row(rows, cols):
     """A row kernel that reads its input in several passes prefetches the next row
-    while it streams the current one out; the values are those of ordinary stores."""
+    while it streams the current one out; the values are those of ordinary stores
+    (within tolerance: the streamed row sums on vectors, in another order)."""
     text = CENTER.format(r=rows, c=cols)
     _, streamed = _compile(text, threshold=256)
     _, ordinary = _compile(text, threshold=1 << 62)
     assert "prefetcht0" in streamed.as_asm() and "vmovntps" in streamed.as_asm()
     assert "prefetch" not in ordinary.as_asm()
     x = np.random.default_rng(cols).standard_normal((rows, cols)).astype(np.float32)
-    np.testing.assert_array_equal(streamed.run(x)[0], ordinary.run(x)[0])
+    # x - sum(x) cancels: the two sums differ by a few roundings of the row's size.
+    slack = 4 * np.finfo(np.float32).eps * np.abs(x).sum(axis=1).max()
+    np.testing.assert_allclose(streamed.run(x)[0], ordinary.run(x)[0], rtol=1e-6, atol=slack)
 
 
 INT_CHAIN = """HloModule int_chain
