@@ -41,6 +41,7 @@ from llvmlite import ir
 
 from . import vecmath_explog as explog
 from . import vecmath_misc as misc
+from . import vecmath_pow64 as pow64
 from . import vecmath_trig as trig
 from . import vecmath_trig64 as trig64
 from .vecmath_ir import MathBuilder
@@ -78,7 +79,7 @@ _F64: dict[str, Callable] = {
     **{op: _F32[op] for op in ("exponential", "exponential-minus-one", "log",
                                "log-plus-one", "tanh", "logistic", "cbrt", "sqrt", "rsqrt")},
     "erf": misc.erf,
-    "power": _libm("pow"),
+    "power": pow64.pow_f64,
     "sine": trig64.sin,
     "cosine": trig64.cos,
     "tan": trig64.tan,

@@ -74,6 +74,16 @@ def exp(m: MathBuilder, x, degree: int | None = None):
     return m.ldexp(m.horner(r, taylor_exp(degree or p["exp_degree"])), n_int)
 
 
+def exp_dd(m: MathBuilder, hi, lo):
+    """e^(hi + lo) for a double-double argument (|lo| tiny next to ulp(hi) or hi
+    beyond the clamps): lo joins the reduced argument, so it is not rounded
+    against hi. Used by f64 pow."""
+    p = _PARAMS[m.kind]
+    n_int, r = _reduce_exp(m, m.clamp(hi, p["lo"], p["hi"]))
+    r = m.b.fadd(r, lo)
+    return m.ldexp(m.horner(r, taylor_exp(p["exp_degree"])), n_int)
+
+
 def exp_normal_range(m: MathBuilder, x):
     """e^x for x (and e^x) well inside the normal range: no clamp, one scaling."""
     n_int, r = _reduce_exp(m, x)
@@ -189,9 +199,15 @@ def pow_f32(m: MathBuilder, x, y):
     ax_d = m.widen(ax)
     log_ax = _log_specials(d, ax_d, _log_core(d, ax_d, terms=6))
     magnitude = m.narrow(exp(d, d.b.fmul(m.widen(y), log_ax), degree=9))
+    return pow_special_cases(m, x, y, magnitude)
 
+
+def pow_special_cases(m: MathBuilder, x, y, magnitude):
+    """x^y from magnitude = |x|^y (flushed x and y): the sign for odd integer y and
+    the IEEE special cases, with selects. Shared by the f32 and f64 versions."""
     y_is_int = m.cmp("==", m.floor(y), y)                       # also true for ±inf
-    small_y = m.cmp("<", m.fabs(y), m.const(2.0 ** 24))          # larger floats are even
+    # Floats at or above 2^(mantissa bits + 1) are even integers.
+    small_y = m.cmp("<", m.fabs(y), m.const(2.0 ** (m.mant_bits + 1)))
     y_int = m.b.fptosi(m.select(small_y, y, m.const(0.0)), m.int_ty)
     lowest_bit = m.b.trunc(y_int, m.bool_ty)
     y_is_odd = m.b.and_(m.b.and_(y_is_int, small_y), lowest_bit)
@@ -204,6 +220,7 @@ def pow_f32(m: MathBuilder, x, y):
                       m.const(math.nan), result)
     # x^0 = 1 and 1^y = 1 even for NaN; (-1)^(±inf) = 1.
     one = m.const(1.0)
+    ax = m.fabs(x)
     is_one = m.b.or_(m.cmp("==", x, one), m.cmp("==", y, m.const(0.0)))
     unit_inf = m.b.and_(m.cmp("==", ax, one), m.cmp("==", m.fabs(y), m.const(math.inf)))
     return m.select(m.b.or_(is_one, unit_inf), one, result)
