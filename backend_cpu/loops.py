@@ -137,11 +137,21 @@ def major_to_minor(shape) -> list[int]:
     return list(reversed(shape.minor_to_major()))
 
 
+def nest_order(shape) -> list[int]:
+    """The dimensions a loop nest over `shape` opens, outermost first: major to minor,
+    without the leading size-1 ones (their index is 0), so that `[begin, end)` splits
+    a dimension that can be split (f32[1,128,768]: the 128 rows, not the batch of 1)."""
+    order = major_to_minor(shape)
+    while len(order) > 1 and shape.dims[order[0]] == 1:
+        order = order[1:]
+    return order
+
+
 def partition_extent(shape) -> int:
     """The size of the dimension `[begin, end)` ranges over (1 for a scalar)."""
     if shape.rank == 0:
         return 1
-    return shape.dims[major_to_minor(shape)[0]]
+    return shape.dims[nest_order(shape)[0]]
 
 
 def emit_loop_nest(b: ir.IRBuilder, shape, begin: ir.Value, end: ir.Value,
@@ -179,11 +189,11 @@ def emit_loop_nest(b: ir.IRBuilder, shape, begin: ir.Value, end: ir.Value,
         with for_range(b, begin, end, f"{name}.s"):
             body(b, [])
         return
-    order = major_to_minor(shape)
+    order = nest_order(shape)
     minor = order[-1]
-    if tile_dim == minor:
+    if tile_dim == minor or tile_dim not in order:
         tile_dim = None
-    index: list = [None] * shape.rank
+    index: list = [i64(0)] * shape.rank
     outer_of: dict = {}
 
     def bounds(level, dim):
@@ -286,13 +296,14 @@ def vector_loop(b: ir.IRBuilder, lo, hi, lanes: int, per_vector, name: str) -> N
 def _hoisting_nest(b, shape, begin, end, body, name, hoist, level_scope, minor_loop,
                    vector_body=None) -> None:
     """The untiled nest, calling `hoist` as each loop opens (see emit_loop_nest)."""
-    hoist(b, set(), [None] * shape.rank)
+    order = nest_order(shape) if shape.rank else []
+    fixed = set(range(shape.rank)) - set(order)     # leading size-1 dims: index 0
+    index: list = [i64(0) if d in fixed else None for d in range(shape.rank)]
+    hoist(b, set(fixed), list(index))
     if shape.rank == 0:
         with for_range(b, begin, end, f"{name}.s"):
             body(b, [])
         return
-    order = major_to_minor(shape)
-    index: list = [None] * shape.rank
 
     def nest(level: int) -> None:
         dim = order[level]
@@ -301,7 +312,7 @@ def _hoisting_nest(b, shape, begin, end, body, name, hoist, level_scope, minor_l
         def per_element(b, i):
             index[dim] = i
             with level_scope():
-                hoist(b, set(order[:level + 1]), index)
+                hoist(b, fixed | set(order[:level + 1]), index)
                 if level + 1 < len(order):
                     nest(level + 1)
                 else:
@@ -309,7 +320,7 @@ def _hoisting_nest(b, shape, begin, end, body, name, hoist, level_scope, minor_l
         def per_vector(b, i):
             index[dim] = i
             with level_scope():
-                hoist(b, set(order), index)      # (nothing left to hoist in the minor loop)
+                hoist(b, fixed | set(order), index)   # (nothing left to hoist in the minor loop)
                 vector_body[1](b, list(index))
         if level == len(order) - 1 and (minor_loop is not None or vector_body is not None):
             _minor_loop(b, lo, hi, index, dim, per_element, f"{name}.d{dim}", minor_loop,

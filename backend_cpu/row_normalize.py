@@ -26,7 +26,7 @@ from . import streaming
 from .hoisting import make_hoister
 from .kernel_ir import Buffer
 from .llvm_types import PTR, compute_type, storage_type
-from .loops import emit_loop_nest, for_range, partition_extent
+from .loops import emit_loop_nest, for_range, nest_order, partition_extent
 from .reduction import simple_reducer
 from .vector_gen import accumulate_row, horizontal_sum, lanes_for, splat, vector_generator
 
@@ -109,7 +109,7 @@ def emit(kernel, root, reduce, gens, plan, output) -> int:
         final.store_vector(b, index, b.fmul(stash.load_vector(b, index, lanes), scale))
 
     minor_loop = getattr(final, "emit_minor_loop", None)
-    if minor_loop is not None and shape.rank > 1 and shape.dims[-1] % final.chunk == 0:
+    if minor_loop is not None and len(nest_order(shape)) > 1 and shape.dims[-1] % final.chunk == 0:
         def minor_loop(b, lo, hi, index, dim, per_element, name, per_vector=None):
             # The scaling pass on whole vectors of the stack row, stored as lines.
             scale = splat(b, state["scale"], lanes)
@@ -119,7 +119,8 @@ def emit(kernel, root, reduce, gens, plan, output) -> int:
                    level_scope=kernel.scope, minor_loop=minor_loop,
                    vector_body=(lanes, vector_body) if on_vectors and shape.dims[-1] >= lanes
                    else None)
-    return partition_extent(shape)
+    # A single streamed row is split by chunks (streaming.partition_extent).
+    return streaming.partition_extent([final]) or partition_extent(shape)
 
 
 class _StackRow(Buffer):

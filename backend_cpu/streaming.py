@@ -48,7 +48,7 @@ import llvmlite.ir as ir
 
 from .kernel_ir import Buffer
 from .llvm_types import I32, I64, PTR, to_storage
-from .loops import for_range, i64
+from .loops import for_range, i64, nest_order
 
 # Outputs smaller than this (in total) keep ordinary stores: half of the 32 MiB L3,
 # so an output the next kernel reads may still be found in cache. See the module doc.
@@ -97,7 +97,9 @@ class StreamedBuffer(Buffer):
         stage.type = PTR        # llvmlite types it `[C x T]*`; it is addressed by element
         self.stage = stage
         # A vector of whole chunks is partitioned by chunks: [begin, end) counts them.
-        self.by_chunks = self.shape.rank == 1 and self.shape.numel % self.chunk == 0
+        # The loop nest splits the minor dimension itself (loops.nest_order).
+        self.minor_only = len(nest_order(self.shape)) == 1
+        self.by_chunks = self.minor_only and self.shape.numel % self.chunk == 0
         self.lanes = LINE_BYTES // self.esize     # elements per line: per_vector's lanes
         self._per_vector = None
         self._lane = None          # the index of the element being staged, when staging
@@ -286,13 +288,14 @@ def streamed_outputs(kernel, shape, outputs: list, prefetch_next_row: bool = Fal
         return outputs
     out = outputs[0]
     chunk = CHUNK_BYTES // (out.shape.nbytes // out.shape.numel)
-    if shape.rank == 1 and out.shape.numel % chunk:
+    split_minor = len(nest_order(shape)) == 1
+    if split_minor and out.shape.numel % chunk:
         # [begin, end) is then the minor loop itself: every partition must hold a chunk.
         cap = out.shape.numel // chunk
         kernel.max_partitions = min(kernel.max_partitions or cap, cap)
     sources = [op for op in kernel.operands if op.shape.is_array and op.shape.dims == out.shape.dims
                and op.shape.minor_to_major() == out.shape.minor_to_major()] \
-        if prefetch_next_row and shape.rank > 1 else []
+        if prefetch_next_row and not split_minor else []
     return [StreamedBuffer(out, kernel, sources)]
 
 

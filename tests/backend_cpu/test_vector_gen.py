@@ -290,3 +290,78 @@ def test_vector_loop_covers_a_range_with_an_overlapping_last_vector():
     assert [s.constant for s in starts if isinstance(s, ir.Constant)] == [984]
     assert len(starts) == 3
     assert loops_left_to_llvm(fn) == 0
+
+
+# --- batch 1: leading size-1 dimensions are not what the threads split ---------------------
+
+BATCH1 = """HloModule batch1
+fused {{
+  x = f32[1,{r},{c}] parameter(0)
+  k = f32[] constant(2)
+  kb = f32[1,{r},{c}] broadcast(k), dimensions={{}}
+  ROOT m = f32[1,{r},{c}] multiply(x, kb)
+}}
+ENTRY main {{
+  p = f32[1,{r},{c}] parameter(0)
+  ROOT f = f32[1,{r},{c}] fusion(p), kind=kLoop, calls=fused
+}}
+"""
+
+
+@pytest.mark.parametrize("rows,cols,extent", [(64, 300, 64), (1, 1000, 1000)])
+def test_leading_unit_dimensions_are_not_partitioned(rows, cols, extent):
+    """f32[1,64,300] splits its 64 rows; f32[1,1,1000] its 1000 elements (as f32[1000]
+    would): never the batch of one, which left a whole kernel to one thread."""
+    module = hlo.parse_module(uniquify(BATCH1.format(r=rows, c=cols)))
+    executable = backend_cpu.compile(module, FRESH)
+    assert [t.extent for t in executable._program.thunks if hasattr(t, "extent")] == [extent]
+    x = _rng().standard_normal((1, rows, cols)).astype(np.float32)
+    np.testing.assert_array_equal(executable.run(x)[0], 2 * x)
+
+
+SOFTMAX_1D = """HloModule softmax1d
+max {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}}
+add {{
+  a2 = f32[] parameter(0)
+  b2 = f32[] parameter(1)
+  ROOT s = f32[] add(a2, b2)
+}}
+fused {{
+  x = f32[{n}] parameter(0)
+  ninf = f32[] constant(-inf)
+  mx = f32[] reduce(x, ninf), dimensions={{0}}, to_apply=max
+  mb = f32[{n}] broadcast(mx), dimensions={{}}
+  d = f32[{n}] subtract(x, mb)
+  ex = f32[{n}] exponential(d)
+  z = f32[] constant(0)
+  sm = f32[] reduce(ex, z), dimensions={{0}}, to_apply=add
+  sb = f32[{n}] broadcast(sm), dimensions={{}}
+  ROOT o = f32[{n}] divide(ex, sb)
+}}
+ENTRY main {{
+  p = f32[{n}] parameter(0)
+  ROOT f = f32[{n}] fusion(p), kind=kCustom, calls=fused
+}}
+"""
+
+
+@pytest.mark.parametrize("etype", ["f32", "f64"])
+def test_streamed_softmax_of_a_single_row(etype):
+    """[1, n] rows stream split by chunks (or elements) of the row itself."""
+    dt = np.float32 if etype == "f32" else np.float64
+    for cols in (1024, 1000):
+        x = (_rng(cols).standard_normal((1, cols)) * 5).astype(dt)
+        _check(SOFTMAX.format(t=etype, r=1, c=cols), [x])
+
+
+@pytest.mark.parametrize("n", [4096, 4000])
+def test_streamed_softmax_of_a_vector(n):
+    """A rank-1 softmax whose output streams: its partitions count chunks. (The kernel
+    used to report elements, and the partitions past the first chunks wrote out of
+    bounds: a crash.)"""
+    x = (_rng(n).standard_normal(n) * 5).astype(np.float32)
+    _check(SOFTMAX_1D.format(n=n), [x])
