@@ -21,12 +21,15 @@ generator of contraction.py.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from hlo.shape import Shape
 
 from .conv_depthwise import try_emit_depthwise
 from .conv_patches import PatchBuilder, copy_rhs, copy_tile, element
+from .conv_phases import split_phases
 from .conv_plan import ConvPlan, plan_conv
-from .dot_emitter import even_cuts, run_units
+from .dot_emitter import View, even_cuts, run_units
 from .gemm_packing import ALIGN
 from .llvm_types import storage_type
 from .loops import for_range, i64
@@ -43,45 +46,90 @@ def try_emit_conv_gemm(kernel, conv, lhs_gen, rhs_view, out) -> int | None:
     extent = try_emit_depthwise(kernel, conv, lhs_gen, rhs_view, out)
     if extent is not None:
         return extent
-    plan = plan_conv(conv, rhs_view.dims, rhs_view.strides, _threads())
-    if plan is None:
-        return None
-    args = _gemm_args(plan)
-    try:
-        fn = gemm.emit_gemm(kernel.function.module, f"{kernel.name}_gemm", **args)
-    except ValueError:
-        return None
-    cuts = even_cuts(plan.items, plan.flops)
-    regions = _regions(plan)
+    phases = split_phases(conv, rhs_view, out)
+    parts = [_Part(conv, 0, rhs_view, out)] if phases is None else \
+        [_Part(p.conv, p.rhs_offset, p.rhs, p.out) for p in phases]
+    for index, part in enumerate(parts):
+        part.plan = plan_conv(part.conv, part.rhs.dims, part.rhs.strides, _threads(),
+                              allow_direct=phases is None)
+        if part.plan is None:
+            return None
+        args = _gemm_args(part.plan)
+        try:
+            part.gemm = gemm.emit_gemm(kernel.function.module, f"{kernel.name}_gemm{index}", **args)
+        except ValueError:
+            return None
+        part.gemm_bytes = gemm.gemm_scratch_bytes(**args)
+    starts = [0]
+    for part in parts:
+        starts.append(starts[-1] + part.plan.items)
+    cuts = even_cuts(starts[-1], sum(part.plan.flops for part in parts))
+    regions = [_regions(part.plan) for part in parts]
+    region = max(r["end"] for r in regions)
     # The patch chunks, tiles and kernel copies of all units: a typed buffer of the
     # kernel's own, so its loads and stores carry alias metadata (LLVM then
     # vectorizes the copies without run-time overlap checks).
-    shape = Shape(plan.etype, ((len(cuts) - 1) * regions["end"],))
+    shape = Shape(out.shape.element_type, ((len(cuts) - 1) * region,))
     work = kernel.buffer(kernel.scratch_slot(shape), shape)
-    builder = PatchBuilder(kernel, plan, conv, lhs_gen)
     b = kernel.b
+    for part in parts:
+        part.builder = PatchBuilder(kernel, part.plan, part.conv, lhs_gen)
+        part.rhs = replace(part.rhs, pointer=element(b, part.rhs.pointer, i64(part.rhs_offset),
+                                                     _ty(part.plan)))
 
     def unit(lo, hi, gemm_scratch, p):
-        at = {name: b.add(b.mul(p, i64(regions["end"])), i64(offset))
-              for name, offset in regions.items() if name != "end"}
-        weights, (_, f_stride) = rhs_view.pointer, plan.rhs_strides or (0, 1)
-        if plan.rhs_strides is None:
-            copy_rhs(kernel, plan, rhs_view, work, at["weights"])
-            weights = work.address(b, [at["weights"]])
-        with for_range(b, lo, hi, "conv.item") as item:
-            g = b.udiv(item, i64(plan.chunks))
-            r0 = b.mul(b.urem(item, i64(plan.chunks)), i64(plan.chunk_rows))
-            r1 = b.select(b.icmp_signed("<", b.add(r0, i64(plan.chunk_rows)), i64(plan.m)),
-                          b.add(r0, i64(plan.chunk_rows)), i64(plan.m))
-            builder.emit(g, r0, r1, work, at["patches"])
-            w = element(b, weights, b.mul(g, i64(plan.features * f_stride)), _ty(plan))
-            target = element(b, out.pointer, b.mul(r0, i64(plan.features)), _ty(plan)) \
-                if plan.direct else work.address(b, [at["tile"]])
-            b.call(fn, [work.address(b, [at["patches"]]), w, target, i64(0), b.sub(r1, r0),
-                        gemm_scratch])
-            if not plan.direct:
-                copy_tile(kernel, plan, out, g, r0, r1, work, at["tile"])
-    return run_units(kernel, cuts, gemm.gemm_scratch_bytes(**args), unit, pass_unit=True)
+        base = b.mul(p, i64(region))
+        for part, first, stop, offsets in zip(parts, starts, starts[1:], regions):
+            at = {name: b.add(base, i64(offset)) for name, offset in offsets.items()
+                  if name != "end"}
+            part_lo = _imax(b, lo, i64(first))
+            part_hi = _imin(b, hi, i64(stop))
+            with b.if_then(b.icmp_signed("<", part_lo, part_hi)):
+                _emit_items(kernel, part, work, at, b.sub(part_lo, i64(first)),
+                            b.sub(part_hi, i64(first)), gemm_scratch)
+    return run_units(kernel, cuts, max(part.gemm_bytes for part in parts), unit, pass_unit=True)
+
+
+@dataclass
+class _Part:
+    """One convolution computed by GEMMs: the whole one, or a phase of it."""
+    conv: object
+    rhs_offset: int
+    rhs: View
+    out: object
+    plan: ConvPlan | None = None
+    gemm: object = None
+    gemm_bytes: int = 0
+    builder: PatchBuilder | None = None
+
+
+def _emit_items(kernel, part: _Part, work, at: dict, lo, hi, gemm_scratch) -> None:
+    """Work items [lo, hi) of one part (the module docstring's loop)."""
+    b, plan, rhs = kernel.b, part.plan, part.rhs
+    weights, (_, f_stride) = rhs.pointer, plan.rhs_strides or (0, 1)
+    if plan.rhs_strides is None:
+        copy_rhs(kernel, plan, rhs, work, at["weights"])
+        weights = work.address(b, [at["weights"]])
+    with for_range(b, lo, hi, "conv.item") as item:
+        g = b.udiv(item, i64(plan.chunks))
+        r0 = b.mul(b.urem(item, i64(plan.chunks)), i64(plan.chunk_rows))
+        r1 = _imin(b, b.add(r0, i64(plan.chunk_rows)), i64(plan.m))
+        part.builder.emit(g, r0, r1, work, at["patches"])
+        w = element(b, weights, b.mul(g, i64(plan.features * f_stride)), _ty(plan))
+        target = element(b, part.out.pointer, b.mul(r0, i64(plan.features)), _ty(plan)) \
+            if plan.direct else work.address(b, [at["tile"]])
+        b.call(part.gemm, [work.address(b, [at["patches"]]), w, target, i64(0),
+                           b.sub(r1, r0), gemm_scratch])
+        if not plan.direct:
+            copy_tile(kernel, plan, part.out, g, r0, r1, work, at["tile"])
+
+
+def _imin(b, x, y):
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def _imax(b, x, y):
+    return b.select(b.icmp_signed(">", x, y), x, y)
 
 
 def _ty(plan: ConvPlan):
@@ -108,5 +156,4 @@ def _regions(plan: ConvPlan) -> dict[str, int]:
     for name, size in sizes.items():
         offsets[name] = at
         at += -(-size // step) * step
-    offsets["end"] = at
-    return offsets
+    return {**offsets, "end": at}

@@ -109,9 +109,12 @@ def parse_dim_labels(labels: str):
             {c: i for i, c in enumerate(out)})
 
 
-def plan_conv(conv, rhs_dims, rhs_strides, threads: int) -> ConvPlan | None:
-    """The plan of `conv` (an HLO convolution) whose rhs is in memory with element
-    `rhs_strides`; None when the GEMM path does not pay or does not apply."""
+def plan_conv(conv, rhs_dims, rhs_strides, threads: int,
+              allow_direct: bool = True) -> ConvPlan | None:
+    """The plan of `conv` (an HLO convolution, or a phase of one: conv_phases.py) whose
+    rhs is in memory with element `rhs_strides`; None when the GEMM path does not pay
+    or does not apply. `allow_direct`: the output is a real array (not a phase's
+    strided rows), which the GEMM may write in place."""
     a = conv.attrs
     lhs_shape, out_shape = conv.operands[0].shape, conv.shape
     etype = out_shape.element_type
@@ -125,7 +128,7 @@ def plan_conv(conv, rhs_dims, rhs_strides, threads: int) -> ConvPlan | None:
     groups = fgc * bgc
     features = out_shape.dims[omap["f"]] // groups
     lhs_st, out_st = layout_strides(lhs_shape), layout_strides(out_shape)
-    direct = groups == 1 and out_st[omap["f"]] == 1
+    direct = allow_direct and groups == 1 and out_st[omap["f"]] == 1
     rows = [Axis(out_shape.dims[d], lmap[c], d, None if c == "b" else int(c))
             for c, d in omap.items() if c != "f"]
     rows.sort(key=lambda r: -(out_st[r.other_dim] if direct else lhs_st[r.lhs_dim]))

@@ -15,8 +15,9 @@ grouping, on device-resident inputs. The cases: a ResNet-like 3x3 conv
 f32[8,56,56,64] -> 64 channels in NHWC/HWIO and in NCHW/OIHW, a depthwise 3x3
 on [8,56,56,128] (feature_group_count 128), a grouped one (4 groups), the
 gradients of the NHWC conv with respect to its kernel (`f01b_i01o->01bf`, a
-56x56 window) and its input (`01oi`, the reversed kernel), and the kernel
-gradient of the depthwise conv (batch_group_count 128).
+56x56 window) and its input (`01oi`, the reversed kernel), the input gradient
+of the same conv with stride 2 (lhs_dilate=2x2), and the kernel gradient of the
+depthwise conv (batch_group_count 128).
 
 Printed per case: median times (ms unless marked us) of xlapy and XLA, the ratio,
 GFLOP/s of both (2 x output elements x contraction length), xlapy's busiest
@@ -54,6 +55,7 @@ class Case:
     stride: tuple[int, ...] = (1, 1)
     feature_groups: int = 1
     batch_groups: int = 1
+    lhs_dilation: tuple[int, ...] = (1, 1)
 
     def maps(self):
         lhs, rest = self.labels.split("_")
@@ -62,8 +64,9 @@ class Case:
 
     def out_shape(self) -> tuple[int, ...]:
         lhs, rhs, out = self.maps()
-        spatial = [(self.lhs[lhs.index(str(i))] + sum(self.pad[i]) - self.size[i])
-                   // self.stride[i] + 1 for i in range(len(self.size))]
+        spatial = [((self.lhs[lhs.index(str(i))] - 1) * self.lhs_dilation[i] + 1
+                    + sum(self.pad[i]) - self.size[i]) // self.stride[i] + 1
+                   for i in range(len(self.size))]
         dims = {"b": self.lhs[lhs.index("b")] // self.batch_groups,
                 "f": self.rhs[rhs.index("o")]}
         return tuple(dims[c] if c in dims else spatial[int(c)] for c in out)
@@ -77,6 +80,8 @@ class Case:
         window = "x".join(map(str, self.size))
         pads = "x".join(f"{lo}_{hi}" for lo, hi in self.pad)
         stride = "" if set(self.stride) == {1} else " stride=" + "x".join(map(str, self.stride))
+        if set(self.lhs_dilation) != {1}:
+            stride += " lhs_dilate=" + "x".join(map(str, self.lhs_dilation))
         groups = (f", feature_group_count={self.feature_groups}" if self.feature_groups > 1 else "") + \
             (f", batch_group_count={self.batch_groups}" if self.batch_groups > 1 else "")
 
@@ -98,7 +103,7 @@ class Case:
             tuple(rhs.index(c) for c in ["o", "i", *spatial]),
             tuple(out.index(c) for c in ["b", "f", *spatial]))
         return jax.jit(lambda x, w: lax.conv_general_dilated(
-            x, w, self.stride, self.pad, dimension_numbers=numbers,
+            x, w, self.stride, self.pad, lhs_dilation=self.lhs_dilation, dimension_numbers=numbers,
             feature_group_count=self.feature_groups, batch_group_count=self.batch_groups,
             precision=lax.Precision.HIGHEST))
 
@@ -113,6 +118,8 @@ CASES = [
          feature_groups=4),
     Case("wgrad", (8, 56, 56, 64), (8, 56, 56, 64), "f01b_i01o->01bf", (56, 56), SAME3),
     Case("xgrad", (8, 56, 56, 64), (3, 3, 64, 64), "b01f_01oi->b01f", (3, 3), SAME3),
+    Case("xgrad_s2", (8, 28, 28, 64), (3, 3, 64, 64), "b01f_01oi->b01f", (3, 3),
+         ((1, 2), (1, 2)), lhs_dilation=(2, 2)),
     Case("dw_wgrad", (8, 56, 56, 128), (8, 56, 56, 128), "f01b_i01o->01bf", (56, 56), SAME3,
          batch_groups=128),
 ]
@@ -121,12 +128,12 @@ CASES = [
 def shrink(case: Case) -> Case:
     """The case on 2 images of 10x10 (a smoke run)."""
     def small(dims, labels):
-        return tuple(2 if c in "bfio" and d == 8 else 10 if d == 56 else d
+        return tuple(2 if c in "bfio" and d == 8 else {56: 10, 28: 5}.get(d, d)
                      for c, d in zip(labels, dims))
     lhs, rhs, _ = case.maps()
     size = tuple(10 if s == 56 else s for s in case.size)
     return Case(case.name, small(case.lhs, lhs), small(case.rhs, rhs), case.labels, size,
-                case.pad, case.stride, case.feature_groups, case.batch_groups)
+                case.pad, case.stride, case.feature_groups, case.batch_groups, case.lhs_dilation)
 
 
 def run_case(case: Case, repeat: int, jax) -> bool:

@@ -194,3 +194,47 @@ def conv_cases(draw):
 def test_random_convolutions(module, chunk_bytes):
     with tiny_thresholds(chunk_bytes):
         run_and_compare(module)
+
+
+@st.composite
+def transposed_convs(draw):
+    """lhs-dilated convolutions with stride 1 (input gradients of strided convs):
+    split into phases by conv_phases.py."""
+    rank = draw(st.integers(1, 2))
+    digits = [str(i) for i in range(rank)]
+    sizes = {"b": draw(st.integers(1, 2)), "f": draw(st.integers(1, 3)),
+             "o": draw(st.integers(1, 4))}
+    dims = []
+    for d in digits:
+        sizes[d] = draw(st.integers(1, 6))
+        dims.append(WindowDim(draw(st.integers(1, 4)), 1, draw(st.integers(-1, 3)),
+                              draw(st.integers(-1, 3)), 1, draw(st.integers(1, 3)),
+                              draw(st.booleans())))
+        dilated = (sizes[d] - 1) * dims[-1].base_dilation + 1 + dims[-1].pad_low + dims[-1].pad_high
+        assume(dilated >= dims[-1].size)
+    spatial = "".join(digits)
+    lhs, rhs, out = draw(st.sampled_from([(f"b{spatial}f", f"{spatial}oi", f"b{spatial}f"),
+                                          (f"bf{spatial}", f"oi{spatial}", f"bf{spatial}")]))
+    return conv_module(lhs, rhs, out, sizes, Window(tuple(dims)))
+
+
+@settings(max_examples=25, deadline=None)
+@given(module=transposed_convs(), chunk_bytes=st.sampled_from([64, 1 << 20]))
+def test_transposed_convolutions_by_phase(module, chunk_bytes):
+    with tiny_thresholds(chunk_bytes):
+        run_and_compare(module)
+
+
+def test_stride2_input_gradient_splits_into_phases():
+    from backend_cpu.conv_phases import split_phases
+    from backend_cpu.dot_emitter import View
+    window = window_of([3, 3], pads=[(1, 2), (1, 2)], lhs_dil=[2, 2], rev=[True, True])
+    module = conv_module("b01f", "01oi", "b01f", dict(SIZES, **{"0": 4, "1": 3}), window)
+    conv = module.entry.root
+    rhs = conv.operands[1].shape
+    view = View(None, rhs.dims, (96, 32, 4, 1), "f32")
+    phases = split_phases(conv, view, type("Out", (), {"pointer": None})())
+    assert len(phases) == 4
+    assert sorted(p.rhs.dims[0] * p.rhs.dims[1] for p in phases) == [1, 2, 2, 4]   # 9 taps
+    with tiny_thresholds():
+        run_and_compare(module)
