@@ -20,7 +20,8 @@ of the same conv with stride 2 (lhs_dilate=2x2), and the kernel gradient of the
 depthwise conv (batch_group_count 128).
 
 Printed per case: median times (ms unless marked us) of xlapy and XLA, the ratio,
-GFLOP/s of both (2 x output elements x contraction length), xlapy's busiest
+GFLOP/s of both (2 x output elements x contraction length, without the zeros of
+lhs dilation), xlapy's busiest
 thread's CPU time per call ("thr": about the call's time on an idle machine) and
 xlapy's max error against XLA's result (relative to the same convolution of
 |inputs|). Note the load average printed first: the machine has 2 cores and is
@@ -72,9 +73,19 @@ class Case:
         return tuple(dims[c] if c in dims else spatial[int(c)] for c in out)
 
     def flops(self) -> float:
-        _, rhs, _ = self.maps()
+        """2 x output elements x contraction length; along an lhs-dilated dimension
+        only the (output, tap) pairs that meet a real input element count."""
+        lhs, rhs, out = self.maps()
         contraction = self.rhs[rhs.index("i")] * prod(self.size)
-        return 2.0 * prod(self.out_shape()) * contraction
+        total = 2.0 * prod(self.out_shape()) * contraction
+        for i, step in enumerate(self.lhs_dilation):
+            if step > 1:
+                n, size = self.out_shape()[out.index(str(i))], self.size[i]
+                hits = sum((o * self.stride[i] + k - self.pad[i][0]) % step == 0
+                           and 0 <= (o * self.stride[i] + k - self.pad[i][0]) // step
+                           < self.lhs[lhs.index(str(i))] for o in range(n) for k in range(size))
+                total *= hits / (n * size)
+        return total
 
     def hlo(self) -> str:
         window = "x".join(map(str, self.size))
