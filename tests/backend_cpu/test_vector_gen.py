@@ -365,3 +365,76 @@ def test_streamed_softmax_of_a_vector(n):
     bounds: a crash.)"""
     x = (_rng(n).standard_normal(n) * 5).astype(np.float32)
     _check(SOFTMAX_1D.format(n=n), [x])
+
+
+# --- random computations on vectors against the evaluator ----------------------------------
+
+from hypothesis import given, strategies as st  # noqa: E402  (the property tests' own imports)
+
+_UNARY = {"f": ["negate", "abs", "exponential", "tanh", "floor", "sign", "logistic"],
+          "s": ["negate", "abs", "not", "popcnt"]}
+_BINARY = {"f": ["add", "subtract", "multiply", "maximum", "minimum", "divide"],
+           "s": ["add", "subtract", "multiply", "maximum", "and", "xor", "shift-left",
+                 "divide", "remainder"]}
+_REDUCERS = {"f": ["maximum", "minimum", "add"], "s": ["maximum", "minimum", "add"]}
+
+
+@st.composite
+def vector_programs(draw):
+    """A fusion over [rows, cols] (cols >= one vector and a chunk: the streamed, vector
+    path): a chain of elementwise ops on the input, a row vector, a column vector
+    and a constant, then maybe the difference with a hoisted row reduce."""
+    etype = draw(st.sampled_from(["f32", "f64", "s32", "s64"]))
+    kind = etype[0]
+    rows = draw(st.integers(1, 3))
+    cols = draw(st.sampled_from([256, 259, 300, 1000]))
+    lines = [f"  x = {etype}[{rows},{cols}] parameter(0)",
+             f"  row = {etype}[{cols}] parameter(1)",
+             f"  col = {etype}[{rows}] parameter(2)",
+             f"  rb = {etype}[{rows},{cols}] broadcast(row), dimensions={{1}}",
+             f"  cb = {etype}[{rows},{cols}] broadcast(col), dimensions={{0}}",
+             f"  k = {etype}[] constant(3)",
+             f"  kb = {etype}[{rows},{cols}] broadcast(k), dimensions={{}}"]
+    values = ["x", "rb", "cb", "kb"]
+    for i in range(draw(st.integers(1, 6))):
+        if draw(st.booleans()):
+            op, args = draw(st.sampled_from(_UNARY[kind])), [draw(st.sampled_from(values))]
+        else:
+            op = draw(st.sampled_from(_BINARY[kind]))
+            args = [draw(st.sampled_from(values)), draw(st.sampled_from(values))]
+        lines.append(f"  v{i} = {etype}[{rows},{cols}] {op}({', '.join(args)})")
+        values.append(f"v{i}")
+    last = values[-1]
+    reducer = draw(st.sampled_from([None] + _REDUCERS[kind]))
+    head = ""
+    if reducer is not None:
+        init = {"maximum": "-inf" if kind == "f" else "-9223372036854775808" if etype == "s64"
+                else "-2147483648", "minimum": "inf" if kind == "f" else "9223372036854775807"
+                if etype == "s64" else "2147483647", "add": "0"}[reducer]
+        head = (f"red {{\n  a = {etype}[] parameter(0)\n  b = {etype}[] parameter(1)\n"
+                f"  ROOT r = {etype}[] {reducer}(a, b)\n}}\n")
+        lines += [f"  i = {etype}[] constant({init})",
+                  f"  m = {etype}[{rows}] reduce({last}, i), dimensions={{1}}, to_apply=red",
+                  f"  mb = {etype}[{rows},{cols}] broadcast(m), dimensions={{0}}",
+                  f"  ROOT o = {etype}[{rows},{cols}] subtract({last}, mb)"]
+    else:
+        lines.append(f"  ROOT o = {etype}[{rows},{cols}] copy({last})")
+    text = (f"HloModule vp\n{head}fused {{\n" + "\n".join(lines) + "\n}\n"
+            f"ENTRY main {{\n  p = {etype}[{rows},{cols}] parameter(0)\n"
+            f"  q = {etype}[{cols}] parameter(1)\n  u = {etype}[{rows}] parameter(2)\n"
+            f"  ROOT f = {etype}[{rows},{cols}] fusion(p, q, u), kind=kLoop, calls=fused\n}}\n")
+    seed = draw(st.integers(0, 2**16))
+    return etype, rows, cols, text, seed
+
+
+@given(vector_programs())
+def test_random_computations_on_vectors_match_the_evaluator(program):
+    etype, rows, cols, text, seed = program
+    dt = {"f32": np.float32, "f64": np.float64, "s32": np.int32, "s64": np.int64}[etype]
+    rng = _rng(seed)
+    if etype[0] == "f":       # small values: sums of a row keep their precision
+        args = [rng.uniform(-4, 4, shape).astype(dt) for shape in ((rows, cols), (cols,), (rows,))]
+    else:
+        args = [rng.integers(-50, 50, shape).astype(dt) for shape in ((rows, cols), (cols,), (rows,))]
+    with np.errstate(all="ignore"):
+        _check(text, args)
