@@ -5,8 +5,8 @@ type (a scalar `float`/`double` or a vector of them) and offers the handful of
 operations every math routine is made of: splat constants, fused multiply-add,
 Horner polynomials, selects, integer views of the bits, conversions between the
 f32 and f64 versions of the same shape, the error-free transformations of
-double-double arithmetic (`two_sum`, `two_prod`), per-lane loads from a constant
-table, and (for f64 only) per-lane calls of a scalar libm function.
+double-double arithmetic (`two_sum`, `two_prod`) and per-lane loads from a
+constant table.
 
 Everything emitted is straight-line code: branches are replaced by `select`, so
 that a scalar use inside a loop stays vectorizable and a vector use stays one
@@ -242,7 +242,7 @@ class MathBuilder:
                 result, load(self.b.extract_element(index, position)), position)
         return result
 
-    # ---- conversions and libm --------------------------------------------------
+    # ---- conversions ---------------------------------------------------------
     def widen(self, x):
         """float -> double of the same shape (exact)."""
         return self.b.fpext(x, self.with_kind("double").ty)
@@ -250,18 +250,3 @@ class MathBuilder:
     def narrow(self, x):
         """double -> float of the same shape (one rounding)."""
         return self.b.fptrunc(x, self.with_kind("float").ty)
-
-    def call_libm(self, name: str, args: Sequence[ir.Value]):
-        """Calls scalar libm `name` (double) once per lane. f64 slow paths only."""
-        module = self.b.module
-        fn = module.globals.get(name)
-        if fn is None:
-            fn = ir.Function(module, ir.FunctionType(F64, [F64] * len(args)), name=name)
-        if self.lanes is None:
-            return self.b.call(fn, list(args))
-        result = ir.Constant(self.ty, ir.Undefined)
-        for lane in range(self.lanes):
-            index = ir.Constant(ir.IntType(32), lane)
-            lane_args = [self.b.extract_element(a, index) for a in args]
-            result = self.b.insert_element(result, self.b.call(fn, lane_args), index)
-        return result

@@ -11,8 +11,8 @@ error near half an ulp. The quadrant picks sin or cos and the sign; tan is
 sin/cos or -cos/sin (about 2 ulp).
 
 atan2(y, x): t = min(|x|,|y|) / max(|x|,|y|) in [0, 1] (with the division's
-rounding error kept as t_lo); with c = round(8t)/8,
-atan t = atan c + atan u, u = (t - c) / (1 + t c), |u| <= 1/16, so a short
+rounding error kept as t_lo); with c = round(8t)/8 (0 below 1/8),
+atan t = atan c + atan u, u = (t - c) / (1 + t c), |u| <= 1/8, so a short
 Taylor series in u suffices and atan c comes from a 9-entry double-double
 table (selects). The octant is then fixed up as theta = offset +- atan t with
 offset in {0, pi/2, pi} added in double-double, and the sign of y copied.
@@ -28,7 +28,7 @@ from .vecmath_reduce64 import pio2_parts, reduce_pio2
 _SIN_TAIL = sin_tail(8)            # -1/3!, ..., -1/17!
 _COS_TAIL = cos_series(10)[2:]     # 1/4!, ..., 1/18!: cos r = 1 - z/2 + z^2 C(z)
 _ATAN_STEPS = 8
-_ATAN_TAIL = atan_tail(6)          # u^3/3 ... u^13/13; next term < 2^-59 relative
+_ATAN_TAIL = atan_tail(9)          # u^3/3 ... u^19/19; next term < 2^-64 relative
 
 
 def _sin_cos(d: MathBuilder, r_hi, r_lo):
@@ -95,21 +95,28 @@ def tan(d: MathBuilder, x):
 
 
 def _atan_unit(d: MathBuilder, t, t_lo):
-    """atan(t + t_lo) for t in [0, 1] as a double-double (hi, lo)."""
+    """atan(t + t_lo) for t in [0, 1] as an unevaluated sum (hi, lo), |lo| << |hi|."""
     b = d.b
+    # Below 1/8, c = 0 (u = t): with c = 1/8 there, atan c + atan u would cancel
+    # into a lower binade and magnify u's rounding errors.
     steps = d.rint(b.fmul(t, d.const(float(_ATAN_STEPS))))
+    steps = d.select(d.cmp("<", t, d.const(1.0 / _ATAN_STEPS)), d.const(0.0), steps)
     c = b.fmul(steps, d.const(1.0 / _ATAN_STEPS))
     # t - c is exact; t_lo matters where atan t lands in a lower binade than t.
-    u = b.fdiv(b.fadd(b.fsub(t, c), t_lo), d.fma(t, c, d.const(1.0)))
-    atan_u = d.fma(b.fmul(u, b.fmul(u, u)), d.horner(b.fmul(u, u), _ATAN_TAIL), u)
+    denominator = d.fma(t, c, d.const(1.0))
+    u = b.fdiv(b.fsub(t, c), denominator)
+    u_lo = b.fdiv(t_lo, denominator)
+    z = b.fmul(u, u)
+    # atan(u + u_lo) = u + (u z A(z) + u_lo) to well below an ulp of the result.
+    tail = d.fma(b.fmul(u, z), d.horner(z, _ATAN_TAIL), u_lo)
     table = atan_steps_dd(_ATAN_STEPS)
     c_hi, c_lo = d.const(0.0), d.const(0.0)
     for k in range(1, _ATAN_STEPS + 1):
         here = d.cmp("==", steps, d.const(float(k)))
         c_hi = d.select(here, d.const(table[k][0]), c_hi)
         c_lo = d.select(here, d.const(table[k][1]), c_lo)
-    hi, err = d.fast_two_sum(c_hi, atan_u)                         # |atan c| >= |atan u|
-    return hi, b.fadd(err, c_lo)
+    hi, err = d.fast_two_sum(c_hi, u)                              # |atan c| >= |u|
+    return hi, b.fadd(b.fadd(err, c_lo), tail)
 
 
 def atan2(d: MathBuilder, y, x):

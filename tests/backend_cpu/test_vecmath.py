@@ -197,9 +197,10 @@ def test_exp_loop_is_vectorized_on_zmm_without_calls():
     assert "expf" not in asm
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
 @pytest.mark.parametrize("op", sorted(SUPPORTED))
-def test_f32_never_calls_libm(op):
-    assert not [line for line in assembly(op, np.float32, lanes=16).splitlines()
+def test_never_calls_libm(op, dtype):
+    assert not [line for line in assembly(op, dtype, lanes=LANES[dtype]).splitlines()
                 if line.strip().startswith("call")], op
 
 
