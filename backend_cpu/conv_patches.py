@@ -8,6 +8,8 @@ once per run and the inner loop is affine — LLVM vectorizes it.
 """
 from __future__ import annotations
 
+import llvmlite.ir as ir
+
 from .conv_plan import ConvPlan
 from .llvm_types import constant, storage_type
 from .loops import for_range, i64
@@ -50,9 +52,9 @@ def for_rows(b, plan: ConvPlan, r0, r1, body) -> None:
         body(_delinearize(b, run, [r.size for r in plan.rows[:-1]]), base, lo, hi)
 
 
-def for_k(b, plan: ConvPlan, body, name: str) -> None:
+def for_k(b, plan: ConvPlan, body, name: str, scalar: bool = False) -> None:
     """body(taps, kk): a loop nest over the k axes; `taps` their indices, kk the
-    linear k index."""
+    linear k index (`scalar`: loops LLVM should not vectorize)."""
     index: list = []
 
     def nest(level, kk):
@@ -60,7 +62,7 @@ def for_k(b, plan: ConvPlan, body, name: str) -> None:
             body(list(index), kk)
             return
         axis = plan.k_axes[level]
-        with for_range(b, 0, axis.size, f"{name}{level}") as i:
+        with for_range(b, 0, axis.size, f"{name}{level}", scalar=scalar) as i:
             index.append(i)
             nest(level + 1, b.add(b.mul(kk, i64(axis.size)), i))
             index.pop()
@@ -188,22 +190,35 @@ def copy_tile(kernel, plan: ConvPlan, out, g, r0, r1, work, base) -> None:
     def per_run(outer, row_base, lo, hi):
         row0 = b.sub(row_base, r0)
 
-        def move(inner, f):
-            src = b.add(base, b.add(b.mul(b.add(row0, inner), i64(plan.features)), f))
+        def out_index(inner, f):
             index = [None] * len(out.shape.dims)
             for axis, i in zip(plan.rows, [*outer, inner]):
                 index[axis.other_dim] = i
             index[plan.out_feature_dim] = b.add(first_f, f)
-            out.store(b, index, work.load(b, [src]))
-        if f_contiguous:       # features contiguous in the output: f innermost
+            return index
+
+        def tile_at(inner, f):
+            return b.add(base, b.add(b.mul(b.add(row0, inner), i64(plan.features)), f))
+        if f_contiguous:       # one row of the tile is one run of the output: a memcpy
+            nbytes = i64(plan.features * (8 if plan.etype == "f64" else 4))
             with for_range(b, lo, hi, "tile.r") as inner:
-                with for_range(b, 0, plan.features, "tile.f") as f:
-                    move(inner, f)
-        else:
-            with for_range(b, 0, plan.features, "tile.f") as f:
-                with for_range(b, lo, hi, "tile.r") as inner:
-                    move(inner, f)
+                b.call(_memcpy(b.module), [out.address(b, out_index(inner, i64(0))),
+                                           work.address(b, [tile_at(inner, i64(0))]), nbytes,
+                                           ir.Constant(ir.IntType(1), 0)])
+            return
+        with for_range(b, 0, plan.features, "tile.f") as f:
+            with for_range(b, lo, hi, "tile.r") as inner:
+                out.store(b, out_index(inner, f), work.load(b, [tile_at(inner, f)]))
     for_rows(b, plan, r0, r1, per_run)
+
+
+def _memcpy(module: ir.Module) -> ir.Function:
+    name = "llvm.memcpy.p0.p0.i64"
+    if name not in module.globals:
+        ptr = ir.PointerType()
+        ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ir.IntType(64),
+                                                            ir.IntType(1)]), name)
+    return module.globals[name]
 
 
 def copy_rhs(kernel, plan: ConvPlan, view, work, base) -> None:
@@ -217,7 +232,8 @@ def copy_rhs(kernel, plan: ConvPlan, view, work, base) -> None:
         for axis, i in zip(plan.k_axes, taps):
             at = b.add(at, b.mul(i, i64(view.strides[axis.other_dim])))
         row = b.add(base, b.mul(kk, i64(features)))
-        with for_range(b, 0, features, "wcopy.f") as f:
+        # A small one-off copy: not worth LLVM's vectorizing (compile time) of gathers.
+        with for_range(b, 0, features, "wcopy.f", scalar=True) as f:
             src = b.add(at, b.mul(f, i64(view.strides[plan.rhs_feature_dim])))
             work.store(b, [b.add(row, f)], b.load(element(b, view.pointer, src, ty), typ=ty))
-    for_k(b, plan, per_k, "wcopy.k")
+    for_k(b, plan, per_k, "wcopy.k", scalar=True)

@@ -52,11 +52,17 @@ class PhaseOutput:
         self.out, self.shape, self.maps = out, shape, maps
         self.pointer = out.pointer
 
-    def store(self, b, index: list, value) -> None:
+    def _real(self, b, index: list) -> list:
         real = list(index)
         for d, (r, step) in self.maps.items():
             real[d] = b.add(i64(r), b.mul(index[d], i64(step)))
-        self.out.store(b, real, value)
+        return real
+
+    def store(self, b, index: list, value) -> None:
+        self.out.store(b, self._real(b, index), value)
+
+    def address(self, b, index: list):
+        return self.out.address(b, self._real(b, index))
 
 
 @dataclass(frozen=True)
