@@ -217,8 +217,8 @@ class MathBuilder:
         """values[index] per lane, from a private constant array `name` in the module.
 
         `index` is an integer of this builder's shape; every lane must be in
-        range (callers clamp). A vector index becomes one load per lane, which
-        LLVM turns into a gather where the target has one.
+        range (callers clamp). A scalar index is a load (LLVM's loop vectorizer
+        makes a gather of it), a vector index a masked gather.
         """
         element = F32 if self.kind == "float" else F64
         table = self.b.module.globals.get(name)
@@ -230,17 +230,32 @@ class MathBuilder:
             table.linkage = "private"
             table.unnamed_addr = True
         zero = ir.Constant(ir.IntType(32), 0)
-
-        def load(i):
-            return self.b.load(self.b.gep(table, [zero, i], inbounds=True))
         if self.lanes is None:
-            return load(index)
-        result = ir.Constant(self.ty, ir.Undefined)
-        for lane in range(self.lanes):
-            position = ir.Constant(ir.IntType(32), lane)
-            result = self.b.insert_element(
-                result, load(self.b.extract_element(index, position)), position)
-        return result
+            return self.b.load(self.b.gep(table, [zero, index], inbounds=True))
+        # A vector of addresses and one masked gather (a single instruction on AVX2/AVX-512).
+        i64 = ir.IntType(64)
+        if index.type != self._shaped(i64):
+            index = self.b.zext(index, self._shaped(i64))
+        base = self.b.ptrtoint(self.b.gep(table, [zero, zero], inbounds=True), i64)
+        offsets = self.b.mul(index, self.splat(i64, self.bits // 8))
+        addresses = self.b.inttoptr(self.b.add(self._splat_value(base), offsets),
+                                    ir.VectorType(ir.PointerType(), self.lanes))
+        mask = self.splat(ir.IntType(1), 1)
+        gather = f"llvm.masked.gather.{_intrinsic_suffix(self.ty)}.v{self.lanes}p0"
+        fn = self.b.module.globals.get(gather)
+        if fn is None:
+            fn = ir.Function(self.b.module, ir.FunctionType(
+                self.ty, [addresses.type, ir.IntType(32), mask.type, self.ty]), name=gather)
+        return self.b.call(fn, [addresses, ir.Constant(ir.IntType(32), self.bits // 8),
+                                mask, ir.Constant(self.ty, ir.Undefined)])
+
+    def _splat_value(self, scalar):
+        """A vector of this builder's shape with every lane `scalar` (an i64 value)."""
+        vec_ty = self._shaped(scalar.type)
+        single = self.b.insert_element(ir.Constant(vec_ty, ir.Undefined), scalar,
+                                       ir.Constant(ir.IntType(32), 0))
+        return self.b.shuffle_vector(single, ir.Constant(vec_ty, ir.Undefined),
+                                     ir.Constant(self._shaped(ir.IntType(32)), [0] * self.lanes))
 
     # ---- conversions ---------------------------------------------------------
     def widen(self, x):

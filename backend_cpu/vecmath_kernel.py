@@ -47,8 +47,12 @@ def _emit_loop(builder, name, start, stop, step, body):
     return i
 
 
-def build_module(opcode: str, dtype, lanes: int | None, ftz: bool = True) -> str:
-    """LLVM IR text of the kernel `vecmath_<op>` described in the module docstring."""
+def build_module(opcode: str, dtype, lanes: int | None, ftz: bool = True,
+                 emit=emit_math) -> str:
+    """LLVM IR text of the kernel `vecmath_<op>` described in the module docstring.
+
+    `emit(builder, opcode, args)` emits one element's math (benchmarks pass a
+    libm-calling emitter to compare against)."""
     element = _ELEMENT[np.dtype(dtype)]
     arity = 2 if opcode in BINARY else 1
     module = ir.Module(name=f"vecmath_{opcode}")
@@ -67,7 +71,7 @@ def build_module(opcode: str, dtype, lanes: int | None, ftz: bool = True) -> str
             for p in (a_ptr, b_ptr)[:arity]:
                 addr = builder.gep(p, [i], source_etype=element)
                 args.append(builder.load(addr, typ=ty, align=align))
-            result = emit_math(builder, opcode, args)
+            result = emit(builder, opcode, args)
             builder.store(result, builder.gep(out_ptr, [i], source_etype=element), align=align)
         return body
 
@@ -86,10 +90,11 @@ def build_module(opcode: str, dtype, lanes: int | None, ftz: bool = True) -> str
 class MathKernel:
     """A compiled elementwise kernel; call it with numpy arrays of its dtype."""
 
-    def __init__(self, opcode: str, dtype, lanes: int | None, ftz: bool = True):
+    def __init__(self, opcode: str, dtype, lanes: int | None, ftz: bool = True,
+                 emit=emit_math):
         self.opcode, self.dtype = opcode, np.dtype(dtype)
         self.arity = 2 if opcode in BINARY else 1
-        self.ir_text = build_module(opcode, dtype, lanes, ftz)
+        self.ir_text = build_module(opcode, dtype, lanes, ftz, emit)
         self._jit = llvm_target.jit_compile(self.ir_text)
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p,
                                     ctypes.c_void_p, ctypes.c_int64)(self._jit.lookup("kernel"))

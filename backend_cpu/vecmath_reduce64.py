@@ -107,12 +107,15 @@ def _payne_hanek(d: MathBuilder, a):
     big = _mod4(d, b.fadd(_mod4(d, h0), _mod4(d, l0)))        # exact: multiples of 2^-49
     h1 = _mod4(d, h1)
     n = d.rint(b.fadd(big, h1))
-    # The fraction a*C - n, summed error-free: only the final lo additions round,
-    # on terms far below the result whenever the result is small.
-    hi, lo = d.two_sum(b.fsub(big, n), h1)
-    for term in (l1, h2, l2, h3):
-        hi, err = d.two_sum(hi, term)
-        lo = b.fadd(lo, err)
+    # The fraction a*C - n, summed error-free where it matters: the two parts
+    # below 2^-41 (l1, h2) are paired exactly, apart from the big ones (a shorter
+    # dependency chain), and only terms far below the result are rounded: where
+    # the sum cancels, u_hi ~ -small_hi and u_lo, e are below 2^-94.
+    u_hi, u_lo = d.two_sum(b.fsub(big, n), h1)
+    small_hi, small_lo = d.two_sum(l1, h2)
+    tiny = b.fadd(small_lo, b.fadd(l2, h3))
+    hi, err = d.two_sum(u_hi, small_hi)
+    lo = b.fadd(b.fadd(u_lo, err), tiny)
     f_hi, f_lo = d.fast_two_sum(hi, lo)
     # r = f * pi/2 in double-double.
     p_hi, p_lo = math.pi / 2, pio2_parts()[1]

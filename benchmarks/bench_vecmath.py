@@ -1,11 +1,18 @@
-"""Throughput of backend_cpu.vecmath's f32 math vs numpy, one thread.
+"""Throughput of backend_cpu.vecmath's math vs per-lane libm calls, numpy and JAX.
 
-    python3 benchmarks/bench_vecmath.py [--size 16777216] [--repeat 7] [--ops exponential,tanh]
+    python3 benchmarks/bench_vecmath.py [--dtype f64] [--ops sine,power] [--threads 2]
+                                        [--size 4194304] [--repeat 7]
 
-Each opcode runs as a JIT-compiled loop (explicit 16-lane vectors, FTZ/DAZ set)
-over an f32 array, writing into a preallocated output, and so does numpy
-(`out=`), so neither pays page faults for fresh memory. Prints the median
-time and G elements/s of both and the speed ratio. Run by hand; not a test.
+Each opcode runs as a JIT-compiled loop (explicit vectors of 16 f32 / 8 f64
+lanes, FTZ/DAZ set) writing into a preallocated output, split into `--threads`
+contiguous chunks run in parallel (the kernel call releases the GIL). For f64
+the same loop is also built calling scalar libm once per element ("libm"),
+which is what vecmath did for erf, sin, cos, tan, atan2 and pow before they
+were written in IR. numpy (`out=`, one thread: its ufuncs do not split work)
+and JAX's XLA CPU (jit, device-resident input, when installed) run the same
+function. Prints the median time as M elements/s and each ratio to xlapy;
+checks xlapy's results against numpy. Run by hand, under the benchmark lock;
+not a test.
 """
 from __future__ import annotations
 
@@ -13,23 +20,38 @@ import argparse
 import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from llvmlite import ir
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from backend_cpu.vecmath_kernel import math_kernel  # noqa: E402
+from backend_cpu.vecmath_kernel import MathKernel, math_kernel  # noqa: E402
 
-# opcode -> (input range, numpy function(*inputs, out), or None when numpy has none)
+# opcode -> (input range of x, range of y for binary ops, numpy function name, libm name)
 CASES = {
-    "exponential": ((-80, 80), lambda x, out: np.exp(x, out=out)),
-    "tanh": ((-10, 10), lambda x, out: np.tanh(x, out=out)),
-    "log": ((1e-3, 1e3), lambda x, out: np.log(x, out=out)),
-    "erf": ((-5, 5), None),
-    "logistic": ((-20, 20), lambda x, out: np.divide(1, 1 + np.exp(-x), out=out)),
-    "sine": ((-100, 100), lambda x, out: np.sin(x, out=out)),
-    "power": ((0.1, 10), lambda x, y, out: np.power(x, y, out=out)),
+    "exponential": ((-80, 80), None, "exp", "exp"),
+    "tanh": ((-10, 10), None, "tanh", "tanh"),
+    "log": ((1e-3, 1e3), None, "log", "log"),
+    "logistic": ((-20, 20), None, None, None),
+    "erf": ((-5, 5), None, None, "erf"),
+    "sine": ((-100, 100), None, "sin", "sin"),
+    "cosine": ((-100, 100), None, "cos", "cos"),
+    "tan": ((-100, 100), None, "tan", "tan"),
+    "atan2": ((-10, 10), (-10, 10), "arctan2", "atan2"),
+    "power": ((0.1, 10), (-30, 30), "power", "pow"),
 }
+DEFAULT_OPS = {"f32": "exponential,tanh,log,erf", "f64": "erf,sine,cosine,tan,atan2,power"}
+
+
+def _emit_libm(builder: ir.IRBuilder, opcode: str, args):
+    """One scalar libm call per element (f64 only): the pre-vecmath baseline."""
+    name = CASES[opcode][3]
+    module = builder.module
+    fn = module.globals.get(name) or ir.Function(
+        module, ir.FunctionType(ir.DoubleType(), [ir.DoubleType()] * len(args)), name=name)
+    return builder.call(fn, list(args))
 
 
 def median_time(fn, repeat: int) -> float:
@@ -42,34 +64,85 @@ def median_time(fn, repeat: int) -> float:
     return float(np.median(times))
 
 
+def parallel(kernel, inputs, out, threads: int, pool):
+    """kernel(*inputs, out=out) over `threads` contiguous chunks at once."""
+    if threads == 1:
+        return lambda: kernel(*inputs, out=out)
+    bounds = np.linspace(0, out.size, threads + 1).astype(int)
+    chunks = [(tuple(a[lo:hi] for a in inputs), out[lo:hi]) for lo, hi in zip(bounds, bounds[1:])]
+    return lambda: list(pool.map(lambda c: kernel(*c[0], out=c[1]), chunks))
+
+
+def _jax_runner(op, inputs):
+    try:
+        import jax
+        import jax.numpy as jnp
+        from jax.scipy.special import erf as jax_erf
+    except ImportError:
+        return None
+    jax.config.update("jax_enable_x64", True)
+    fns = {"erf": jax_erf, "sine": jnp.sin, "cosine": jnp.cos, "tan": jnp.tan,
+           "atan2": jnp.arctan2, "power": jnp.power, "exponential": jnp.exp,
+           "tanh": jnp.tanh, "log": jnp.log, "logistic": jax.nn.sigmoid}
+    fn = jax.jit(fns[op])
+    device_inputs = [jax.device_put(a) for a in inputs]
+    return lambda: fn(*device_inputs).block_until_ready()
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, default=16 * 1024 * 1024)
+    parser.add_argument("--dtype", choices=["f32", "f64"], default="f64")
+    parser.add_argument("--size", type=int, default=4 * 1024 * 1024)
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--ops", default="exponential,tanh,log,erf",
-                        help=f"comma-separated, from {','.join(CASES)}")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--ops", default=None, help=f"comma-separated, from {','.join(CASES)}")
+    parser.add_argument("--no-jax", action="store_true")
     args = parser.parse_args(argv)
-    rng = np.random.default_rng(0)
-    print(f"f32[{args.size}], 1 thread, median of {args.repeat}")
-    print(f"{'opcode':<14}{'xlapy ms':>10}{'G/s':>8}{'numpy ms':>10}{'G/s':>8}{'speedup':>9}")
-    for op in args.ops.split(","):
+    dtype = np.float32 if args.dtype == "f32" else np.float64
+    ops = (args.ops or DEFAULT_OPS[args.dtype]).split(",")
+    for op in ops:
         if op not in CASES:
             parser.error(f"unknown op {op!r}; choose from {', '.join(CASES)}")
-        (lo, hi), numpy_fn = CASES[op]
-        x = rng.uniform(lo, hi, args.size).astype(np.float32)
-        y = rng.uniform(0.5, 3, args.size).astype(np.float32)
-        out = np.empty_like(x)
-        kernel = math_kernel(op, np.float32, 16)
-        inputs = (x, y) if kernel.arity == 2 else (x,)
-        t_ours = median_time(lambda: kernel(*inputs, out=out), args.repeat)
-        line = f"{op:<14}{t_ours * 1e3:>10.2f}{args.size / t_ours / 1e9:>8.2f}"
-        if numpy_fn is None:
-            print(line + f"{'n/a':>10}{'':>8}{'':>9}")
-            continue
-        out_np = np.empty_like(x)
-        with np.errstate(all="ignore"):
-            t_np = median_time(lambda: numpy_fn(*inputs, out_np), args.repeat)
-        print(line + f"{t_np * 1e3:>10.2f}{args.size / t_np / 1e9:>8.2f}{t_np / t_ours:>8.1f}x")
+    rng = np.random.default_rng(0)
+    print(f"{args.dtype}[{args.size}], xlapy and libm on {args.threads} thread(s), "
+          f"median of {args.repeat}, load average {os.getloadavg()[0]:.2f}")
+    print(f"{'opcode':<12}{'xlapy M/s':>11}{'libm M/s':>10}{'numpy M/s':>11}{'jax M/s':>9}"
+          f"{'vs libm':>9}{'vs numpy':>10}{'vs jax':>8}{'max |diff|':>12}")
+    pool = ThreadPoolExecutor(args.threads)
+    for op in ops:
+        x_range, y_range, numpy_name, _ = CASES[op]
+        inputs = [rng.uniform(*x_range, args.size).astype(dtype)]
+        if y_range:
+            inputs.append(rng.uniform(*y_range, args.size).astype(dtype))
+        rate = {}
+        out = np.empty_like(inputs[0])
+        kernel = math_kernel(op, dtype, 16 if dtype == np.float32 else 8)
+        rate["xlapy"] = args.size / median_time(parallel(kernel, inputs, out, args.threads, pool),
+                                                args.repeat)
+        if dtype == np.float64 and CASES[op][3]:
+            libm = MathKernel(op, dtype, None, emit=_emit_libm)
+            rate["libm"] = args.size / median_time(
+                parallel(libm, inputs, np.empty_like(out), args.threads, pool), args.repeat)
+        diff = "n/a"
+        if numpy_name:
+            out_np = np.empty_like(out)
+            ufunc = getattr(np, numpy_name)
+            with np.errstate(all="ignore"):
+                rate["numpy"] = args.size / median_time(lambda: ufunc(*inputs, out=out_np),
+                                                        args.repeat)
+            finite = np.isfinite(out_np)
+            relative = np.abs(out[finite] - out_np[finite]) / np.abs(out_np[finite])
+            diff = f"{np.max(relative, initial=0.0, where=out_np[finite] != 0):.1e}"
+        runner = None if args.no_jax else _jax_runner(op, inputs)
+        if runner:
+            rate["jax"] = args.size / median_time(runner, args.repeat)
+        ours = rate["xlapy"]
+        cells = [f"{rate[k] / 1e6:>{w}.0f}" if k in rate else f"{'-':>{w}}"
+                 for k, w in (("xlapy", 11), ("libm", 10), ("numpy", 11), ("jax", 9))]
+        ratios = [f"{ours / rate[k]:>{w}.1f}x" if k in rate else f"{'-':>{w + 1}}"
+                  for k, w in (("libm", 8), ("numpy", 9), ("jax", 7))]
+        print(f"{op:<12}" + "".join(cells) + "".join(ratios) + f"{diff:>12}", flush=True)
+    pool.shutdown()
 
 
 if __name__ == "__main__":
