@@ -320,3 +320,25 @@ def test_global_pooling_window_loops(threads):
     rng = np.random.default_rng(11)
     check(text, [values(rng, (2, 9, 8, 3), "f32"), values(rng, (2, 1, 2, 3), "f32")],
           min_extent=2)
+
+
+def test_column_major_layouts(threads):
+    """Layouts {0,1} and {0,1,2,3}: the partition dimension is then the physical major
+    one (D, C), split by single indices, and for the pooling filled slice by slice."""
+    scatter = f"""HloModule cm
+{combiner("add", "f32")}
+ENTRY e {{
+  x = f32[7,37]{{0,1}} parameter(0)
+  i = s32[23] parameter(1)
+  u = f32[23,37]{{0,1}} parameter(2)
+  ROOT s = f32[7,37]{{0,1}} scatter(x, i, u), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=combine
+}}"""
+    rng = np.random.default_rng(13)
+    check(scatter, [values(rng, (7, 37), "f32"), row_ids(7, 23, rng), values(rng, (23, 37), "f32")],
+          min_extent=37)
+    pool = pool_grad_text((3, 6, 6, 20), "size=1x2x2x1 stride=1x2x2x1", (3, 3, 3, 20))
+    pool = pool.replace("f32[3,6,6,20] parameter", "f32[3,6,6,20]{0,1,2,3} parameter") \
+        .replace("f32[3,3,3,20] parameter", "f32[3,3,3,20]{0,1,2,3} parameter") \
+        .replace("ROOT r = f32[3,6,6,20]", "ROOT r = f32[3,6,6,20]{0,1,2,3}")
+    check(pool, [rng.integers(-2, 3, (3, 6, 6, 20)).astype(np.float32),
+                 values(rng, (3, 3, 3, 20), "f32")], min_extent=20)
