@@ -379,22 +379,30 @@ _BINARY = {"f": ["add", "subtract", "multiply", "maximum", "minimum", "divide"],
 _REDUCERS = {"f": ["maximum", "minimum", "add"], "s": ["maximum", "minimum", "add"]}
 
 
+def _dims(dims) -> str:
+    return ",".join(map(str, dims))
+
+
 @st.composite
 def vector_programs(draw):
-    """A fusion over [rows, cols] (cols >= one vector and a chunk: the streamed, vector
-    path): a chain of elementwise ops on the input, a row vector, a column vector
-    and a constant, then maybe the difference with a hoisted row reduce."""
+    """A fusion over an array whose minor dimension holds a vector and a chunk (the
+    streamed, vector path), of rank 1 to 3 with size-1 dimensions anywhere (the
+    threads split the first other one): a chain of elementwise ops on the input,
+    a broadcast row along the minor dimension, a broadcast of the other dimensions,
+    a constant, then maybe the difference with a hoisted reduce of each row."""
     etype = draw(st.sampled_from(["f32", "f64", "s32", "s64"]))
     kind = etype[0]
-    rows = draw(st.integers(1, 3))
     cols = draw(st.sampled_from([256, 259, 300, 1000]))
-    lines = [f"  x = {etype}[{rows},{cols}] parameter(0)",
-             f"  row = {etype}[{cols}] parameter(1)",
-             f"  col = {etype}[{rows}] parameter(2)",
-             f"  rb = {etype}[{rows},{cols}] broadcast(row), dimensions={{1}}",
-             f"  cb = {etype}[{rows},{cols}] broadcast(col), dimensions={{0}}",
+    outer = draw(st.sampled_from([(), (1,), (2,), (3,), (1, 3), (3, 1), (1, 1), (2, 2)]))
+    full, rank = (*outer, cols), len(outer) + 1
+    t = lambda dims: f"{etype}[{_dims(dims)}]"          # noqa: E731
+    lines = [f"  x = {t(full)} parameter(0)",
+             f"  row = {t((cols,))} parameter(1)",
+             f"  col = {t(outer)} parameter(2)",
+             f"  rb = {t(full)} broadcast(row), dimensions={{{rank - 1}}}",
+             f"  cb = {t(full)} broadcast(col), dimensions={{{_dims(range(rank - 1))}}}",
              f"  k = {etype}[] constant(3)",
-             f"  kb = {etype}[{rows},{cols}] broadcast(k), dimensions={{}}"]
+             f"  kb = {t(full)} broadcast(k), dimensions={{}}"]
     values = ["x", "rb", "cb", "kb"]
     for i in range(draw(st.integers(1, 6))):
         if draw(st.booleans()):
@@ -402,7 +410,7 @@ def vector_programs(draw):
         else:
             op = draw(st.sampled_from(_BINARY[kind]))
             args = [draw(st.sampled_from(values)), draw(st.sampled_from(values))]
-        lines.append(f"  v{i} = {etype}[{rows},{cols}] {op}({', '.join(args)})")
+        lines.append(f"  v{i} = {t(full)} {op}({', '.join(args)})")
         values.append(f"v{i}")
     last = values[-1]
     reducer = draw(st.sampled_from([None] + _REDUCERS[kind]))
@@ -414,27 +422,27 @@ def vector_programs(draw):
         head = (f"red {{\n  a = {etype}[] parameter(0)\n  b = {etype}[] parameter(1)\n"
                 f"  ROOT r = {etype}[] {reducer}(a, b)\n}}\n")
         lines += [f"  i = {etype}[] constant({init})",
-                  f"  m = {etype}[{rows}] reduce({last}, i), dimensions={{1}}, to_apply=red",
-                  f"  mb = {etype}[{rows},{cols}] broadcast(m), dimensions={{0}}",
-                  f"  ROOT o = {etype}[{rows},{cols}] subtract({last}, mb)"]
+                  f"  m = {t(outer)} reduce({last}, i), dimensions={{{rank - 1}}}, to_apply=red",
+                  f"  mb = {t(full)} broadcast(m), dimensions={{{_dims(range(rank - 1))}}}",
+                  f"  ROOT o = {t(full)} subtract({last}, mb)"]
     else:
-        lines.append(f"  ROOT o = {etype}[{rows},{cols}] copy({last})")
+        lines.append(f"  ROOT o = {t(full)} copy({last})")
     text = (f"HloModule vp\n{head}fused {{\n" + "\n".join(lines) + "\n}\n"
-            f"ENTRY main {{\n  p = {etype}[{rows},{cols}] parameter(0)\n"
-            f"  q = {etype}[{cols}] parameter(1)\n  u = {etype}[{rows}] parameter(2)\n"
-            f"  ROOT f = {etype}[{rows},{cols}] fusion(p, q, u), kind=kLoop, calls=fused\n}}\n")
+            f"ENTRY main {{\n  p = {t(full)} parameter(0)\n"
+            f"  q = {t((cols,))} parameter(1)\n  u = {t(outer)} parameter(2)\n"
+            f"  ROOT f = {t(full)} fusion(p, q, u), kind=kLoop, calls=fused\n}}\n")
     seed = draw(st.integers(0, 2**16))
-    return etype, rows, cols, text, seed
+    return etype, [full, (cols,), outer], text, seed
 
 
 @given(vector_programs())
 def test_random_computations_on_vectors_match_the_evaluator(program):
-    etype, rows, cols, text, seed = program
+    etype, shapes, text, seed = program
     dt = {"f32": np.float32, "f64": np.float64, "s32": np.int32, "s64": np.int64}[etype]
     rng = _rng(seed)
     if etype[0] == "f":       # small values: sums of a row keep their precision
-        args = [rng.uniform(-4, 4, shape).astype(dt) for shape in ((rows, cols), (cols,), (rows,))]
+        args = [np.asarray(rng.uniform(-4, 4, shape), dtype=dt) for shape in shapes]
     else:
-        args = [rng.integers(-50, 50, shape).astype(dt) for shape in ((rows, cols), (cols,), (rows,))]
+        args = [np.asarray(rng.integers(-50, 50, shape), dtype=dt) for shape in shapes]
     with np.errstate(all="ignore"):
         _check(text, args)
