@@ -91,16 +91,18 @@ class _Depthwise:
             x = lhs_gen(b, index)
         if valid is not None:
             x = b.select(valid, x, self.zero)
+        return b.fmul(x, self.weight(b, c, taps, g), flags=_FAST)
+
+    def weight(self, b, c, taps, g):
+        """The kernel's element for channel c, window taps and group g."""
         if self.rhs_buffer is not None:       # through the Buffer: alias metadata
             rhs_index = [None] * len(self.rhs.dims)
             rhs_index[self.rmap["i"]], rhs_index[self.rmap["o"]] = c, g
             for i, k in enumerate(taps):
                 rhs_index[self.rmap[str(i)]] = k
-            w = self.rhs_buffer.load(b, rhs_index)
-        else:
-            at = b.add(self.rhs_offset(b, c, taps), g)
-            w = b.load(element(b, self.rhs.pointer, at, self.ty), typ=self.ty)
-        return b.fmul(x, w, flags=_FAST)
+            return self.rhs_buffer.load(b, rhs_index)
+        at = b.add(self.rhs_offset(b, c, taps), b.mul(g, i64(self.rhs.strides[self.rmap["o"]])))
+        return b.load(element(b, self.rhs.pointer, at, self.ty), typ=self.ty)
 
     def out_cell(self, row: dict, g) -> list:
         """The output's logical index of a row and group."""

@@ -14,10 +14,12 @@ and the choices). The kernel's [begin, end) count work units
         copy the tile into the output through its labels/layout  (when not in place)
 
 Each unit owns a region of two scratch slots — the GEMM's packing buffers, and
-[patch chunk | tile | kernel copy] — so units share no memory. Depthwise convolutions with the channels
-innermost take a direct loop vectorized over the channels instead
-(conv_depthwise.py); other depthwise and tiny convolutions stay on the generic
-generator of contraction.py.
+[patch chunk | tile | kernel copy] — so units share no memory. An lhs-dilated
+convolution is split into dense sub-convolutions by output phase first
+(conv_phases.py). Depthwise convolutions take a direct loop instead, vectorized
+over the channels when they are innermost (conv_depthwise.py), else along the
+innermost spatial dimension (conv_stencil.py); tiny convolutions stay on the
+generic generator of contraction.py.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from hlo.shape import Shape
 from .conv_depthwise import try_emit_depthwise
 from .conv_patches import PatchBuilder, copy_rhs, copy_tile, element
 from .conv_phases import split_phases
+from .conv_stencil import try_emit_depthwise_spatial
 from .conv_plan import ConvPlan, plan_conv
 from .dot_emitter import View, even_cuts, run_units
 from .gemm_packing import ALIGN
@@ -43,9 +46,10 @@ def try_emit_conv_gemm(kernel, conv, lhs_gen, rhs_view, out) -> int | None:
         return None
     if tuple(rhs_view.dims) != tuple(conv.operands[1].shape.dims):
         return None
-    extent = try_emit_depthwise(kernel, conv, lhs_gen, rhs_view, out)
-    if extent is not None:
-        return extent
+    for direct_loop in (try_emit_depthwise, try_emit_depthwise_spatial):
+        extent = direct_loop(kernel, conv, lhs_gen, rhs_view, out)
+        if extent is not None:
+            return extent
     phases = split_phases(conv, rhs_view, out)
     parts = [_Part(conv, 0, rhs_view, out)] if phases is None else \
         [_Part(p.conv, p.rhs_offset, p.rhs, p.out) for p in phases]

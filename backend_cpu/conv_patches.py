@@ -159,24 +159,30 @@ class PatchBuilder:
         fill(v_hi, hi, False)
 
     def _valid_range(self, w, taps, lo, hi):
-        """[v_lo, v_hi) within [lo, hi): the inner indices o whose input position
-        o * stride + tap * dilation - pad_low falls inside the input, and that position."""
-        b, axis = self.kernel.b, self.plan.rows[-1]
-        size = self.lhs_dims[axis.lhs_dim]
+        """valid_range for the inner row axis under k index `taps`."""
+        axis = self.plan.rows[-1]
         tap = taps[[x.spatial for x in self.plan.k_axes].index(axis.spatial)]
-        if w.reversal:
-            tap = b.sub(i64(w.size - 1), tap)
-        shift = b.sub(b.mul(tap, i64(w.window_dilation)), i64(w.pad_low))  # pos = o*s + shift
-        s = i64(w.stride)
-        # first valid o: ceil(-shift / s) when shift < 0, else 0
-        neg = _imax(b, b.sub(i64(0), shift), i64(0))
-        first = b.udiv(b.add(neg, i64(w.stride - 1)), s)
-        # one past the last valid o: floor((size - 1 - shift) / s) + 1, or 0 if negative
-        top = b.sub(i64(size - 1), shift)
-        stop = b.select(b.icmp_signed("<", top, i64(0)), i64(0), b.add(b.sdiv(top, s), i64(1)))
-        v_lo = _imin(b, _imax(b, first, lo), hi)
-        v_hi = _imax(b, _imin(b, stop, hi), v_lo)
-        return v_lo, v_hi, lambda o: b.add(b.mul(o, s), shift)
+        return valid_range(self.kernel.b, w, tap, self.lhs_dims[axis.lhs_dim], lo, hi)
+
+
+def valid_range(b, w, tap, size: int, lo, hi):
+    """(v_lo, v_hi, position): the output indices lo <= v_lo <= o < v_hi <= hi whose
+    input position o * stride + tap' * dilation - pad_low lies in [0, size) (tap' is
+    the tap the input sees: reversed with the window), and position(o) computing it.
+    Only for a dimension without base dilation."""
+    if w.reversal:
+        tap = b.sub(i64(w.size - 1), tap)
+    shift = b.sub(b.mul(tap, i64(w.window_dilation)), i64(w.pad_low))   # pos = o*s + shift
+    s = i64(w.stride)
+    # first valid o: ceil(-shift / s) when shift < 0, else 0
+    neg = _imax(b, b.sub(i64(0), shift), i64(0))
+    first = b.udiv(b.add(neg, i64(w.stride - 1)), s)
+    # one past the last valid o: floor((size - 1 - shift) / s) + 1, or 0 if negative
+    top = b.sub(i64(size - 1), shift)
+    stop = b.select(b.icmp_signed("<", top, i64(0)), i64(0), b.add(b.sdiv(top, s), i64(1)))
+    v_lo = _imin(b, _imax(b, first, lo), hi)
+    v_hi = _imax(b, _imin(b, stop, hi), v_lo)
+    return v_lo, v_hi, lambda o: b.add(b.mul(o, s), shift)
 
 
 def copy_tile(kernel, plan: ConvPlan, out, g, r0, r1, work, base) -> None:

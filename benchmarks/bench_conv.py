@@ -13,7 +13,8 @@ is installed (a benchmark-only dependency), run by XLA through
 `lax.conv_general_dilated` with the same dimension numbers, window and
 grouping, on device-resident inputs. The cases: a ResNet-like 3x3 conv
 f32[8,56,56,64] -> 64 channels in NHWC/HWIO and in NCHW/OIHW, a depthwise 3x3
-on [8,56,56,128] (feature_group_count 128), a grouped one (4 groups), the
+on [8,56,56,128] (feature_group_count 128) in NHWC and in NCHW, a grouped one
+(4 groups), the
 gradients of the NHWC conv with respect to its kernel (`f01b_i01o->01bf`, a
 56x56 window) and its input (`01oi`, the reversed kernel), the input gradient
 of the same conv with stride 2 (lhs_dilate=2x2), and the kernel gradient of the
@@ -124,6 +125,8 @@ CASES = [
     Case("nhwc", (8, 56, 56, 64), (3, 3, 64, 64), "b01f_01io->b01f", (3, 3), SAME3),
     Case("nchw", (8, 64, 56, 56), (64, 64, 3, 3), "bf01_oi01->bf01", (3, 3), SAME3),
     Case("depthwise", (8, 56, 56, 128), (3, 3, 1, 128), "b01f_01io->b01f", (3, 3), SAME3,
+         feature_groups=128),
+    Case("dw_nchw", (8, 128, 56, 56), (128, 1, 3, 3), "bf01_oi01->bf01", (3, 3), SAME3,
          feature_groups=128),
     Case("grouped4", (8, 56, 56, 64), (3, 3, 16, 64), "b01f_01io->b01f", (3, 3), SAME3,
          feature_groups=4),

@@ -49,7 +49,8 @@ def conv_module(lhs_labels, rhs_labels, out_labels, sizes, window, fgc=1, bgc=1,
 
 def run_and_compare(module, seed=0, expect="gemm"):
     """Compiles (no passes), runs on random inputs, compares with the evaluator, and
-    checks which path computed it: "gemm", "depthwise" or "generic"."""
+    checks which path computed it: "gemm", "depthwise", "stencil" or "generic" (or
+    one of a tuple of them)."""
     rng = np.random.default_rng(seed)
     dt = hlo.numpy_dtype(module.entry.parameters[0].shape.element_type)
     args = [rng.standard_normal(p.shape.dims).astype(dt) for p in module.entry.parameters]
@@ -57,8 +58,9 @@ def run_and_compare(module, seed=0, expect="gemm"):
     got = exe.run(*args)[0]
     assert_close(got, np.asarray(hlo.evaluate(module, args)[0]), "convolution")
     text = exe.as_llvm_ir()
-    path = "gemm" if "_gemm" in text else "depthwise" if "dw.row" in text else "generic"
-    assert path == expect
+    path = "gemm" if "_gemm" in text else "depthwise" if "dw.row" in text \
+        else "stencil" if "dws.row" in text else "generic"
+    assert path in (expect if isinstance(expect, tuple) else (expect,))
     return got
 
 
@@ -125,8 +127,13 @@ def test_patch_budget_splits_rows():
 def test_depthwise_direct_loop(window):
     sizes = dict(SIZES, f=8, o=8)
     run_and_compare(conv_module("b01f", "01io", "b01f", sizes, window, fgc=8), expect="depthwise")
-    # channels not innermost: the generic generator
-    run_and_compare(conv_module("bf01", "oi01", "bf01", sizes, window, fgc=8), expect="generic")
+    # a spatial dimension innermost: stencil runs along it (unless it is lhs-dilated)
+    for lhs, out in (("bf01", "bf01"), ("b1f0", "bf10")):
+        along = window.dims[int(out[-1])]
+        run_and_compare(conv_module(lhs, "oi01", out, sizes, window, fgc=8),
+                        expect="stencil" if along.base_dilation == 1 else "generic")
+    # the output's innermost dimension is not the input's: the generic generator
+    run_and_compare(conv_module("bf10", "oi01", "bf01", sizes, window, fgc=8), expect="generic")
 
 
 @pytest.mark.parametrize("size", [2, 6])
@@ -135,6 +142,7 @@ def test_depthwise_kernel_gradient(size):
     sizes = {"b": 8, "f": 3, "o": 8, "0": 7, "1": 6}
     window = window_of([size, size], pads=[(1, 1), (1, 1)])
     run_and_compare(conv_module("f01b", "i01o", "01bf", sizes, window, bgc=8), expect="depthwise")
+    run_and_compare(conv_module("bf01", "oi01", "fb01", sizes, window, bgc=8), expect="stencil")
 
 
 def _plan(labels, sizes, window=SAME3, fgc=1, bgc=1):
@@ -192,8 +200,8 @@ def conv_cases(draw):
 @settings(max_examples=30, deadline=None)
 @given(module=conv_cases(), chunk_bytes=st.sampled_from([64, 256, 1 << 20]))
 def test_random_convolutions(module, chunk_bytes):
-    with tiny_thresholds(chunk_bytes):
-        run_and_compare(module)
+    with tiny_thresholds(chunk_bytes):      # depthwise ones may take a direct loop
+        run_and_compare(module, expect=("gemm", "depthwise", "stencil"))
 
 
 @st.composite
