@@ -342,3 +342,12 @@ ENTRY e {{
         .replace("ROOT r = f32[3,6,6,20]", "ROOT r = f32[3,6,6,20]{0,1,2,3}")
     check(pool, [rng.integers(-2, 3, (3, 6, 6, 20)).astype(np.float32),
                  values(rng, (3, 3, 3, 20), "f32")], min_extent=20)
+
+
+def test_scalar_select_and_scatter():
+    """Rank 0: the one source element lands on the one operand element (init + source).
+    (The reference evaluator does not take rank-0 windows; the rule is simple enough.)"""
+    _, exe = compiled(pool_grad_text((), "", ()))
+    for x, g in [(2.0, 3.0), (np.nan, -1.5)]:
+        (got,) = exe.run(np.float32(x), np.float32(g))
+        assert got == np.float32(0) + np.float32(g)
