@@ -107,42 +107,57 @@ def main(argv=None) -> None:
     print(f"{args.dtype}[{args.size}], xlapy and libm on {args.threads} thread(s), "
           f"median of {args.repeat}, load average {os.getloadavg()[0]:.2f}")
     print(f"{'opcode':<12}{'xlapy M/s':>11}{'libm M/s':>10}{'numpy M/s':>11}{'jax M/s':>9}"
-          f"{'vs libm':>9}{'vs numpy':>10}{'vs jax':>8}{'max |diff|':>12}")
+          f"{'vs libm':>9}{'vs numpy':>10}{'vs jax':>8}{'max rel.diff':>13}")
     pool = ThreadPoolExecutor(args.threads)
+    inputs = {op: _inputs(op, dtype, args.size, rng) for op in ops}
+    rates, diffs = {}, {}
     for op in ops:
-        x_range, y_range, numpy_name, _ = CASES[op]
-        inputs = [rng.uniform(*x_range, args.size).astype(dtype)]
-        if y_range:
-            inputs.append(rng.uniform(*y_range, args.size).astype(dtype))
-        rate = {}
-        out = np.empty_like(inputs[0])
-        kernel = math_kernel(op, dtype, 16 if dtype == np.float32 else 8)
-        rate["xlapy"] = args.size / median_time(parallel(kernel, inputs, out, args.threads, pool),
-                                                args.repeat)
-        if dtype == np.float64 and CASES[op][3]:
-            libm = MathKernel(op, dtype, None, emit=_emit_libm)
-            rate["libm"] = args.size / median_time(
-                parallel(libm, inputs, np.empty_like(out), args.threads, pool), args.repeat)
-        diff = "n/a"
-        if numpy_name:
-            out_np = np.empty_like(out)
-            ufunc = getattr(np, numpy_name)
-            with np.errstate(all="ignore"):
-                rate["numpy"] = args.size / median_time(lambda: ufunc(*inputs, out=out_np),
-                                                        args.repeat)
-            finite = np.isfinite(out_np)
-            relative = np.abs(out[finite] - out_np[finite]) / np.abs(out_np[finite])
-            diff = f"{np.max(relative, initial=0.0, where=out_np[finite] != 0):.1e}"
-        runner = None if args.no_jax else _jax_runner(op, inputs)
+        rates[op], diffs[op] = _measure_ours(op, dtype, inputs[op], args, pool)
+    pool.shutdown()
+    # JAX last: its thread pool keeps spinning for a while after each call,
+    # which would slow down whatever is measured next.
+    for op in ops:
+        runner = None if args.no_jax else _jax_runner(op, inputs[op])
         if runner:
-            rate["jax"] = args.size / median_time(runner, args.repeat)
-        ours = rate["xlapy"]
+            rates[op]["jax"] = args.size / median_time(runner, args.repeat)
+    for op in ops:
+        rate, ours = rates[op], rates[op]["xlapy"]
         cells = [f"{rate[k] / 1e6:>{w}.0f}" if k in rate else f"{'-':>{w}}"
                  for k, w in (("xlapy", 11), ("libm", 10), ("numpy", 11), ("jax", 9))]
         ratios = [f"{ours / rate[k]:>{w}.1f}x" if k in rate else f"{'-':>{w + 1}}"
                   for k, w in (("libm", 8), ("numpy", 9), ("jax", 7))]
-        print(f"{op:<12}" + "".join(cells) + "".join(ratios) + f"{diff:>12}", flush=True)
-    pool.shutdown()
+        print(f"{op:<12}" + "".join(cells) + "".join(ratios) + f"{diffs[op]:>13}")
+
+
+def _inputs(op, dtype, size, rng):
+    x_range, y_range, _, _ = CASES[op]
+    arrays = [rng.uniform(*x_range, size).astype(dtype)]
+    if y_range:
+        arrays.append(rng.uniform(*y_range, size).astype(dtype))
+    return arrays
+
+
+def _measure_ours(op, dtype, inputs, args, pool):
+    """({"xlapy", "libm", "numpy": elements/s}, max relative difference to numpy)."""
+    rate = {}
+    out = np.empty_like(inputs[0])
+    kernel = math_kernel(op, dtype, 16 if dtype == np.float32 else 8)
+    rate["xlapy"] = args.size / median_time(parallel(kernel, inputs, out, args.threads, pool),
+                                            args.repeat)
+    if dtype == np.float64 and CASES[op][3]:
+        libm = MathKernel(op, dtype, None, emit=_emit_libm)
+        rate["libm"] = args.size / median_time(
+            parallel(libm, inputs, np.empty_like(out), args.threads, pool), args.repeat)
+    numpy_name = CASES[op][2]
+    if not numpy_name:
+        return rate, "n/a"
+    out_np = np.empty_like(out)
+    ufunc = getattr(np, numpy_name)
+    with np.errstate(all="ignore"):
+        rate["numpy"] = args.size / median_time(lambda: ufunc(*inputs, out=out_np), args.repeat)
+    finite = np.isfinite(out_np)
+    relative = np.abs(out[finite] - out_np[finite]) / np.abs(out_np[finite])
+    return rate, f"{np.max(relative, initial=0.0, where=out_np[finite] != 0):.1e}"
 
 
 if __name__ == "__main__":
