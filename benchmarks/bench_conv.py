@@ -12,7 +12,8 @@ for it (`jax.jit(f).lower(...).as_text()`), compiled by xlapy from that text
 is installed (a benchmark-only dependency), run by XLA through
 `lax.conv_general_dilated` with the same dimension numbers, window and
 grouping, on device-resident inputs. The cases: a ResNet-like 3x3 conv
-f32[8,56,56,64] -> 64 channels in NHWC/HWIO and in NCHW/OIHW, a depthwise 3x3
+f32[8,56,56,64] -> 64 channels in NHWC/HWIO and in NCHW/OIHW, ResNet's 7x7
+stride-2 stem on f32[8,224,224,3], a depthwise 3x3
 on [8,56,56,128] (feature_group_count 128) in NHWC and in NCHW, a grouped one
 (4 groups), the
 gradients of the NHWC conv with respect to its kernel (`f01b_i01o->01bf`, a
@@ -123,6 +124,8 @@ class Case:
 SAME3 = ((1, 1), (1, 1))
 CASES = [
     Case("nhwc", (8, 56, 56, 64), (3, 3, 64, 64), "b01f_01io->b01f", (3, 3), SAME3),
+    Case("stem", (8, 224, 224, 3), (7, 7, 3, 64), "b01f_01io->b01f", (7, 7),
+         ((2, 3), (2, 3)), stride=(2, 2)),
     Case("nchw", (8, 64, 56, 56), (64, 64, 3, 3), "bf01_oi01->bf01", (3, 3), SAME3),
     Case("depthwise", (8, 56, 56, 128), (3, 3, 1, 128), "b01f_01io->b01f", (3, 3), SAME3,
          feature_groups=128),
@@ -142,7 +145,7 @@ CASES = [
 def shrink(case: Case) -> Case:
     """The case on 2 images of 10x10 (a smoke run)."""
     def small(dims, labels):
-        return tuple(2 if c in "bfio" and d == 8 else {56: 10, 28: 5}.get(d, d)
+        return tuple(2 if c in "bfio" and d == 8 else {56: 10, 28: 5, 224: 20}.get(d, d)
                      for c, d in zip(labels, dims))
     lhs, rhs, _ = case.maps()
     size = tuple(10 if s == 56 else s for s in case.size)
