@@ -128,3 +128,17 @@ def test_erf_against_high_precision_when_available():
     worst = max(float(abs(mp.mpf(g) - mp.erf(mp.mpf(v)))) / math.ulp(math.erf(v))
                 for g, v in zip(got, x))
     assert worst <= 1.5
+
+
+TINY = 1e-310                     # subnormal in f64: DAZ reads it as a zero of its sign
+DAZ_CASES = [("sine", (-TINY,), -0.0), ("tan", (-TINY,), -0.0), ("cosine", (TINY,), 1.0),
+             ("erf", (-TINY,), -0.0), ("atan2", (TINY, -1.0), math.pi),
+             ("atan2", (-TINY, -1.0), -math.pi), ("atan2", (1.0, -TINY), math.pi / 2),
+             ("power", (TINY, 2.0), 0.0), ("power", (2.0, TINY), 1.0),
+             ("power", (-TINY, 3.0), -0.0), ("power", (TINY, -1.0), math.inf)]
+
+
+@pytest.mark.parametrize("op,args,expected", DAZ_CASES)
+def test_subnormal_inputs_read_as_zero(op, args, expected):
+    got = float(math_kernel(op, np.float64, 8)(*[np.full(8, a) for a in args])[0])
+    assert got == expected and math.copysign(1, got) == math.copysign(1, expected), (op, args, got)
