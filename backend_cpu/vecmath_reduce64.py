@@ -24,6 +24,10 @@ up to the polynomial's own error. Two straight-line paths, chosen per lane:
   dropped tail of 2/pi is below 2^-148. The table and `a` are scaled by 2^600
   and 2^-600 (exact) so that no window underflows; the table has 4 doubles
   for each of the 125 buckets at or above 2^28, loaded per lane.
+
+Both paths run for every lane (straight-line code), so the Payne-Hanek path,
+which ordinary inputs never need, is about 60% of the time of an f64 sin
+(measured: ~270 M/s per thread with it, ~650 without).
 """
 from __future__ import annotations
 
