@@ -32,6 +32,8 @@ def windows(x: np.ndarray, window, fill):
     """(values, valid): arrays of shape out_dims + (window elements,), in window order."""
     if len(window.dims) != x.ndim:
         raise EvaluationError(f"window of rank {len(window.dims)} on an operand of rank {x.ndim}")
+    if x.ndim == 0:                   # the one window of a scalar is the scalar
+        return x.reshape(1), np.ones(1, dtype=bool)
     padded = _dilate_and_pad(x, window, fill)
     valid = _dilate_and_pad(np.ones(x.shape, dtype=bool), window, False)
     return _slide(padded, window), _slide(valid, window)

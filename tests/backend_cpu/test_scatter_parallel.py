@@ -345,9 +345,11 @@ ENTRY e {{
 
 
 def test_scalar_select_and_scatter():
-    """Rank 0: the one source element lands on the one operand element (init + source).
-    (The reference evaluator does not take rank-0 windows; the rule is simple enough.)"""
-    _, exe = compiled(pool_grad_text((), "", ()))
+    """Rank 0: the one source element lands on the one operand element (init + source),
+    on the backend and on the evaluator (whose windows once failed on a scalar)."""
+    module, exe = compiled(pool_grad_text((), "", ()))
     for x, g in [(2.0, 3.0), (np.nan, -1.5)]:
-        (got,) = exe.run(np.float32(x), np.float32(g))
+        args = [np.float32(x), np.float32(g)]
+        (got,) = exe.run(*args)
         assert got == np.float32(0) + np.float32(g)
+        assert hlo.evaluate(module, args)[0] == got
