@@ -128,6 +128,9 @@ def atan2(d: MathBuilder, y, x):
     ax, ay = d.fabs(x), d.fabs(y)
     steep = d.cmp(">", ay, ax)
     big, small = d.select(steep, ay, ax), d.select(steep, ax, ay)
+    # Tiny operands are scaled up (exactly) so that the residual below is not flushed.
+    scale = d.select(d.cmp("<", big, d.const(2.0 ** -900)), d.const(2.0 ** 600), d.const(1.0))
+    big, small = b.fmul(big, scale), b.fmul(small, scale)
     t = b.fdiv(small, big)
     t = d.select(d.cmp("==", big, d.const(0.0)), d.const(0.0), t)
     t = d.select(d.cmp("==", small, d.const(math.inf)), d.const(1.0), t)
