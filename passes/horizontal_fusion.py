@@ -9,12 +9,26 @@ from .instruction_fusion import fusible_computations, is_loop_fusible
 from .pass_base import HloModulePass, register_pass
 
 
+# Only kernels with at most this many output bytes merge. A larger kernel is split
+# across threads when it runs alone, while a multi-output fusion whose outputs
+# differ in shape runs one loop nest after another on one thread: merging the
+# 32 MiB zero fill of an embedding gradient with a small index computation made
+# the fill serial. Below this size a kernel runs on one thread anyway (the CPU
+# backend's PARALLEL_MIN_BYTES), so merging only saves launches.
+MAX_OUTPUT_BYTES = 128 * 1024
+
+
 def _is_candidate(instr: HloInstruction) -> bool:
-    """Loop fusions, and unfused ops a loop fusion could hold (wrapped when merged)."""
+    """Small loop fusions, and small unfused ops a loop fusion could hold (wrapped
+    when merged)."""
     if instr.is_root:
         return False
+    values = outputs(instr) if instr.opcode == "fusion" else [instr]
+    if not all(v.shape.is_array for v in values) \
+            or sum(v.shape.nbytes for v in values) > MAX_OUTPUT_BYTES:
+        return False
     if instr.opcode == "fusion":
-        return fusion_kind(instr) == "loop" and all(v.shape.is_array for v in outputs(instr))
+        return fusion_kind(instr) == "loop"
     return is_loop_fusible(instr) and instr.opcode != "constant"
 
 
@@ -52,8 +66,9 @@ class HorizontalFusion(HloModulePass):
     loop fusion (outputs may differ in shape: one loop nest per shape, one launch).
 
     Typical win: the many small elementwise results of a training step (bias
-    updates) or of a module returning a tuple. Input, row and custom fusions,
-    reductions and dots are left alone; a computation's root is never merged.
+    updates) or of a module returning a tuple. Only kernels of at most
+    MAX_OUTPUT_BYTES of output merge. Input, row and custom fusions, reductions
+    and dots are left alone; a computation's root is never merged.
     True iff anything merged.
     """
 

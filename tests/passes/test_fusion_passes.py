@@ -143,6 +143,31 @@ def test_horizontal_fusion_leaves_dependent_kernels_apart():
     assert_same_results(text, module)
 
 
+def test_horizontal_fusion_leaves_large_kernels_apart():
+    """A kernel with more than MAX_OUTPUT_BYTES of output stays alone: merged with
+    kernels of other shapes it would run on one thread (the zeros of an embedding
+    gradient next to a small index computation)."""
+    text = """HloModule m
+    ENTRY e {
+      p = f32[256,256] parameter(0)
+      q = s32[3] parameter(1)
+      r = f32[3] parameter(2)
+      a = f32[256,256] abs(p)
+      n = s32[3] negate(q)
+      m = f32[3] negate(r)
+      ROOT t = (f32[256,256], s32[3], f32[3]) tuple(a, n, m)
+    }
+    """
+    module = parse(text)
+    assert HorizontalFusion().run(module)
+    fusions = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    # abs has 256 KiB of output: only the two negates merge.
+    assert len(fusions) == 1
+    assert [v.opcode for v in fusions[0].fused_computation.root.operands] == ["negate", "negate"]
+    assert "abs" in opcodes(module.entry)
+    assert_same_results(text, module)
+
+
 def test_row_region_requires_a_minor_dimension_reduce():
     module = parse("HloModule m\n" + SUM + """
     ENTRY e {
