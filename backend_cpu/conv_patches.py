@@ -52,13 +52,15 @@ def for_rows(b, plan: ConvPlan, r0, r1, body) -> None:
         body(_delinearize(b, run, [r.size for r in plan.rows[:-1]]), base, lo, hi)
 
 
-def for_k(b, plan: ConvPlan, body, name: str, scalar: bool = False) -> None:
-    """body(taps, kk): a loop nest over the k axes; `taps` their indices, kk the
-    linear k index (`scalar`: loops LLVM should not vectorize)."""
+def for_k(b, plan: ConvPlan, body, name: str, scalar: bool = False,
+          depth: int | None = None) -> None:
+    """body(taps, kk): a loop nest over the k axes (the first `depth` of them); `taps`
+    their indices, kk their linear index (`scalar`: loops LLVM should not vectorize)."""
     index: list = []
+    depth = len(plan.k_axes) if depth is None else depth + len(plan.k_axes) * (depth < 0)
 
     def nest(level, kk):
-        if level == len(plan.k_axes):
+        if level == depth:
             body(list(index), kk)
             return
         axis = plan.k_axes[level]
@@ -93,9 +95,42 @@ class PatchBuilder:
         def per_run(outer, base, lo, hi):    # P[row, kk]: k innermost
             with for_range(b, lo, hi, "im2col.r") as inner:
                 start = b.mul(b.add(b.sub(base, r0), inner), i64(plan.k))
+                if self._split_taps():
+                    for_k(b, plan, lambda taps, kk: self._taps(
+                        g, taps, [*outer, inner], patches, b.add(start, b.mul(
+                            kk, i64(plan.k_axes[-1].size)))), "im2col.k", depth=-1)
+                    return
                 for_k(b, plan, lambda taps, kk: self._store(
                     patches, b.add(start, kk), self._value(g, taps, [*outer, inner])), "im2col.k")
         for_rows(b, plan, r0, r1, per_run)
+
+    def _split_taps(self) -> bool:
+        """Whether the innermost k axis is a padded spatial tap whose valid range is
+        worth computing (rows-major P over an input with a spatial dimension innermost,
+        like an NCHW weight gradient)."""
+        axis = self.plan.k_axes[-1]
+        if axis.spatial is None:
+            return False
+        w = self.window[axis.spatial]
+        return w.base_dilation == 1 and not w.reversal and (w.pad_low > 0 or w.pad_high > 0)
+
+    def _taps(self, g, taps, rows, patches, start) -> None:
+        """All taps of the innermost k axis for one row: zeros, a copy, zeros."""
+        b, axis = self.kernel.b, self.plan.k_axes[-1]
+        w = self.window[axis.spatial]
+        o = rows[[r.spatial for r in self.plan.rows].index(axis.spatial)]
+        shift = b.sub(b.mul(o, i64(w.stride)), i64(w.pad_low))     # pos = k * dilation + shift
+        k_lo, k_hi = affine_range(b, w.window_dilation, shift, self.lhs_dims[axis.lhs_dim],
+                                  i64(0), i64(axis.size))
+        for first, stop, valid in ((i64(0), k_lo, False), (k_lo, k_hi, True),
+                                   (k_hi, i64(axis.size), False)):
+            with for_range(b, first, stop, "im2col.t") as k:
+                if not valid:
+                    value = self.zero
+                else:
+                    pos = b.add(b.mul(k, i64(w.window_dilation)), shift)
+                    value = self._value(g, [*taps, k], rows, {axis.spatial: pos})
+                self._store(patches, b.add(start, k), value)
 
     def _store(self, patches, offset, value) -> None:
         work, base = patches
@@ -173,16 +208,21 @@ def valid_range(b, w, tap, size: int, lo, hi):
     if w.reversal:
         tap = b.sub(i64(w.size - 1), tap)
     shift = b.sub(b.mul(tap, i64(w.window_dilation)), i64(w.pad_low))   # pos = o*s + shift
-    s = i64(w.stride)
-    # first valid o: ceil(-shift / s) when shift < 0, else 0
+    v_lo, v_hi = affine_range(b, w.stride, shift, size, lo, hi)
+    return v_lo, v_hi, lambda o: b.add(b.mul(o, i64(w.stride)), shift)
+
+
+def affine_range(b, step: int, shift, size: int, lo, hi):
+    """[v_lo, v_hi) within [lo, hi): the i with 0 <= i * step + shift < size (step > 0)."""
+    # first: ceil(-shift / step) when shift < 0, else 0
     neg = _imax(b, b.sub(i64(0), shift), i64(0))
-    first = b.udiv(b.add(neg, i64(w.stride - 1)), s)
-    # one past the last valid o: floor((size - 1 - shift) / s) + 1, or 0 if negative
+    first = b.udiv(b.add(neg, i64(step - 1)), i64(step))
+    # one past the last: floor((size - 1 - shift) / step) + 1, or 0 if that is negative
     top = b.sub(i64(size - 1), shift)
-    stop = b.select(b.icmp_signed("<", top, i64(0)), i64(0), b.add(b.sdiv(top, s), i64(1)))
+    stop = b.select(b.icmp_signed("<", top, i64(0)), i64(0),
+                    b.add(b.sdiv(top, i64(step)), i64(1)))
     v_lo = _imin(b, _imax(b, first, lo), hi)
-    v_hi = _imax(b, _imin(b, stop, hi), v_lo)
-    return v_lo, v_hi, lambda o: b.add(b.mul(o, s), shift)
+    return v_lo, _imax(b, _imin(b, stop, hi), v_lo)
 
 
 def copy_tile(kernel, plan: ConvPlan, out, g, r0, r1, work, base) -> None:

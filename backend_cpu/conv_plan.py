@@ -19,9 +19,10 @@ The plan fixes orders that make the memory walks cheap:
 - the rows follow the output's memory order when the GEMM can write the output in
   place (one group, features innermost: the output *is* the [M, F] matrix), else
   the lhs's, and then a copy puts each GEMM result tile where the labels say;
-- P is stored [rows, K] when the lhs's innermost dimension is the channel, else
-  [K, rows] ("columns major"), so that building it streams along the lhs's
-  contiguous dimension either way (the GEMM folds the transpose into packing);
+- P is stored [K, rows] ("columns major") when the lhs's innermost dimension is
+  the inner row axis' and runs longer along the rows than along the taps (NCHW),
+  else [rows, K], so that building it streams along the lhs's contiguous
+  dimension either way (the GEMM folds the transpose into packing);
 - W is used in place when its k axes merge into one stride, else copied.
 
 Rows are cut into chunks of `chunk_rows` so that a chunk's patches stay in cache
@@ -142,7 +143,12 @@ def plan_conv(conv, rhs_dims, rhs_strides, threads: int,
         return None
     innermost = min((d for d in range(lhs_shape.rank) if lhs_shape.dims[d] > 1),
                     key=lambda d: lhs_st[d], default=lmap["f"])
-    columns_major = innermost != lmap["f"] and innermost == rows[-1].lhs_dim
+    # A spatial innermost lhs dimension is walked by the inner row axis and by its
+    # tap axis: the longer of the two makes the longer contiguous runs (an NCHW
+    # forward conv: 56 outputs vs 3 taps; its weight gradient: 3 vs 56).
+    taps = next((x.size for x in k_axes if x.lhs_dim == innermost), 1)
+    columns_major = innermost != lmap["f"] and innermost == rows[-1].lhs_dim \
+        and rows[-1].size >= taps
     esize = 8 if etype == "f64" else 4
     chunk_rows, units = _chunking(m, k, esize, features, groups, threads)
     if chunk_rows is None:

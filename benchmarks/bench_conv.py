@@ -17,7 +17,8 @@ stride-2 stem on f32[8,224,224,3], a depthwise 3x3
 on [8,56,56,128] (feature_group_count 128) in NHWC and in NCHW, a grouped one
 (4 groups), the
 gradients of the NHWC conv with respect to its kernel (`f01b_i01o->01bf`, a
-56x56 window) and its input (`01oi`, the reversed kernel), the input gradient
+56x56 window; also its NCHW form `fb01_io01->fb01`) and its input (`01oi`, the
+reversed kernel), the input gradient
 of the same conv with stride 2 (lhs_dilate=2x2), and the kernel gradient of the
 depthwise conv (batch_group_count 128).
 
@@ -134,6 +135,7 @@ CASES = [
     Case("grouped4", (8, 56, 56, 64), (3, 3, 16, 64), "b01f_01io->b01f", (3, 3), SAME3,
          feature_groups=4),
     Case("wgrad", (8, 56, 56, 64), (8, 56, 56, 64), "f01b_i01o->01bf", (56, 56), SAME3),
+    Case("wgrad_nchw", (8, 64, 56, 56), (8, 64, 56, 56), "fb01_io01->fb01", (56, 56), SAME3),
     Case("xgrad", (8, 56, 56, 64), (3, 3, 64, 64), "b01f_01oi->b01f", (3, 3), SAME3),
     Case("xgrad_s2", (8, 28, 28, 64), (3, 3, 64, 64), "b01f_01oi->b01f", (3, 3),
          ((1, 2), (1, 2)), lhs_dilation=(2, 2)),

@@ -246,3 +246,18 @@ def test_stride2_input_gradient_splits_into_phases():
     assert sorted(p.rhs.dims[0] * p.rhs.dims[1] for p in phases) == [1, 2, 2, 4]   # 9 taps
     with tiny_thresholds():
         run_and_compare(module)
+
+
+def test_nchw_weight_gradient_walks_taps():
+    """fb01_io01->fb01 (JAX's NCHW kernel gradient): the window is longer than the
+    output, so P is rows-major and each row's taps split into zeros/copy/zeros."""
+    sizes = {"b": 3, "f": 2, "o": 4, "0": 6, "1": 5}
+    window = window_of([5, 5], pads=[(1, 1), (1, 1)])
+    module = conv_module("fb01", "io01", "fb01", sizes, window)
+    conv = module.entry.root
+    plan = conv_plan.plan_conv(conv, conv.operands[1].shape.dims, (100, 25, 5, 1), 2)
+    assert plan is None or not plan.columns_major
+    with tiny_thresholds():
+        plan = conv_plan.plan_conv(conv, conv.operands[1].shape.dims, (100, 25, 5, 1), 2)
+        assert not plan.columns_major and plan.k_axes[-1].spatial == 1
+        run_and_compare(module)
