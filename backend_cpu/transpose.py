@@ -70,8 +70,9 @@ def _interleave_masks(n: int):
 def try_emit_block_transpose(kernel, root, view, out) -> int | None:
     """Emits `root` (a transpose of the strided `view`) by n x n register blocks, or
     by whole rows when it keeps the minor dimension (try_emit_row_shuffle)."""
-    if root.opcode != "transpose" or view is None or not out.shape.has_default_layout():
-        return None
+    if root.opcode != "transpose" or view is None or not out.shape.has_default_layout() \
+            or not out.shape.rank:
+        return None                     # (a rank-0 transpose is a copy)
     if view.strides[-1] == 1:
         return try_emit_row_shuffle(kernel, view, out)
     dims = out.shape.dims
