@@ -52,7 +52,8 @@ def try_emit_conv_gemm(kernel, conv, lhs_gen, rhs_view, out) -> int | None:
             return extent
     phases = split_phases(conv, rhs_view, out)
     parts = [_Part(conv, 0, rhs_view, out)] if phases is None else \
-        [_Part(p.conv, p.rhs_offset, p.rhs, p.out) for p in phases]
+        [_Part(p.conv, p.rhs_offset, p.rhs, p.out) for p in phases if p.conv is not None]
+    zero_outputs = [p.out for p in phases or () if p.conv is None]
     for index, part in enumerate(parts):
         part.plan = plan_conv(part.conv, part.rhs.dims, part.rhs.strides, _threads(),
                               allow_direct=phases is None)
@@ -69,12 +70,12 @@ def try_emit_conv_gemm(kernel, conv, lhs_gen, rhs_view, out) -> int | None:
         starts.append(starts[-1] + part.plan.items)
     cuts = even_cuts(starts[-1], sum(part.plan.flops for part in parts))
     regions = [_regions(part.plan) for part in parts]
-    region = max(r["end"] for r in regions)
+    region = max((r["end"] for r in regions), default=0)
     # The patch chunks, tiles and kernel copies of all units: a typed buffer of the
     # kernel's own, so its loads and stores carry alias metadata (LLVM then
     # vectorizes the copies without run-time overlap checks).
     shape = Shape(out.shape.element_type, ((len(cuts) - 1) * region,))
-    work = kernel.buffer(kernel.scratch_slot(shape), shape)
+    work = kernel.buffer(kernel.scratch_slot(shape), shape) if parts else None
     b = kernel.b
     for part in parts:
         part.builder = PatchBuilder(kernel, part.plan, part.conv, lhs_gen)
@@ -82,6 +83,10 @@ def try_emit_conv_gemm(kernel, conv, lhs_gen, rhs_view, out) -> int | None:
                                                      _ty(part.plan)))
 
     def unit(lo, hi, gemm_scratch, p):
+        if zero_outputs:        # rows no tap reaches: unit 0 zeroes them
+            with b.if_then(b.icmp_signed("==", p, i64(0))):
+                for zeros in zero_outputs:
+                    _emit_zero_fill(kernel, zeros)
         base = b.mul(p, i64(region))
         for part, first, stop, offsets in zip(parts, starts, starts[1:], regions):
             at = {name: b.add(base, i64(offset)) for name, offset in offsets.items()
@@ -91,7 +96,8 @@ def try_emit_conv_gemm(kernel, conv, lhs_gen, rhs_view, out) -> int | None:
             with b.if_then(b.icmp_signed("<", part_lo, part_hi)):
                 _emit_items(kernel, part, work, at, b.sub(part_lo, i64(first)),
                             b.sub(part_hi, i64(first)), gemm_scratch)
-    return run_units(kernel, cuts, max(part.gemm_bytes for part in parts), unit, pass_unit=True)
+    return run_units(kernel, cuts, max((part.gemm_bytes for part in parts), default=0), unit,
+                     pass_unit=True)
 
 
 @dataclass
@@ -126,6 +132,22 @@ def _emit_items(kernel, part: _Part, work, at: dict, lo, hi, gemm_scratch) -> No
                            b.sub(r1, r0), gemm_scratch])
         if not plan.direct:
             copy_tile(kernel, plan, part.out, g, r0, r1, work, at["tile"])
+
+
+def _emit_zero_fill(kernel, out) -> None:
+    """Stores 0 to every element of `out` (a phase's rows)."""
+    from .llvm_types import constant
+    b, index = kernel.b, []
+
+    def nest(level):
+        if level == len(out.shape.dims):
+            out.store(b, list(index), constant(out.shape.element_type, 0))
+            return
+        with for_range(b, 0, out.shape.dims[level], f"zero{level}") as i:
+            index.append(i)
+            nest(level + 1)
+            index.pop()
+    nest(0)
 
 
 def _imin(b, x, y):

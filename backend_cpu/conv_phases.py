@@ -67,7 +67,7 @@ class PhaseOutput:
 
 @dataclass(frozen=True)
 class Phase:
-    conv: SubConv
+    conv: SubConv | None      # None: no tap meets an input element; the rows are 0
     rhs_offset: int           # elements from the kernel's pointer to the phase's first tap
     rhs: View                 # dims and strides of the phase's kernel (pointer: the kernel's)
     out: PhaseOutput
@@ -75,8 +75,9 @@ class Phase:
 
 def split_phases(conv, rhs_view: View, out) -> list[Phase] | None:
     """The phases of `conv` (see the module docstring), or None when it has no base
-    dilation or a dilated dimension also has a stride or window dilation, or some
-    phase would see no tap at all (a window narrower than the dilation)."""
+    dilation or a dilated dimension also has a stride or window dilation. A window
+    narrower than the dilation (the input gradient of a 1x1 stride-2 conv) leaves
+    phases without taps: their `conv` is None, their outputs zero."""
     window = conv.attrs["window"].dims
     split = [i for i, w in enumerate(window) if w.base_dilation > 1]
     if not split or any(window[i].stride != 1 or window[i].window_dilation != 1 for i in split):
@@ -87,14 +88,13 @@ def split_phases(conv, rhs_view: View, out) -> list[Phase] | None:
     for phase in itertools.product(*(range(window[i].base_dilation) for i in split)):
         out_dims, dims = list(conv.shape.dims), list(window)
         rhs_dims, rhs_strides = list(rhs_view.dims), list(rhs_view.strides)
-        maps, offset = {}, 0
+        maps, offset, empty = {}, 0, False
         for i, r in zip(split, phase):
             w, step, o_dim, k_dim = window[i], window[i].base_dilation, omap[str(i)], rmap[str(i)]
             rows = ceil((conv.shape.dims[o_dim] - r) / step)
             q = (w.pad_low - r) % step
             taps = ceil((w.size - q) / step)
-            if taps <= 0:
-                return None
+            empty |= taps <= 0
             c = (r + q - w.pad_low) // step
             pad_high = rows - 1 + taps - lhs_dims[lmap[str(i)]] + c
             # Reversed, the phase's taps t = 0.. meet kernel indices size-1-q-D t: walked
@@ -107,8 +107,9 @@ def split_phases(conv, rhs_view: View, out) -> list[Phase] | None:
         if min(out_dims) <= 0:
             continue                 # an output narrower than the dilation: no such rows
         shape = Shape(conv.shape.element_type, tuple(out_dims), layout=conv.shape.layout)
-        sub = SubConv({**conv.attrs, "window": Window(tuple(dims))},
-                      (conv.operands[0], _Operand(Shape(rhs_view.etype, tuple(rhs_dims)))), shape)
+        sub = None if empty else SubConv(
+            {**conv.attrs, "window": Window(tuple(dims))},
+            (conv.operands[0], _Operand(Shape(rhs_view.etype, tuple(rhs_dims)))), shape)
         phases.append(Phase(sub, offset, replace(rhs_view, dims=tuple(rhs_dims),
                                                  strides=tuple(rhs_strides)),
                             PhaseOutput(out, shape, maps)))

@@ -261,3 +261,13 @@ def test_nchw_weight_gradient_walks_taps():
         plan = conv_plan.plan_conv(conv, conv.operands[1].shape.dims, (100, 25, 5, 1), 2)
         assert not plan.columns_major and plan.k_axes[-1].spatial == 1
         run_and_compare(module)
+
+
+@pytest.mark.parametrize("labels", [("b01f", "01oi", "b01f"), ("bf01", "oi01", "bf01")])
+def test_input_gradient_of_strided_1x1(labels):
+    """lhs_dilate=2 with a 1x1 window: 3 of 4 phases see no tap and are zero-filled."""
+    window = window_of([1, 1], pads=[(0, 1), (0, 1)], lhs_dil=[2, 2])
+    with tiny_thresholds():
+        got = run_and_compare(conv_module(*labels, dict(SIZES, **{"0": 4, "1": 3}), window))
+    spatial = got[:, 1::2] if labels[2] == "b01f" else got[:, :, 1::2]
+    assert not spatial.any()
