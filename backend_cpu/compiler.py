@@ -43,6 +43,7 @@ from typing import Callable
 import llvmlite.ir as ir
 import numpy as np
 
+import runtime
 from hlo.dtypes import numpy_dtype
 
 from . import disk_cache, gemm_library, inter_op, ir_policy, kernels, llvm_target, sort_thunk
@@ -89,7 +90,9 @@ def compile(module, options: CompileOptions | None = None, *,
     """
     options = options or CompileOptions()
     text = module.to_text()
-    fingerprint = options.fingerprint()
+    # The kernels depend on the intra-op thread count too: GEMMs and convolutions cut
+    # their work units for it (a module compiled for one thread ran one unit on two).
+    fingerprint = f"{options.fingerprint()};threads={runtime.get_options().intra_op_threads}"
     key = hashlib.sha256((text + "\0" + fingerprint).encode()).hexdigest()
     if options.cache:
         with _cache_lock:

@@ -143,13 +143,13 @@ def _compile_cpu(lowered, pipeline, intra_op_threads):
     for name in ("intra_op_threads", "threads"):
         if name in fields:
             return compile_(**{name: intra_op_threads})
-    # The backend fixes each kernel's partition count when it links, from the
-    # runtime's options: link under the requested count, bypassing the backend's
-    # cache (its key does not include the thread count).
+    # The backend fixes each kernel's work units and partition count from the
+    # runtime's options: compile and link under the requested count (the backend's
+    # caches key on it).
     import runtime
     previous = runtime.get_options().intra_op_threads
     runtime.configure(intra_op_threads=intra_op_threads)
     try:
-        return compile_(cache=False)
+        return compile_()
     finally:
         runtime.configure(intra_op_threads=previous)

@@ -70,3 +70,23 @@ def test_eviction_lists_the_folder_only_every_few_writes(tmp_path, monkeypatch):
     assert len(list(tmp_path.glob("*.pkl"))) == 5
     disk_cache.store("k5", {"program": None})       # the 6th write checks again
     assert len(list(tmp_path.glob("*.pkl"))) <= 4
+
+
+def test_the_thread_count_is_part_of_the_key(tmp_path, monkeypatch):
+    """Kernels cut their work units for the intra-op thread count: a module compiled
+    for one thread is not what a two-thread process should load (nor get from memory)."""
+    import runtime
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("XLAPY_DISABLE_DISK_CACHE", raising=False)
+    saved = runtime.get_options().intra_op_threads
+    try:
+        runtime.configure(intra_op_threads=1)
+        one = backend_cpu.compile(hlo.parse_module(TEXT))
+        runtime.configure(intra_op_threads=2)
+        two = backend_cpu.compile(hlo.parse_module(TEXT))
+        assert two is not one
+        assert len(list(tmp_path.glob("*.pkl"))) == 2
+        runtime.configure(intra_op_threads=1)
+        assert backend_cpu.compile(hlo.parse_module(TEXT)) is one
+    finally:
+        runtime.configure(intra_op_threads=saved)
