@@ -84,8 +84,11 @@ def assign_arena(slots: list[Slot], schedule: list[tuple[list[int], list[int]]],
 
 
 def _first_fit(occupied: list, nbytes: int) -> int:
+    """The lowest offset where `nbytes` fit between the (lo, hi, owner) ranges."""
     offset = 0
-    for lo, hi, _ in sorted(occupied):
+    # Sorted by the range only: a live temp and a busy released range can cover the
+    # same bytes, and their owners (a slot, None) do not compare.
+    for lo, hi, _ in sorted(occupied, key=lambda r: (r[0], r[1])):
         if offset + nbytes <= lo:
             break
         offset = max(offset, hi)
