@@ -446,3 +446,28 @@ def test_random_computations_on_vectors_match_the_evaluator(program):
         args = [np.asarray(rng.integers(-50, 50, shape), dtype=dt) for shape in shapes]
     with np.errstate(all="ignore"):
         _check(text, args)
+
+
+# Column-major input and output: the lanes run along dimension 0, the unit-stride one.
+COLUMN_MAJOR = """HloModule colmajor
+fused {{
+  x = f32[{r},{c}]{{0,1}} parameter(0)
+  col = f32[{r}] parameter(1)
+  cb = f32[{r},{c}]{{0,1}} broadcast(col), dimensions={{0}}
+  e = f32[{r},{c}]{{0,1}} exponential(x)
+  ROOT o = f32[{r},{c}]{{0,1}} multiply(e, cb)
+}}
+ENTRY main {{
+  p = f32[{r},{c}]{{0,1}} parameter(0)
+  q = f32[{r}] parameter(1)
+  ROOT f = f32[{r},{c}]{{0,1}} fusion(p, q), kind=kLoop, calls=fused
+}}
+"""
+
+
+@pytest.mark.parametrize("rows,cols", [(300, 3), (1000, 2)])
+def test_column_major_arrays_on_vectors(rows, cols):
+    x = _rng().standard_normal((rows, cols)).astype(np.float32)
+    col = _rng(1).standard_normal(rows).astype(np.float32)
+    executable = _check(COLUMN_MAJOR.format(r=rows, c=cols), [x, col])
+    assert executable._light_pipeline
