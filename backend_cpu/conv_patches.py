@@ -45,7 +45,7 @@ def for_rows(b, plan: ConvPlan, r0, r1, body) -> None:
     width = plan.rows[-1].size
     first = b.udiv(r0, i64(width))
     last = b.add(b.udiv(b.sub(r1, i64(1)), i64(width)), i64(1))
-    with for_range(b, first, last, "conv.run") as run:
+    with for_range(b, first, last, "conv.run", unroll=False) as run:
         base = b.mul(run, i64(width))
         lo = _imax(b, b.sub(r0, base), i64(0))
         hi = _imin(b, b.sub(r1, base), i64(width))
@@ -64,7 +64,10 @@ def for_k(b, plan: ConvPlan, body, name: str, scalar: bool = False,
             body(list(index), kk)
             return
         axis = plan.k_axes[level]
-        with for_range(b, 0, axis.size, f"{name}{level}", scalar=scalar) as i:
+        # Only the innermost loop may be unrolled: LLVM fully unrolls the short tap
+        # loops around it and then vectorizes (and unswitches) every copy of it.
+        with for_range(b, 0, axis.size, f"{name}{level}", scalar=scalar,
+                       unroll=level == len(plan.k_axes) - 1) as i:
             index.append(i)
             nest(level + 1, b.add(b.mul(kk, i64(axis.size)), i))
             index.pop()
@@ -93,7 +96,7 @@ class PatchBuilder:
             return
 
         def per_run(outer, base, lo, hi):    # P[row, kk]: k innermost
-            with for_range(b, lo, hi, "im2col.r") as inner:
+            with for_range(b, lo, hi, "im2col.r", unroll=False) as inner:
                 start = b.mul(b.add(b.sub(base, r0), inner), i64(plan.k))
                 if self._split_taps():
                     for_k(b, plan, lambda taps, kk: self._taps(
@@ -252,7 +255,7 @@ def copy_tile(kernel, plan: ConvPlan, out, g, r0, r1, work, base) -> None:
                                            work.address(b, [tile_at(inner, i64(0))]), nbytes,
                                            ir.Constant(ir.IntType(1), 0)])
             return
-        with for_range(b, 0, plan.features, "tile.f") as f:
+        with for_range(b, 0, plan.features, "tile.f", unroll=False) as f:
             with for_range(b, lo, hi, "tile.r") as inner:
                 out.store(b, out_index(inner, f), work.load(b, [tile_at(inner, f)]))
     for_rows(b, plan, r0, r1, per_run)
