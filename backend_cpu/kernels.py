@@ -173,7 +173,7 @@ def _vector_body(kernel, roots, gens, outputs):
     dim = outputs[0].minor_dim()
     if any(out.minor_dim() != dim or out.etype not in vector_gen.LANE_TYPES for out in outputs):
         return None
-    lanes = getattr(outputs[0], "lanes", None) or vector_gen.lanes_for(outputs[0].etype)
+    lanes = outputs[0].lanes            # one cache line: a streamed chunk's unit
     vgens = [vector_gen.vector_generator(kernel, gens, r, dim, lanes) for r in roots]
     if None in vgens:
         return None
