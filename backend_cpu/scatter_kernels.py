@@ -125,7 +125,9 @@ def walk(kernel, shape: Shape, body, dims=None, ranges: dict | None = None,
             return
         d = dims[level]
         lo, hi = ranges.get(d, (i64(0), i64(shape.dims[d])))
-        with for_range(b, lo, hi, f"{name}{d}") as i:
+        # Only the innermost loop may be unrolled: LLVM would fully unroll a small
+        # constant nest (a max-pool gradient's slice fill) and vectorize every copy.
+        with for_range(b, lo, hi, f"{name}{d}", unroll=level == len(dims) - 1) as i:
             index[d] = i
             nest(level + 1)
     nest(0)
@@ -263,7 +265,7 @@ def emit_select_and_scatter(kernel, instr, gens, outputs, partitioned: bool = Fa
 
     def per_row(b, s, ranges):
         lo, hi = ranges.get(lane, (i64(0), i64(source_shape.dims[lane])))
-        with for_range(b, lo, hi, "sas.block", step=SELECT_BLOCK) as c0:
+        with for_range(b, lo, hi, "sas.block", step=SELECT_BLOCK, unroll=False) as c0:
             c1 = b.add(c0, i64(SELECT_BLOCK))
             c1 = b.select(b.icmp_signed("<", c1, hi), c1, hi)
             with for_range(b, c0, c1, "sas.choose") as c:
@@ -283,7 +285,7 @@ def emit_select_and_scatter(kernel, instr, gens, outputs, partitioned: bool = Fa
     if bounds is not None and partition.dim == major_to_minor(out.shape)[0]:
         # One slice of the major dimension at a time (a max-pool's image: 3 MiB), so
         # the scatters find the slice just filled still in cache.
-        with for_range(kernel.b, *bounds, "sas.slice") as i:
+        with for_range(kernel.b, *bounds, "sas.slice", unroll=False) as i:
             fill_then_scatter({partition.dim: (i, kernel.b.add(i, i64(1)))})
     else:
         fill_then_scatter({partition.dim: bounds} if bounds is not None else {})
