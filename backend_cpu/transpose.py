@@ -53,10 +53,10 @@ GROUP = 2
 SHUFFLE_ROWS = 16
 
 
-def _block_size(esize: int, dims) -> int:
+def _block_size(esize: int, rows: int, columns: int) -> int:
     """16 when 16 elements fill a 512-bit register and the sizes allow it, else 8."""
-    if esize * WIDE_BLOCK == 64 and dims[-1] % WIDE_BLOCK == 0 \
-            and dims[-2] % WIDE_BLOCK == 0 and llvm_target.host_has_feature("avx512f"):
+    if esize * WIDE_BLOCK == 64 and columns % WIDE_BLOCK == 0 \
+            and rows % WIDE_BLOCK == 0 and llvm_target.host_has_feature("avx512f"):
         return WIDE_BLOCK
     return BLOCK
 
@@ -76,15 +76,17 @@ def try_emit_block_transpose(kernel, root, view, out) -> int | None:
     if view.strides[-1] == 1:
         return try_emit_row_shuffle(kernel, view, out)
     dims = out.shape.dims
-    if len(dims) < 2 or dims[-1] % BLOCK or dims[-2] % BLOCK or not out.shape.numel:
+    if len(dims) < 2 or dims[-1] % BLOCK or not out.shape.numel:
         return None                     # (an empty output would give loads "align 0")
-    if view.strides[-2] != 1 or view.strides[-1] < dims[-2]:
+    p = _row_dim(view, dims)
+    if p is None or view.strides[-1] < dims[p]:
         return None                     # the input must be contiguous along out's rows
-    batch = dims[:-2]
+    out_strides = [prod(dims[d + 1:]) for d in range(len(dims))]
+    batch = [d for d in range(len(dims) - 1) if d != p]
     b = kernel.b
     ety = storage_type(out.shape.element_type)
     esize = out.shape.nbytes // max(out.shape.numel, 1)
-    n = _block_size(esize, dims)
+    n = _block_size(esize, dims[p], dims[-1])
     vec = ir.VectorType(ety, n)
     lo, hi = _interleave_masks(n)
     mask_type = ir.VectorType(ir.IntType(32), n)
@@ -107,7 +109,7 @@ def try_emit_block_transpose(kernel, root, view, out) -> int | None:
                 new[2 * i + 1] = b.shuffle_vector(a, z, hi_mask)
             rows = new
         for r in range(n):
-            offset = b.add(batch_out, b.add(b.mul(b.add(i0, i64(r)), i64(dims[-1])), j0))
+            offset = b.add(batch_out, b.add(b.mul(b.add(i0, i64(r)), i64(out_strides[p])), j0))
             if streamed:        # a whole aligned cache line: straight to memory
                 store = b.store(rows[r], address(out.pointer, offset), align=LINE)
                 store.set_metadata("nontemporal", streaming.nontemporal_node(b.module))
@@ -115,11 +117,11 @@ def try_emit_block_transpose(kernel, root, view, out) -> int | None:
                 b.store(rows[r], address(out.pointer, offset), align=esize)
 
     # Blocks side by side along i read GROUP consecutive lines of each input row.
-    group = GROUP if dims[-2] % (n * GROUP) == 0 \
-        and out.shape.nbytes >= streaming.STREAM_MIN_BYTES else 1
+    large = out.shape.nbytes >= streaming.STREAM_MIN_BYTES and p == len(dims) - 2
+    group = GROUP if dims[p] % (n * GROUP) == 0 and large else 1
     step = n * group
     # [begin, end) counts groups of block rows (`step` rows), matrix after matrix.
-    per_matrix = dims[-2] // step
+    per_matrix = dims[p] // step
 
     def tiles(batch_in, batch_out, i_lo, i_hi):
         with for_range(b, i_lo, i_hi, "tb.i", step=step) as i0:
@@ -139,12 +141,13 @@ def try_emit_block_transpose(kernel, root, view, out) -> int | None:
         # Partitions split the batch x block-row groups, so a batch of one matrix (or
         # of an odd count) still keeps every thread busy.
         with for_range(b, kernel.begin, kernel.end, "tb.unit") as unit:
-            offset_in, offset_out, row = _matrix_offsets(b, unit, per_matrix, batch, view, dims)
+            offset_in, offset_out, row = _matrix_offsets(b, unit, per_matrix, batch, view,
+                                                         dims, out_strides)
             tiles(offset_in, offset_out, b.mul(row, i64(step)),
                   b.mul(b.add(row, i64(1)), i64(step)))
 
     streamed = False
-    if _may_stream(out.shape, n * esize, dims[-1] * esize):
+    if large and _may_stream(out.shape, n * esize, dims[-1] * esize):
         # Every block row is a cache line when the output starts on one, as the
         # runtime's buffers do (and so does every matrix of a batch); a run-time check
         # sends any other address to a plain loop rather than fault (a second copy of
@@ -159,20 +162,31 @@ def try_emit_block_transpose(kernel, root, view, out) -> int | None:
         kernel.streams = True
     else:
         all_blocks()
-    return prod(batch) * per_matrix
+    return prod(dims[d] for d in batch) * per_matrix
 
 
-def _matrix_offsets(b, unit, per_matrix: int, batch, view, dims):
+def _row_dim(view, dims) -> int | None:
+    """The output dimension along which the input is contiguous (the rows of the
+    blocks): the second-minor one when it qualifies (a batch of matrices), else any
+    other of a multiple of BLOCK (out[c, h, w, n] = in[n, h, w, c]); None if none."""
+    candidates = [len(dims) - 2] + list(range(len(dims) - 2))
+    return next((d for d in candidates if view.strides[d] == 1 and dims[d] % BLOCK == 0
+                 and dims[d] > 1), None)
+
+
+def _matrix_offsets(b, unit, per_matrix: int, batch, view, dims, out_strides):
     """(input offset, output offset, group of block rows) of partition unit `unit`:
-    unit = matrix * per_matrix + group, the matrix a flat index over the batch dims."""
+    unit = matrix * per_matrix + group, the matrix a flat index over the output
+    dimensions `batch` (all but the block rows' and the minor one)."""
     flat = b.udiv(unit, i64(per_matrix))
     row = b.urem(unit, i64(per_matrix))
-    rest, offset_in = flat, i64(0)
-    for d in reversed(range(len(batch))):
-        idx = b.urem(rest, i64(batch[d]))
-        rest = b.udiv(rest, i64(batch[d]))
+    rest, offset_in, offset_out = flat, i64(0), i64(0)
+    for d in reversed(batch):
+        idx = b.urem(rest, i64(dims[d]))
+        rest = b.udiv(rest, i64(dims[d]))
         offset_in = b.add(offset_in, b.mul(idx, i64(view.strides[d])))
-    return offset_in, b.mul(flat, i64(dims[-2] * dims[-1])), row
+        offset_out = b.add(offset_out, b.mul(idx, i64(out_strides[d])))
+    return offset_in, offset_out, row
 
 
 def _element_by_element(kernel, view, out, step: int, per_matrix: int) -> None:
@@ -182,8 +196,10 @@ def _element_by_element(kernel, view, out, step: int, per_matrix: int) -> None:
     b = kernel.b
     ety = storage_type(out.shape.element_type)
     dims = out.shape.dims
+    out_strides = [prod(dims[d + 1:]) for d in range(len(dims))]
     with for_range(b, kernel.begin, kernel.end, "te.unit", scalar=True) as unit:
-        offset_in, offset_out, row = _matrix_offsets(b, unit, per_matrix, dims[:-2], view, dims)
+        offset_in, offset_out, row = _matrix_offsets(b, unit, per_matrix, range(len(dims) - 2),
+                                                     view, dims, out_strides)
         i_lo = b.mul(row, i64(step))
         with for_range(b, i_lo, b.add(i_lo, i64(step)), "te.i", scalar=True) as i:
             with for_range(b, 0, dims[-1], "te.j", scalar=True) as j:
@@ -213,6 +229,7 @@ def try_emit_row_shuffle(kernel, view, out) -> int | None:
     unroll = next(k for k in (4, 2, 1) if lines % k == 0)
     rows = min(SHUFFLE_ROWS, dims[-2])
     per_outer = -(-dims[-2] // rows)
+    out_strides = [prod(dims[d + 1:]) for d in range(len(dims))]
     # Bytes are only moved: one integer vector type for every element type (LLVM drops
     # the non-temporal hint of vector types it must split, such as <32 x half>).
     vec = ir.VectorType(ir.IntType(64), LINE // 8)
@@ -222,8 +239,8 @@ def try_emit_row_shuffle(kernel, view, out) -> int | None:
 
     def copy_rows(streamed: bool):
         with for_range(b, kernel.begin, kernel.end, "rs.unit") as unit:
-            offset_in, offset_out, part = _matrix_offsets(b, unit, per_outer, dims[:-2], view,
-                                                          dims)
+            offset_in, offset_out, part = _matrix_offsets(b, unit, per_outer, range(len(dims) - 2),
+                                                          view, dims, out_strides)
             r_lo = b.mul(part, i64(rows))
             r_hi = b.add(r_lo, i64(rows))
             if dims[-2] % rows:

@@ -1,0 +1,34 @@
+"""Block transposes whose block rows are not the output's second-minor dimension
+(backend_cpu/transpose.py, `_row_dim`): out[c, h, w, n] = in[n, h, w, c], the layout
+change of a convolution's weight gradient. The blocks' rows run along the output
+dimension the input is contiguous in, every other non-minor dimension is a batch
+dimension; such transposes never stream (their block rows are not whole lines of one
+matrix). The values must be numpy's transpose exactly, also split at every unit.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.backend_cpu.test_transpose_batched import STREAM_ALWAYS, check, threads  # noqa: F401
+
+
+@pytest.mark.parametrize("dims,perm,t,extent", [
+    ((8, 16, 16, 32), (3, 1, 2, 0), "f32", 16 * 16 * 4),   # 8 x 8 blocks, 256 batches
+    ((16, 3, 8), (2, 1, 0), "f32", 3),                      # batch dim between them
+    ((16, 2, 16), (2, 1, 0), "f64", 2 * 2),                 # f64: 8 x 8 blocks
+    ((32, 2, 16), (2, 1, 0), "f32", 2),                     # 16 x 16 blocks
+    ((16, 3, 8, 8), (3, 1, 2, 0), "f32", 3 * 8),            # two batch dims, out [8,3,8,16]
+])
+def test_rows_along_an_outer_dimension(threads, dims, perm, t, extent):  # noqa: F811
+    asm = check(dims, perm, t, STREAM_ALWAYS, extent)
+    assert "vmovnt" not in asm
+    assert "gather" not in asm        # whole-vector loads, not the loop nest's gathers
+
+
+def test_unsuitable_sizes_keep_the_loop_nest(threads):  # noqa: F811
+    """Block rows of 12 (not a multiple of 8): the generic loop nest (any extent)."""
+    from tests.backend_cpu.test_transpose_batched import compile_with_threshold, transpose_text
+    import numpy as np
+    exe = compile_with_threshold(transpose_text((12, 3, 8), (2, 1, 0)), STREAM_ALWAYS)
+    x = np.arange(12 * 3 * 8, dtype=np.float32).reshape(12, 3, 8)
+    np.testing.assert_array_equal(exe.run(x)[0], x.transpose(2, 1, 0))
