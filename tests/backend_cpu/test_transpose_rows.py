@@ -3,7 +3,8 @@
 change of a convolution's weight gradient. The blocks' rows run along the output
 dimension the input is contiguous in, every other non-minor dimension is a batch
 dimension; such transposes never stream (their block rows are not whole lines of one
-matrix). The values must be numpy's transpose exactly, also split at every unit.
+matrix); a dimension shorter than a block makes one partial block. The values must be
+numpy's transpose exactly, also split at every unit.
 """
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ from tests.backend_cpu.test_transpose_batched import STREAM_ALWAYS, check, threa
     ((16, 2, 16), (2, 1, 0), "f64", 2 * 2),                 # f64: 8 x 8 blocks
     ((32, 2, 16), (2, 1, 0), "f32", 2),                     # 16 x 16 blocks
     ((16, 3, 8, 8), (3, 1, 2, 0), "f32", 3 * 8),            # two batch dims, out [8,3,8,16]
+    ((16, 4, 4, 3), (3, 1, 2, 0), "f32", 4 * 4),            # 3 rows: one partial block
+    ((16, 4, 5), (2, 1, 0), "f64", 4),                      # 5 rows of f64
+    ((16, 5), (1, 0), "f32", 1),                            # a matrix of 5 rows
 ])
 def test_rows_along_an_outer_dimension(threads, dims, perm, t, extent):  # noqa: F811
     asm = check(dims, perm, t, STREAM_ALWAYS, extent)
@@ -26,7 +30,7 @@ def test_rows_along_an_outer_dimension(threads, dims, perm, t, extent):  # noqa:
 
 
 def test_unsuitable_sizes_keep_the_loop_nest(threads):  # noqa: F811
-    """Block rows of 12 (not a multiple of 8): the generic loop nest (any extent)."""
+    """Block rows of 12 (neither a multiple of 8 nor shorter): the generic loop nest."""
     from tests.backend_cpu.test_transpose_batched import compile_with_threshold, transpose_text
     import numpy as np
     exe = compile_with_threshold(transpose_text((12, 3, 8), (2, 1, 0)), STREAM_ALWAYS)
