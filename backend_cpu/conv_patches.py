@@ -259,7 +259,9 @@ def copy_tile(kernel, plan: ConvPlan, out, g, r0, r1, work, base) -> None:
             return b.add(base, b.add(b.mul(b.add(row0, inner), i64(plan.features)), f))
         if f_contiguous:       # one row of the tile is one run of the output: a memcpy
             nbytes = i64(plan.features * (8 if plan.etype == "f64" else 4))
-            with for_range(b, lo, hi, "tile.r") as inner:
+            # Not unrolled: LLVM copies the memcpy once per row of a run (8 for a
+            # stride-2 phase) in every phase for no speed.
+            with for_range(b, lo, hi, "tile.r", unroll=False) as inner:
                 b.call(_memcpy(b.module), [out.address(b, out_index(inner, i64(0))),
                                            work.address(b, [tile_at(inner, i64(0))]), nbytes,
                                            ir.Constant(ir.IntType(1), 0)])
