@@ -268,7 +268,9 @@ def emit_select_and_scatter(kernel, instr, gens, outputs, partitioned: bool = Fa
         with for_range(b, lo, hi, "sas.block", step=SELECT_BLOCK, unroll=False) as c0:
             c1 = b.add(c0, i64(SELECT_BLOCK))
             c1 = b.select(b.icmp_signed("<", c1, hi), c1, hi)
-            with for_range(b, c0, c1, "sas.choose") as c:
+            # Vectorized, never unrolled: with few channels (8) LLVM would rather copy
+            # the straight-line choice over all taps once per channel.
+            with for_range(b, c0, c1, "sas.choose", unroll=False) as c:
                 with kernel.scope():
                     s[lane] = c
                     b.store(chooser.choose(b, list(s)), _cell(b, chosen, b.sub(c, c0)))
