@@ -104,6 +104,21 @@ class _Depthwise:
         at = b.add(self.rhs_offset(b, c, taps), b.mul(g, i64(self.rhs.strides[self.rmap["o"]])))
         return b.load(element(b, self.rhs.pointer, at, self.ty), typ=self.ty)
 
+    def for_each_term(self, b, body, name: str) -> None:
+        """Loops over the input channel c and the window taps: body(c, taps)."""
+        index: list = []
+
+        def nest(level):
+            if level < 1 + len(self.taps):
+                size = self.channels if level == 0 else self.taps[level - 1]
+                with for_range(b, 0, size, f"{name}.k{level}") as i:
+                    index.append(i)
+                    nest(level + 1)
+                    index.pop()
+                return
+            body(index[0], index[1:])
+        nest(0)
+
     def out_cell(self, row: dict, g) -> list:
         """The output's logical index of a row and group."""
         index = [None] * len(self.out.shape.dims)
@@ -174,19 +189,10 @@ def _emit_accumulating(kernel, dw: _Depthwise, lhs_gen, row) -> None:
     b = kernel.b
     with for_range(b, 0, dw.groups, "dw.zero") as g:
         dw.out.store(b, dw.out_cell(row, g), dw.zero)
-    index: list = []
 
-    def nest(level):
-        if level < 1 + len(dw.taps):
-            size = dw.channels if level == 0 else dw.taps[level - 1]
-            with for_range(b, 0, size, f"dw.k{level}") as i:
-                index.append(i)
-                nest(level + 1)
-                index.pop()
-            return
-        c, taps = index[0], index[1:]
+    def term(c, taps):
         with for_range(b, 0, dw.groups, "dw.g") as g:
             cell = dw.out_cell(row, g)
-            term = dw.product(kernel, lhs_gen, row, g, c, taps)
-            dw.out.store(b, cell, b.fadd(dw.out.load(b, cell), term, flags=_FAST))
-    nest(0)
+            value = dw.product(kernel, lhs_gen, row, g, c, taps)
+            dw.out.store(b, cell, b.fadd(dw.out.load(b, cell), value, flags=_FAST))
+    dw.for_each_term(b, term, "dw")

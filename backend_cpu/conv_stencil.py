@@ -70,19 +70,9 @@ def _emit_run(kernel, dw: _Depthwise, lhs_gen, row: dict, inner: int, spatial: i
         return [o if d == inner else row[d] for d in range(len(dw.out.shape.dims))]
     with for_range(b, 0, width, "dws.zero") as o:
         dw.out.store(b, cell(o), dw.zero)
-    loops: list = []
-
-    def nest(level):
-        if level < 1 + len(dw.taps):
-            size = dw.channels if level == 0 else dw.taps[level - 1]
-            with for_range(b, 0, size, f"dws.k{level}") as i:
-                loops.append(i)
-                nest(level + 1)
-                loops.pop()
-            return
-        c, taps = loops[0], loops[1:]
-        _emit_tap(kernel, dw, lhs_gen, row, g, c, taps, cell, spatial, width)
-    nest(0)
+    dw.for_each_term(
+        b, lambda c, taps: _emit_tap(kernel, dw, lhs_gen, row, g, c, taps, cell, spatial, width),
+        "dws")
 
 
 def _emit_tap(kernel, dw, lhs_gen, row, g, c, taps, cell, spatial, width) -> None:
