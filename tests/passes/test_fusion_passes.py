@@ -249,3 +249,31 @@ def test_reduce_window_takes_cheap_producers_only():
     assert opcodes(body).count("reduce-window") == 2 and "abs" in opcodes(body)
     assert "exponential" in opcodes(module.entry)       # would be recomputed per window
     assert_same_results(text, module)
+
+
+def test_a_large_matrix_transpose_stays_a_kernel_of_its_own():
+    """transpose(relu(x)) and exp(transpose(x)): fused, a large matrix transpose would
+    be a loop nest of strided accesses instead of the backend's register blocks.
+    A small one still fuses."""
+    def text(n):
+        return f"""HloModule m
+        ENTRY e {{
+          p = f32[{n},{n}] parameter(0)
+          z = f32[] constant(0)
+          zb = f32[{n},{n}] broadcast(z), dimensions={{}}
+          r = f32[{n},{n}] maximum(p, zb)
+          t = f32[{n},{n}] transpose(r), dimensions={{1,0}}
+          u = f32[{n},{n}] transpose(p), dimensions={{1,0}}
+          e = f32[{n},{n}] exponential(u)
+          ROOT s = (f32[{n},{n}], f32[{n},{n}]) tuple(t, e)
+        }}
+        """
+    large = parse(text(1024))                 # 4 MiB
+    CpuInstructionFusion().run(large)
+    assert opcodes(large.entry).count("transpose") == 2       # both stay unfused
+    for fusion in (i for i in large.entry.instructions if i.opcode == "fusion"):
+        assert "transpose" not in opcodes(fusion.fused_computation)
+    assert_same_results(text(1024), large)
+    small = parse(text(64))
+    CpuInstructionFusion().run(small)
+    assert "transpose" not in opcodes(small.entry)
