@@ -59,13 +59,16 @@ class _Depthwise:
     def terms(self) -> int:
         return self.channels * prod(self.taps)
 
-    def lhs_index(self, b, row: dict, g, c, taps):
-        """(valid or None, lhs index) of group g, channel c, window taps, output row."""
+    def lhs_index(self, b, row: dict, g, c, taps, skip: int | None = None):
+        """(valid or None, lhs index) of group g, channel c, window taps, output row;
+        spatial dimension `skip` is left None (the caller walks it itself)."""
         index = [None] * len(self.lhs_dims)
         index[self.lmap["b"]] = g if self.by_batch else row[self.omap["b"]]
         index[self.lmap["f"]] = c if self.by_batch else g
         valid = None
         for i, (w, k) in enumerate(zip(self.window, taps)):
+            if i == skip:
+                continue
             if w.reversal:
                 k = b.sub(i64(w.size - 1), k)
             ok, (pos,) = window_source(b, [row[self.omap[str(i)]]], {0: k}, [w],

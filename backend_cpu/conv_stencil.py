@@ -24,7 +24,6 @@ from .conv_patches import valid_range
 from .dot_emitter import even_cuts, run_units
 from .kernel_ir import strides as layout_strides
 from .loops import for_range, i64
-from .reduction import window_source
 
 
 def try_emit_depthwise_spatial(kernel, conv, lhs_gen, rhs_view, out) -> int | None:
@@ -78,20 +77,7 @@ def _emit_run(kernel, dw: _Depthwise, lhs_gen, row: dict, inner: int, spatial: i
 def _emit_tap(kernel, dw, lhs_gen, row, g, c, taps, cell, spatial, width) -> None:
     """out[.., o] += lhs[.., o * stride + shift] * w over the tap's valid range of o."""
     b = kernel.b
-    index = [None] * len(dw.lhs_dims)
-    index[dw.lmap["b"]] = g if dw.by_batch else row[dw.omap["b"]]
-    index[dw.lmap["f"]] = c if dw.by_batch else g
-    valid = None
-    for i, (w, k) in enumerate(zip(dw.window, taps)):
-        if i == spatial:
-            continue
-        if w.reversal:
-            k = b.sub(i64(w.size - 1), k)
-        ok, (pos,) = window_source(b, [row[dw.omap[str(i)]]], {0: k}, [w],
-                                   [dw.lhs_dims[dw.lmap[str(i)]]])
-        index[dw.lmap[str(i)]] = pos
-        if ok is not None:
-            valid = ok if valid is None else b.and_(valid, ok)
+    valid, index = dw.lhs_index(b, row, g, c, taps, skip=spatial)
     lhs_size = dw.lhs_dims[dw.lmap[str(spatial)]]
     v_lo, v_hi, position = valid_range(b, dw.window[spatial], taps[spatial], lhs_size,
                                        i64(0), i64(width))
