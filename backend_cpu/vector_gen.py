@@ -47,7 +47,8 @@ import llvmlite.ir as ir
 from hlo.dtypes import dtype
 
 from .elemental import memo_key, nondegenerate_dims
-from .llvm_types import I32, I64, compute_type, is_float
+from .gemm_ir import splat          # `value` in every lane (shared with the GEMM)
+from .llvm_types import I64, compute_type, is_float
 from .loops import for_range, i64
 from .reduction import simple_reducer
 from .scalar_ops import BINARY, call_intrinsic, emit_bitcast_convert, emit_elementwise
@@ -66,14 +67,6 @@ def lanes_for(etype: str) -> int:
     narrower types take 16 lanes too, so their wider operands still fit a few registers."""
     size = {"f64": 8, "s64": 8, "u64": 8}.get(etype, 4)
     return VECTOR_BYTES // size
-
-
-def splat(b: ir.IRBuilder, value: ir.Value, lanes: int) -> ir.Value:
-    """`value` in every lane of a vector of `lanes`."""
-    vector = ir.VectorType(value.type, lanes)
-    one = b.insert_element(ir.Constant(vector, ir.Undefined), value, ir.Constant(I32, 0))
-    return b.shuffle_vector(one, ir.Constant(vector, ir.Undefined),
-                            ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
 
 
 class _Decline(Exception):
