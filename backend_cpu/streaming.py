@@ -98,9 +98,8 @@ class StreamedBuffer(Buffer):
         self.stage = stage
         # A vector of whole chunks is partitioned by chunks: [begin, end) counts them.
         # The loop nest splits the minor dimension itself (loops.nest_order).
-        self.minor_only = len(nest_order(self.shape)) == 1
-        self.by_chunks = self.minor_only and self.shape.numel % self.chunk == 0
-        self.lanes = LINE_BYTES // self.esize     # elements per line: per_vector's lanes
+        self.by_chunks = len(nest_order(self.shape)) == 1 and self.shape.numel % self.chunk == 0
+        self.lanes = self.vector.count    # elements per line: per_vector's lanes
         self._per_vector = None
         self._lane = None          # the index of the element being staged, when staging
         self._lines = None         # the vectors of the chunk being built, when on vectors
@@ -169,7 +168,7 @@ class StreamedBuffer(Buffer):
         """Elements [c, c + chunk): staged, then stored as whole vectors."""
         for source in self.prefetch:
             self._prefetch_next_row(b, source, _at(index, dim, c), dim)
-        per_line = LINE_BYTES // self.esize
+        per_line = self.lanes
         if self._per_vector is not None:      # computed line by line, in registers
             self._lines = []
             try:
@@ -200,7 +199,7 @@ class StreamedBuffer(Buffer):
         whole vectors (`fn` maps a vector of lines): no element generators, no stage,
         nothing for LLVM's vectorizer to do. `source` must be line-aligned (a stack row)."""
         assert (hi - lo) % self.chunk == 0, "emit_vector_map: a row of whole chunks"
-        per_line = LINE_BYTES // self.esize
+        per_line = self.lanes
         with for_range(b, lo, hi, f"{name}.chunk", step=self.chunk, scalar=True) as c:
             for src in self.prefetch:
                 self._prefetch_next_row(b, src, _at(index, dim, c), dim)
