@@ -23,7 +23,8 @@ from hlo.shape import Shape
 
 from . import contraction, reduction
 from .kernel_ir import KernelIR, delinearize, linearize
-from .llvm_types import I64, constant as llvm_constant, compute_type, is_float, is_signed
+from .llvm_types import (I64, bits, constant as llvm_constant, compute_type, is_float, is_pred,
+                         is_signed)
 from .loops import i64
 from .scalar_ops import emit_bitcast_convert, emit_elementwise
 
@@ -179,6 +180,50 @@ def _reshape(kernel, instr, srcs):
         # A bitcast may also reinterpret the element type (same width).
         return value if src_t == dst_t else emit_bitcast_convert(b, value, src_t, dst_t)
     return gen
+
+
+def _bitcast_convert(kernel, instr, srcs):
+    """A bitcast-convert between element types of different widths (one of equal widths
+    is elementwise). The bytes stay where they are, little-endian:
+
+        narrowing  u64[n] -> u32[n,2]:  out[i,k] = bits(x[i]) >> (32 k), truncated
+        widening   u8[n,4] -> f32[n]:   out[i]   = OR_k zext(x[i,k]) << (8 k)
+    """
+    src_t, dst_t = instr.operands[0].shape.element_type, instr.shape.element_type
+    src_bits, dst_bits = bits(src_t), bits(dst_t)
+    if is_pred(src_t) or is_pred(dst_t):
+        raise NotImplementedError("backend_cpu: bitcast-convert of pred")
+    src_int, dst_int = ir.IntType(src_bits), ir.IntType(dst_bits)
+
+    def as_int(b, value, int_type):
+        return value if value.type == int_type else b.bitcast(value, int_type)
+
+    def from_int(b, value):
+        target = compute_type(dst_t)
+        return value if value.type == target else b.bitcast(value, target)
+
+    if src_bits == dst_bits:
+        return lambda b, index: emit_bitcast_convert(b, srcs[0](b, index), src_t, dst_t)
+    if src_bits > dst_bits:
+        def narrow(b, index):
+            whole = as_int(b, srcs[0](b, index[:-1]), src_int)
+            k = index[-1]
+            if src_bits < 64:
+                k = b.trunc(k, src_int)
+            shift = b.mul(k, ir.Constant(src_int, dst_bits))
+            return from_int(b, b.trunc(b.lshr(whole, shift), dst_int))
+        return narrow
+    pieces = dst_bits // src_bits
+
+    def widen(b, index):
+        result = None
+        for k in range(pieces):
+            piece = b.zext(as_int(b, srcs[0](b, list(index) + [i64(k)]), src_int), dst_int)
+            if k:
+                piece = b.shl(piece, ir.Constant(dst_int, k * src_bits))
+            result = piece if result is None else b.or_(result, piece)
+        return from_int(b, result)
+    return widen
 
 
 def _transpose(kernel, instr, srcs):
@@ -360,6 +405,7 @@ _MOVEMENT = {
     "iota": _iota,
     "pad": _pad,
     "concatenate": _concatenate,
+    "bitcast-convert": _bitcast_convert,
     "dynamic-slice": _dynamic_slice,
     "dynamic-update-slice": _dynamic_update_slice,
     "gather": _gather,

@@ -117,25 +117,23 @@ def float_to_int(x: np.ndarray, target: np.dtype) -> np.ndarray:
 def bitcast_convert(instr, operands, ctx):
     x = np.ascontiguousarray(operands[0])
     target = np_dtype_of(instr)
-    if instr.shape.element_type == "bf16" or instr.operands[0].shape.element_type == "bf16":
-        return _bitcast_bf16(instr, x, target)
+    # bf16 is held as f32 here: its bits are the upper half of the f32 bits; it takes
+    # part as a u16 array of those bits.
+    if instr.operands[0].shape.element_type == "bf16":
+        x = (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    to_bf16 = instr.shape.element_type == "bf16"
+    result = _reinterpret(x, np.dtype(np.uint16) if to_bf16 else target, instr.shape.dims)
+    if to_bf16:
+        return (result.astype(np.uint32) << 16).view(np.float32)
+    return result
+
+
+def _reinterpret(x, target, dims):
     src_size, dst_size = x.dtype.itemsize, target.itemsize
     if src_size == dst_size:
         return x.view(target)
     if src_size > dst_size:
         # f32[n] -> u8[n,4]: the bytes of each element become a new minor dimension.
-        return x.reshape(x.shape + (1,)).view(target).reshape(instr.shape.dims)
+        return x.reshape(x.shape + (1,)).view(target).reshape(dims)
     # u8[n,4] -> f32[n]: the minor dimension is consumed.
-    return x.view(target).reshape(instr.shape.dims)
-
-
-def _bitcast_bf16(instr, x, target):
-    """bf16 is held as f32: its bits are the upper half of the f32 bits."""
-    if instr.shape.element_type == "bf16":
-        if x.dtype.itemsize != 2:
-            raise EvaluationError(f"{instr.name}: bitcast-convert to bf16 needs a 16-bit operand")
-        bits = x.view(np.uint16).astype(np.uint32) << 16
-        return bits.view(np.float32)
-    if target.itemsize != 2:
-        raise EvaluationError(f"{instr.name}: bitcast-convert from bf16 needs a 16-bit result")
-    return (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16).view(target)
+    return np.ascontiguousarray(x).view(target).reshape(dims)

@@ -46,7 +46,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from .opcodes import CALLED_COMPUTATION_ATTRS, CALLED_COMPUTATION_LIST_ATTRS, OPCODES
+from .opcodes import CALLED_COMPUTATION_ATTRS, CALLED_COMPUTATION_LIST_ATTRS, OPCODES, info_of
 from .shape import Shape
 
 
@@ -156,7 +156,7 @@ class HloInstruction:
     # --- queries ----------------------------------------------------------------
     @property
     def info(self):
-        return OPCODES[self.opcode]
+        return info_of(self)
 
     @property
     def is_root(self) -> bool:

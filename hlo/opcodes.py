@@ -16,7 +16,7 @@ row has a shape rule and a reference implementation.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 # Kinds. Elementwise kinds map operand element i to result element i.
@@ -141,6 +141,40 @@ OPCODES: dict[str, OpInfo] = {op.name: op for op in _rows()}
 CALLED_COMPUTATION_ATTRS = ("to_apply", "calls", "condition", "body", "select", "scatter",
                             "true_computation", "false_computation")
 CALLED_COMPUTATION_LIST_ATTRS = ("branch_computations",)
+
+
+def info_of(instr) -> OpInfo:
+    """The row that describes one instruction (`HloInstruction.info`).
+
+    The same as `OPCODES[instr.opcode]` except for a `bitcast-convert` between
+    element types of different widths: it is not elementwise (u64[2] -> u32[2,2]
+    adds a minor dimension, u8[n,4] -> f32[n] consumes one), so it is described as
+    a movement op, like XLA's `IsElementwise`. Passes and backends that ask
+    `instr.info.is_elementwise` then never pass an output index through it unchanged.
+    """
+    info = OPCODES[instr.opcode]
+    if instr.opcode == "bitcast-convert" and changes_width(instr):
+        return _resizing_row(info)
+    return info
+
+
+def changes_width(instr) -> bool:
+    """True for a bitcast-convert whose result element is wider or narrower than its operand's."""
+    if not instr.operands or not instr.shape.is_array or not instr.operands[0].shape.is_array:
+        return False
+    return instr.operands[0].shape.dtype.bits != instr.shape.dtype.bits
+
+
+_RESIZING: list[OpInfo] = []
+
+
+def _resizing_row(base: OpInfo) -> OpInfo:
+    # Built on first use (and again should a rule be registered later), so that it
+    # carries the shape rule and reference registered on the base row.
+    if not _RESIZING or _RESIZING[0].ref is not base.ref \
+            or _RESIZING[0].shape_rule is not base.shape_rule:
+        _RESIZING[:] = [replace(base, kind="movement")]
+    return _RESIZING[0]
 
 
 def opinfo(name: str) -> OpInfo:

@@ -15,9 +15,11 @@ from hlo import HloComputation, HloInstruction, HloModule
 from .fusion_utils import INPUT, LOOP, create_fusion, fuse_producer, fusion_kind
 from .pass_base import HloModulePass, register_pass
 
-# Data movement a loop emitter computes element by element (index remapping only).
-LOOP_MOVEMENT = frozenset({"broadcast", "reshape", "bitcast", "transpose", "slice", "pad",
-                           "concatenate", "iota", "reverse", "dynamic-slice", "gather"})
+# Data movement a loop emitter computes element by element (index remapping only;
+# a bitcast-convert that changes the element width splits or joins elements).
+LOOP_MOVEMENT = frozenset({"broadcast", "reshape", "bitcast", "bitcast-convert", "transpose",
+                           "slice", "pad", "concatenate", "iota", "reverse", "dynamic-slice",
+                           "gather"})
 
 # Ops whose per-element generator loops over many inputs (a window, reduced
 # dimensions). Fusible, but never duplicated, never fused where an element of
