@@ -82,7 +82,14 @@ def abs_negate(instr, operands, ctx):
 
 @reference("copy")
 def copy(instr, operands, ctx):
-    return np.array(operands[0], copy=True)
+    return _deep_copy(operands[0])
+
+
+def _deep_copy(value):
+    # A copy of a tuple (legal HLO) copies each element.
+    if isinstance(value, tuple):
+        return tuple(_deep_copy(v) for v in value)
+    return np.array(value, copy=True)
 
 
 @reference("sign")

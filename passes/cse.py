@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from hlo import HloComputation, HloInstruction, HloModule
 
 from .pass_base import HloModulePass, register_pass
@@ -28,7 +30,7 @@ class _Keys:
         if instr.opcode == "constant":
             if instr.literal is None:      # an elided literal: its value is unknown
                 return None
-            literal = (instr.literal.dtype.str, instr.literal.shape, instr.literal.tobytes())
+            literal = literal_key(instr.literal)
         else:
             literal = None
         operands = list(operand_ids)
@@ -63,6 +65,15 @@ class _Keys:
             key = (tuple(parts), position[id(comp.root)])
             self._fingerprints[id(comp)] = key
         return key
+
+
+def literal_key(literal) -> tuple:
+    """A hashable key of a constant's value: its bit pattern (so -0.0 and 0.0 differ),
+    element type and dims; a tuple-shaped constant's literal is a tuple of literals."""
+    if isinstance(literal, tuple):
+        return ("tuple",) + tuple(literal_key(element) for element in literal)
+    literal = np.asarray(literal)
+    return (literal.dtype.str, literal.shape, literal.tobytes())
 
 
 def eliminate_common_subexpressions(comp: HloComputation, keys: _Keys) -> bool:

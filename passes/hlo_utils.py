@@ -30,10 +30,17 @@ def clone_instruction(instr: HloInstruction, comp: HloComputation,
                       operands: Iterable[HloInstruction], *, before: HloInstruction | None = None,
                       name: str | None = None) -> HloInstruction:
     """A copy of `instr` (attributes, literal, parameter number) in `comp` over `operands`."""
-    literal = None if instr.literal is None else np.array(instr.literal, copy=True)
+    literal = None if instr.literal is None else copy_literal(instr.literal)
     return new_instruction(comp, instr.opcode, instr.shape, operands, before=before,
                            name=instr.name if name is None else name, attrs=dict(instr.attrs),
                            literal=literal, parameter_number=instr.parameter_number)
+
+
+def copy_literal(literal):
+    """A copy of a constant's literal: an array, or a tuple of literals for a tuple shape."""
+    if isinstance(literal, tuple):
+        return tuple(copy_literal(element) for element in literal)
+    return np.array(literal, copy=True)
 
 
 def move_before(comp: HloComputation, instr: HloInstruction, anchor: HloInstruction) -> None:

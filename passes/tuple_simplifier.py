@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from hlo import HloComputation, HloInstruction, HloModule
 
+from .hlo_utils import new_instruction
 from .pass_base import HloModulePass, register_pass
 
 
@@ -13,6 +14,11 @@ def _forwarded(instr: HloInstruction) -> HloInstruction | None:
         if source.opcode == "tuple":
             # get-tuple-element(tuple(a, b), 1) -> b
             return source.operands[instr.attrs["index"]]
+    elif instr.opcode == "constant" and isinstance(instr.literal, tuple):
+        # constant((a, (b, c))) -> tuple(constant(a), tuple(constant(b), constant(c))):
+        # then get-tuple-element forwards to an array constant that fusion and the
+        # simplifier can see, and the backend only ever meets array constants.
+        return _tuple_of_constants(instr, instr.shape, instr.literal)
     elif instr.opcode == "tuple" and instr.operands:
         # tuple(gte(t, 0), ..., gte(t, n-1)) -> t, when t has exactly n elements
         first = instr.operands[0]
@@ -29,6 +35,14 @@ def _forwarded(instr: HloInstruction) -> HloInstruction | None:
     return None
 
 
+def _tuple_of_constants(anchor: HloInstruction, shape, literal) -> HloInstruction:
+    if not isinstance(literal, tuple):
+        return new_instruction(anchor.parent, "constant", shape, before=anchor, literal=literal)
+    elements = [_tuple_of_constants(anchor, s, value)
+                for s, value in zip(shape.tuple_shapes, literal)]
+    return new_instruction(anchor.parent, "tuple", shape, elements, before=anchor)
+
+
 def simplify_tuples(comp: HloComputation) -> bool:
     changed = False
     for instr in comp.post_order():
@@ -42,8 +56,9 @@ def simplify_tuples(comp: HloComputation) -> bool:
 
 @register_pass
 class TupleSimplifier(HloModulePass):
-    """Forwards `get-tuple-element(tuple(...), i)` to the i-th operand and replaces
-    `tuple(gte(t, 0), ..., gte(t, n-1))` by `t`. Exact; True iff anything was forwarded."""
+    """Forwards `get-tuple-element(tuple(...), i)` to the i-th operand, replaces
+    `tuple(gte(t, 0), ..., gte(t, n-1))` by `t`, and spells a tuple-shaped constant as a
+    tuple of array constants. Exact; True iff anything changed."""
 
     name = "tuple-simplifier"
 
