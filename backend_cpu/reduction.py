@@ -13,9 +13,10 @@ Variadic reducers (argmax: value and index) run their computation per element.
 A column reduce (the input's minor dimension kept) is not a generator: its
 kernel streams the input once in memory order (column_reduce.py).
 
-A reduce-window generator loops over the window of one output element; a
-window position in padding, or between base-dilated elements, contributes the
-init value (XLA's definition), and is never read from memory.
+A reduce-window generator loops over the window of one output element,
+starting from the init value; a window position in padding, or between
+base-dilated elements, is skipped (XLA's definition: the init value enters once
+per output element, not once per padded position), and is never read from memory.
 """
 from __future__ import annotations
 
@@ -138,9 +139,11 @@ def _reduce_window(kernel, instr, srcs):
         def body(b, loop):
             valid, source = window_source(b, index, loop, window, in_shape.dims)
             values = [g(b, source) for g in inputs]
-            if valid is not None:
-                values = [b.select(valid, v, init) for v, init in zip(values, init_values)]
-            accs.store(b, step(b, accs.load(b), values))
+            old = accs.load(b)
+            new = step(b, old, values)
+            if valid is not None:       # padding and dilation holes leave the accumulators
+                new = [b.select(valid, v, a) for v, a in zip(new, old)]
+            accs.store(b, new)
         _loop_over(kernel, b, loop_dims, [w.size for w in window], body, "w")
         result = accs.load(b)
         return result[0] if n == 1 else result
