@@ -44,6 +44,13 @@ row (`kind=kCustom, backend_config={"fusion_kind":"row"}`, "row")
     root's N elements of row r. The row's inputs stay in cache between passes.
     `row_reduces(fusion)` lists the reduces in the order to evaluate them.
 
+Control edges (`control-predecessors`) never enter a fused computation: an
+instruction moved (or cloned) into a fusion hands its control predecessors to
+the fusion instruction, and whatever had to run after it runs after the fusion
+(`_carry_control_edges`). The passes keep that from closing a cycle: a producer
+that something else must follow is not fused (`control_successors`), and
+sibling merges check reachability over data and control edges.
+
 Functions here build and grow fusions; the fusion passes only decide *what*
 to fuse. They keep `users`, parameter numbering and the instruction order of
 the enclosing computation consistent, and they move instructions into a fused
@@ -132,6 +139,36 @@ def _name_parameters(fusion: HloInstruction) -> None:
             param.name = module.uniquify(base) if module is not None else base
 
 
+def _carry_control_edges(instr: HloInstruction, fusion: HloInstruction,
+                         moved: bool = True) -> None:
+    """`instr` now runs inside `fusion`: the fusion runs after `instr`'s control
+    predecessors and, if `instr` was moved (not cloned), before its control successors.
+    Edges between two members of the fusion disappear (one kernel has no order)."""
+    comp = fusion.parent
+    for pred in instr.control_predecessors:
+        if pred.parent is comp and pred is not fusion \
+                and not any(p is pred for p in fusion.control_predecessors):
+            fusion.control_predecessors.append(pred)
+    if not moved:
+        return
+    instr.control_predecessors = []
+    for other in comp.instructions:
+        if any(p is instr for p in other.control_predecessors):
+            preds = [p for p in other.control_predecessors if p is not instr]
+            if other is not fusion and not any(p is fusion for p in preds):
+                preds.append(fusion)
+            other.control_predecessors = preds
+
+
+def control_successors(instr: HloInstruction) -> list[HloInstruction]:
+    """The instructions of its computation that must run after `instr` (a scan)."""
+    comp = instr.parent
+    if comp is None:
+        return []
+    return [other for other in comp.instructions
+            if any(p is instr for p in other.control_predecessors)]
+
+
 def _move_into(instr: HloInstruction, comp: HloComputation) -> None:
     """Moves an instruction (name kept) from its computation into `comp`."""
     instr.parent.instructions.remove(instr)
@@ -157,6 +194,7 @@ def create_fusion(instr: HloInstruction, kind: str, name: str | None = None) -> 
     instr.replace_all_uses_with(fusion)
     for i, op in enumerate(operands):
         instr.replace_operand(i, _parameter_for(fusion, op))
+    _carry_control_edges(instr, fusion)
     _move_into(instr, fused)
     fused.root = instr
     sort_topologically(fused)
@@ -175,6 +213,7 @@ def fuse_producer(fusion: HloInstruction, producer: HloInstruction,
     comp = fusion.parent
     others = [u for u in producer.users if u is not fusion]
     move = keep_output or not others
+    _carry_control_edges(producer, fusion, moved=move)
     if producer.opcode == "fusion":
         assert move, "fusions are merged, never duplicated"
         body = producer.fused_computation
@@ -276,6 +315,7 @@ def merge_siblings(first: HloInstruction, second: HloInstruction) -> HloInstruct
     old_root = body.root
     single = old_root.opcode != "tuple"
     values = outputs(second)
+    _carry_control_edges(second, first)
     _inline_body(first, second)
     indices = [add_output(first, v) for v in values]
     if not single:                    # second's own tuple root is now dead

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from hlo import HloComputation, HloInstruction, HloModule
 
-from .fusion_utils import INPUT, LOOP, create_fusion, fuse_producer, fusion_kind
+from .fusion_utils import INPUT, LOOP, control_successors, create_fusion, fuse_producer, \
+    fusion_kind
 from .pass_base import HloModulePass, register_pass
 
 # Data movement a loop emitter computes element by element (index remapping only;
@@ -130,11 +131,29 @@ class InstructionFusion(HloModulePass):
         """The kind of fusion `consumer` starts (or is), or None if it takes no producers."""
         raise NotImplementedError
 
+    # ids of computations without control edges (fusion adds none to those), so that
+    # `runs_before_others` need not scan them; empty outside `run`.
+    _edge_free: frozenset = frozenset()
+
     def run(self, module: HloModule) -> bool:
         changed = False
-        for comp in fusible_computations(module):
-            changed |= self.fuse_computation(comp)
+        comps = fusible_computations(module)
+        self._edge_free = frozenset(id(c) for c in comps
+                                    if not any(i.control_predecessors for i in c.instructions))
+        try:
+            for comp in comps:
+                changed |= self.fuse_computation(comp)
+        finally:
+            self._edge_free = frozenset()
         return changed
+
+    def runs_before_others(self, producer: HloInstruction, consumer: HloInstruction) -> bool:
+        """True if a control edge orders something other than `consumer` after `producer`:
+        moved into the consumer's fusion, it would order that fusion first, which closes
+        a cycle if the fusion also reads what runs after."""
+        if id(producer.parent) in self._edge_free:
+            return False
+        return any(s is not consumer for s in control_successors(producer))
 
     def fuse_computation(self, comp: HloComputation) -> bool:
         changed = False
@@ -198,6 +217,8 @@ class CpuInstructionFusion(InstructionFusion):
             return FusionDecision(f"{producer.opcode} is not loop-fusible")
         if producer.is_root:
             return FusionDecision("producer is the computation root")
+        if self.runs_before_others(producer, consumer):
+            return FusionDecision("a control edge orders another instruction after the producer")
         if consumer.opcode == "reduce" and index >= len(consumer.operands) // 2 \
                 and producer.opcode != "constant":
             return FusionDecision("reduce init values stay operands")
@@ -219,6 +240,8 @@ class CpuInstructionFusion(InstructionFusion):
         # so the reduction becomes part of that loop instead of a kernel of its own.
         if not producer.shape.is_array or producer.is_root:
             return FusionDecision("a multi-output or root reduce is not fused")
+        if self.runs_before_others(producer, consumer):
+            return FusionDecision("a control edge orders another instruction after the producer")
         if self.consumer_kind(consumer) != LOOP:
             return FusionDecision("a reduce only fuses into a loop consumer")
         if any(u is not consumer for u in producer.users):

@@ -67,9 +67,11 @@ def fuse_producer_consumer(comp: HloComputation) -> bool:
         reach = Reachability(comp)
         space = iteration_space(producer)
         for consumer in dict.fromkeys(producer.users):
+            # No other path from the producer to the consumer (through data or
+            # control edges), or the merged fusion would have to run before itself.
             if (_is_candidate(consumer) and iteration_space(consumer) == space
                     and not any(op is not producer and reach.depends_on(op, producer)
-                                for op in consumer.operands)):
+                                for op in consumer.operands + consumer.control_predecessors)):
                 fuse_producer(consumer, producer, keep_output=True)
                 changed = True
                 break

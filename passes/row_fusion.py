@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from hlo import HloInstruction, HloModule
 
-from .fusion_utils import ROW, create_fusion, fuse_producer
+from .fusion_utils import ROW, control_successors, create_fusion, fuse_producer
 from .instruction_fusion import fusible_computations
 from .pass_base import HloModulePass, register_pass
 
@@ -97,6 +97,7 @@ def grow_row_region(root: HloInstruction) -> list[HloInstruction] | None:
     pattern = _RowPattern(root)
     if pattern.role(root) != "row":
         return None
+    ordered = any(i.control_predecessors for i in root.parent.instructions)
     region = [root]
     members = {id(root)}
     frontier = [root]
@@ -110,6 +111,8 @@ def grow_row_region(root: HloInstruction) -> list[HloInstruction] | None:
                 continue
             if role != "constant" and any(id(u) not in members for u in operand.users):
                 continue      # someone outside needs it: leave it as a fusion operand
+            if ordered and control_successors(operand):
+                continue      # a control edge orders something after it: see fusion_utils
             members.add(id(operand))
             region.append(operand)
             frontier.append(operand)
