@@ -1,37 +1,55 @@
 """A persistent on-disk cache of compiled executables, shared between processes.
 
 A second process compiling the same module skips the pass pipeline, IR
-emission, LLVM optimization and code generation: it loads the pickled
-`Program` (slots, thunks, constants) and the machine code object, and links.
+emission, LLVM optimization and code generation: it loads the `Program`
+(slots, thunks, constants) and the machine code object, and links.
 
     location   $XLAPY_CACHE_DIR, else $XDG_CACHE_HOME/xlapy/compiled,
-               else ~/.cache/xlapy/compiled
+               else ~/.cache/xlapy/compiled (created with mode 0700)
     disable    XLAPY_DISABLE_DISK_CACHE=1, or CompileOptions(disk_cache=False)
 
-The key hashes the module text, the compile options, the host CPU (name and
-features), the llvmlite and numpy versions and the compiler's own source files
-(hlo/, passes/, backend_cpu/: name, size, modification time), so a changed
-compiler never loads stale code. Entries are written atomically
-(temp file + rename); an unreadable entry is ignored and recompiled; beyond
-MAX_ENTRIES entries the oldest are deleted (checked on a process's first write,
-then every EVICT_CHECK_EVERY writes). Only
-pipelines named by value (None, "default") are cached: a callable's behaviour
-is not part of the key.
+An entry is object code plus plain data (cache_format.py: JSON for the program,
+thunks, slots and texts, raw bytes for constants and code, a SHA-256 of the
+whole file checked first). Nothing on the load path unpickles or otherwise
+runs code chosen by the file's contents -- but the object code itself is
+machine code that the process runs, so an entry is only as trustworthy as
+whoever could write it. Hence:
+
+- entries are loaded only from a folder owned by the current user that group
+  and others cannot write (nothing is stored in any other), and only if the
+  entry file is owned by the current user and writable by no one else.
+  Anything else is ignored, and the module compiled, with one warning per
+  folder and cause per process;
+- a corrupt, truncated, foreign (another key's) or other-format entry is
+  recompiled, never executed.
+
+The key hashes the module text, the compile options, the target
+(`_target_fingerprint`), the llvmlite and numpy versions and the compiler's
+own source files (hlo/, passes/, backend_cpu/: name, size, modification time),
+so a changed compiler never loads stale code. Entries are written atomically
+(temp file + rename); beyond MAX_ENTRIES entries the oldest are deleted
+(checked on a process's first write, then every EVICT_CHECK_EVERY writes).
+Only pipelines named by value (None, "default") are cached: a callable's
+behaviour is not part of the key.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
 import os
-import pickle
+import stat
 import tempfile
+import threading
+import warnings
 from pathlib import Path
 
 import llvmlite.binding as llvm
 
 from . import llvm_target
 
-FORMAT = "xlapy-compiled-2"       # 2: the payload keeps the LLVM IR before optimization
+FORMAT = "xlapy-compiled-3"   # 3: plain data (cache_format.py) instead of pickles
+SUFFIX = ".xlc"
+_LEGACY_SUFFIXES = (".pkl",)  # entries of older formats, never read: evicted first
 MAX_ENTRIES = 1000       # entries kept on disk (the oldest are evicted beyond this)
 
 
@@ -47,8 +65,16 @@ def cache_dir() -> Path | None:
 
 
 @functools.lru_cache(maxsize=None)
+def _target_fingerprint() -> str:
+    """The machine the cached code is generated for: for now the host CPU's name and
+    features (this is the one place to put the compile target's fingerprint)."""
+    llvm_target.initialize()
+    return f"{llvm.get_host_cpu_name()} {llvm.get_host_cpu_features().flatten()}"
+
+
+@functools.lru_cache(maxsize=None)
 def _compiler_fingerprint() -> str:
-    """Hash of the compiler's own source and of the host CPU."""
+    """Hash of the compiler's own source and of the library versions."""
     import llvmlite
     import numpy
     digest = hashlib.sha256(f"{FORMAT} llvmlite {llvmlite.__version__} "
@@ -60,44 +86,149 @@ def _compiler_fingerprint() -> str:
             # and a stat is ten times cheaper than reading the file (this runs per process).
             info = path.stat()
             digest.update(f"{path.name}:{info.st_size}:{info.st_mtime_ns};".encode())
-    llvm_target.initialize()
-    digest.update(llvm.get_host_cpu_name().encode())
-    digest.update(llvm.get_host_cpu_features().flatten().encode())
     return digest.hexdigest()
 
 
 def key(module_text: str, options_fingerprint: str) -> str:
     digest = hashlib.sha256(_compiler_fingerprint().encode())
+    digest.update(_target_fingerprint().encode())
     digest.update(options_fingerprint.encode())
     digest.update(module_text.encode())
     return digest.hexdigest()
 
 
+# --- who may have written the folder and its entries -------------------------------------
+
+_warned: set = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_once(folder: Path, cause: str, message: str) -> None:
+    with _warned_lock:
+        if (str(folder), cause) in _warned:
+            return
+        _warned.add((str(folder), cause))
+    warnings.warn(f"xlapy disk cache: {message}", RuntimeWarning, stacklevel=2)
+
+
+def _only_owner_writes(info: os.stat_result) -> bool:
+    """True unless group or others may write the file or folder `info` describes."""
+    return not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+_UNSAFE_FOLDER = ("; compiled code is neither loaded from nor stored there (use a folder "
+                  "only you can write, or set XLAPY_DISABLE_DISK_CACHE=1)")
+
+
+def _trusted_folder(folder: Path, info: os.stat_result) -> bool:
+    """True if only the current user can put files in the folder `info` describes.
+    Warns once per folder when it is someone else's or shared."""
+    if not stat.S_ISDIR(info.st_mode):
+        return False
+    if info.st_uid != os.getuid():
+        _warn_once(folder, "owner", f"{folder} belongs to uid {info.st_uid}, not to you "
+                                    f"(uid {os.getuid()}){_UNSAFE_FOLDER}")
+        return False
+    if not _only_owner_writes(info):
+        _warn_once(folder, "mode", f"{folder} is writable by group or others "
+                                   f"(mode {stat.S_IMODE(info.st_mode):o}){_UNSAFE_FOLDER}")
+        return False
+    return True
+
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) \
+    | getattr(os, "O_NONBLOCK", 0)     # a FIFO must not hang the load
+
+
+def _read_entry(folder: Path, name: str) -> bytes | None:
+    """The bytes of entry `name` if the folder and the file pass the checks (see the
+    module docstring), else None. The checks are made on the open folder and file
+    (fstat), so renaming either between check and read does not get around them."""
+    try:
+        folder_fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+                            | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None                          # no folder yet: nothing to load
+    try:
+        if not _trusted_folder(folder, os.fstat(folder_fd)):
+            return None
+        try:
+            fd = os.open(name, _OPEN_FLAGS, dir_fd=folder_fd)
+        except OSError:
+            return None                      # missing (the usual miss), or a symlink
+        with os.fdopen(fd, "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                return None
+            if info.st_uid != os.getuid() or not _only_owner_writes(info):
+                _warn_once(folder, "entry", f"ignored {name} in {folder}: it belongs to uid "
+                                            f"{info.st_uid} (you are uid {os.getuid()}) or "
+                                            f"others can write it (mode "
+                                            f"{stat.S_IMODE(info.st_mode):o}); the module is "
+                                            f"compiled again")
+                return None
+            return f.read()
+    finally:
+        os.close(folder_fd)
+
+
 def load(entry_key: str) -> dict | None:
+    """The payload stored under `entry_key`, or None (missing, untrusted, corrupt,
+    another format or key: the caller compiles)."""
     folder = cache_dir()
     if folder is None:
         return None
-    try:
-        with open(folder / f"{entry_key}.pkl", "rb") as f:
-            payload = pickle.load(f)
-        return payload if payload.get("format") == FORMAT else None
-    except Exception:      # missing, truncated or from another version: recompile
+    data = _read_entry(folder, f"{entry_key}{SUFFIX}")
+    if data is None:
         return None
+    from . import cache_format
+    try:
+        return cache_format.loads(data, key=entry_key, format=FORMAT)
+    except Exception:        # corrupt, truncated, tampered with: recompile
+        return None
+
+
+def _writable_folder(folder: Path) -> bool:
+    """Creates the folder (mode 0700, whatever the umask) if missing; True if it is
+    one only the current user can write."""
+    try:
+        folder.mkdir(mode=0o700, parents=True)
+        os.chmod(folder, 0o700)
+    except FileExistsError:
+        pass
+    return _trusted_folder(folder, os.stat(folder))
 
 
 def store(entry_key: str, payload: dict) -> None:
+    """Writes `payload` under `entry_key`. A payload that is not plain data raises
+    cache_format.FormatError (a bug to fix: a new field or thunk kind); a read-only
+    or full disk only costs the next compile."""
     folder = cache_dir()
     if folder is None:
         return
+    from . import cache_format
+    data = cache_format.dumps(payload, key=entry_key, format=FORMAT)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump(dict(payload, format=FORMAT), f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, folder / f"{entry_key}.pkl")
+        if not _writable_folder(folder):
+            return
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")     # mode 0600
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, folder / f"{entry_key}{SUFFIX}")
+        except BaseException:
+            _unlink(tmp)
+            raise
         _evict(folder)
     except OSError:
-        pass               # a read-only or full disk only costs the next compile
+        pass
+
+
+def _unlink(path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 # Listing the folder costs ~10 ms at a thousand entries: a process lists it on its
@@ -115,15 +246,13 @@ def _evict(folder: Path) -> None:
         return
     _writes_until_check = EVICT_CHECK_EVERY - 1
     with os.scandir(folder) as it:
-        entries = [e for e in it if e.name.endswith(".pkl")]
+        entries = [e for e in it if e.name.endswith((SUFFIX,) + _LEGACY_SUFFIXES)]
     if len(entries) <= MAX_ENTRIES:
         return
-    entries.sort(key=lambda e: e.stat().st_mtime)
+    # Legacy entries first (never read again), then the oldest.
+    entries.sort(key=lambda e: (not e.name.endswith(_LEGACY_SUFFIXES), e.stat().st_mtime))
     for entry in entries[:len(entries) - MAX_ENTRIES * 9 // 10]:
-        try:
-            os.unlink(entry.path)
-        except OSError:
-            pass
+        _unlink(entry.path)
 
 
 class Jit:
@@ -143,7 +272,7 @@ class Jit:
 def _engine_target_machine():
     # MCJIT takes ownership of its TargetMachine and frees it with the engine: every
     # engine needs a fresh one, never llvm_target's cached machine.
-    return llvm_target._new_host_target_machine()
+    return llvm_target.new_target_machine()
 
 
 def object_code(module_ref, strength_reduction: bool = True) -> bytes:

@@ -16,8 +16,10 @@ and published with `llvm.add_symbol`, which the JIT of every later module
 resolves external calls against. The calls cross modules, but both helpers
 are kept out of line anyway (one call per micro-tile or per packed block).
 
-A `Routine` is a picklable recipe: the disk cache stores the ones a module
-needs next to its object code, so loading a cached module first ensures them.
+A `Routine` is a recipe of plain data: the disk cache stores the ones a
+module needs next to its object code (cache_format.py), so loading a cached
+module first ensures them. The library's own object code is a disk-cache
+entry too, keyed by the routines' recipes and checked against them on load.
 """
 from __future__ import annotations
 

@@ -38,15 +38,10 @@ class KernelThunk:
         self.name, self.extent, self.work_bytes = name, extent, work_bytes
         self.partitions = partitions       # the emitter's own choice, if it made one
         self.reads, self.writes = list(reads), list(writes)
+        # Bound by `link` (the disk cache stores thunks without them: cache_format.py).
         self.kernel = None
         self.dims = None
         self._single = None
-
-    def __getstate__(self):
-        """Pickled without its machine code: `link` binds it again."""
-        state = dict(self.__dict__)
-        state.update(kernel=None, dims=None, _single=None)
-        return state
 
     def link(self, lookup) -> None:
         self.kernel = runtime.Kernel(lookup(self.name), self.name)

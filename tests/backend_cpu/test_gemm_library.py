@@ -82,4 +82,4 @@ def test_a_module_from_the_disk_cache_brings_its_routines(tmp_path):
         assert done.returncode == 0, done.stderr[-2000:]
         error, routines = done.stdout.split()
         assert float(error) == 0.0 and int(routines) >= 2
-    assert len(list(tmp_path.glob("*.pkl"))) == 2       # the module and its library
+    assert len(list(tmp_path.glob("*.xlc"))) == 2       # the module and its library
