@@ -8,17 +8,17 @@ ignored.
 
 convolution brings every operand into a canonical order first:
 lhs (batch, feature, spatial...), rhs (out feature, in feature, spatial...),
-as named by `dim_labels` (`b01f_01io->b01f`). The lhs is base-dilated
-(lhs_dilate) and padded (negative padding crops), the kernel reversed, and the
-result is a strided correlation whose taps are `rhs_dilate` apart (input elements
-between taps are never read, so a NaN there stays out), split into
+as named by `dim_labels` (`b01f_01io->b01f`). The result is the strided
+correlation of the base-dilated (lhs_dilate), padded (negative padding crops) lhs
+with the (possibly reversed) kernel, whose taps are `rhs_dilate` apart (input
+elements between taps are never read, so a NaN there stays out), split into
 `feature_group_count` groups of input features or `batch_group_count` groups
-of batch elements.
+of batch elements. It is computed one kernel tap at a time on strided slices of
+the operands: the dilated and padded input is never built.
 """
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from .eval_common import EvaluationError, flush, np_dtype_of, to_result
 from .opcodes import reference
@@ -80,60 +80,44 @@ def parse_dim_labels(labels: str):
     return lhs_perm, rhs_perm, out_perm
 
 
-def _dilate_pad_spatial(x: np.ndarray, window_dims) -> np.ndarray:
-    """Base-dilates and pads (or crops) the spatial axes 2.. of a canonical lhs with zeros."""
-    for i, w in enumerate(window_dims):
-        axis = 2 + i
-        n = x.shape[axis]
-        if w.base_dilation > 1 and n:
-            shape = list(x.shape)
-            shape[axis] = (n - 1) * w.base_dilation + 1
-            dilated = np.zeros(shape, x.dtype)
-            index = [slice(None)] * x.ndim
-            index[axis] = slice(None, None, w.base_dilation)
-            dilated[tuple(index)] = x
-            x = dilated
-        widths = [(0, 0)] * x.ndim
-        widths[axis] = (max(w.pad_low, 0), max(w.pad_high, 0))
-        x = np.pad(x, widths)
-        index = [slice(None)] * x.ndim
-        index[axis] = slice(max(-w.pad_low, 0), x.shape[axis] - max(-w.pad_high, 0))
-        x = x[tuple(index)]
-    return x
-
-
 def _prepare_kernel(k: np.ndarray, window_dims) -> np.ndarray:
-    """Reverses the spatial axes 2.. of a canonical kernel where the window says so.
-
-    Window dilation is applied to the input patches instead (`_patches`): a dilated
-    kernel padded with zero taps would turn a NaN between two taps into NaN * 0.
-    """
+    """Reverses the spatial axes 2.. of a canonical kernel where the window says so."""
     for i, w in enumerate(window_dims):
         if w.reversal:
             k = np.flip(k, axis=2 + i)
     return k
 
 
-def _patches(lhs: np.ndarray, kernel_extents, window_dims) -> np.ndarray:
-    """patches[b, i, p..., k...] = lhs[b, i, p*stride + k*dilation ...] (zero-size when
-    the dilated window does not fit)."""
-    nsp = len(window_dims)
-    spatial_axes = tuple(range(2, 2 + nsp))
-    spans = [(k - 1) * w.window_dilation + 1 if k else 0
-             for k, w in zip(kernel_extents, window_dims)]
-    outs = [max(0, n - s + 1) for n, s in zip(lhs.shape[2:], spans)]
-    if 0 in outs or 0 in spans:
-        return np.zeros(lhs.shape[:2] + tuple(-(-o // w.stride) for o, w in zip(outs, window_dims))
-                        + tuple(kernel_extents), lhs.dtype)
-    patches = sliding_window_view(lhs, spans, axis=spatial_axes)
-    index = ((slice(None), slice(None))
-             + tuple(slice(None, None, w.stride) for w in window_dims)
-             + tuple(slice(None, None, w.window_dilation) for w in window_dims))
-    return patches[index]
+def tap_positions(w, in_size: int, out_size: int, tap: int):
+    """Which output positions kernel tap `tap` of one spatial dimension reads a real
+    input element for, and which element: (output slice, input slice, valid mask).
+
+    Output position p reads position p*stride + tap*window_dilation - pad_low of the
+    base-dilated input (negative padding crops: the same formula); that is input
+    element (that position) / base_dilation when it is a multiple of base_dilation
+    inside [0, in_size). The valid p form an arithmetic progression, so both sides are
+    slices. Positions not valid fall on padding or between dilated elements.
+    """
+    p = np.arange(out_size, dtype=np.int64)
+    pos = p * w.stride + tap * w.window_dilation - w.pad_low
+    valid = (pos >= 0) & (pos % w.base_dilation == 0) & (pos < in_size * w.base_dilation)
+    ps = p[valid]
+    if not len(ps):
+        return None, None, valid
+    qs = pos[valid] // w.base_dilation
+    p_step = int(ps[1] - ps[0]) if len(ps) > 1 else 1
+    q_step = int(qs[1] - qs[0]) if len(qs) > 1 else 1
+    p_slice = slice(int(ps[0]), int(ps[-1]) + 1, p_step)
+    q_slice = slice(int(qs[0]), int(qs[-1]) + 1, q_step)
+    return p_slice, q_slice, valid
 
 
 @reference("convolution")
 def convolution(instr, operands, ctx):
+    """Tap by tap: for every kernel position, the output positions it reaches and the
+    input elements they read are strided slices (`tap_positions`), so neither the
+    base-dilated nor the padded input is ever built (an lhs-dilated gradient once asked
+    for 101 GiB here), and memory stays the size of the operands and the result."""
     result = np_dtype_of(instr)
     lhs_perm, rhs_perm, out_perm = parse_dim_labels(instr.attrs["dim_labels"])
     lhs = np.transpose(_prepare(operands[0], result, ctx), lhs_perm)
@@ -144,34 +128,65 @@ def convolution(instr, operands, ctx):
     if len(window_dims) != nsp:
         raise EvaluationError(f"{instr.name}: window of rank {len(window_dims)} for "
                               f"{nsp} spatial dimensions")
-    lhs = _dilate_pad_spatial(lhs, window_dims)
-    rhs = _prepare_kernel(rhs, window_dims)
-    patches = _patches(lhs, rhs.shape[2:], window_dims)
-    out = _grouped_correlation(instr, patches, rhs, nsp)
-    return _finish(np.transpose(out, out_perm), instr, ctx)
-
-
-def _grouped_correlation(instr, patches, rhs, nsp) -> np.ndarray:
-    """out[b, o, p...] = sum over (i, k...) of patches[b, i, p..., k...] * rhs[o, i, k...]."""
     groups = instr.attrs.get("feature_group_count", 1)
     batch_groups = instr.attrs.get("batch_group_count", 1)
-    sp = "pqrstu"[:nsp]
-    ks = "klmnvw"[:nsp]
-    batch, features = patches.shape[:2]
-    out_features = rhs.shape[0]
     if groups > 1 and batch_groups > 1:
         raise EvaluationError(f"{instr.name}: feature_group_count and batch_group_count "
                               f"cannot both exceed 1")
+    rhs = _prepare_kernel(rhs, window_dims)
+    canonical = [0] * len(out_perm)
+    for j, c in enumerate(out_perm):
+        canonical[c] = instr.shape.dims[j]
+    out = np.zeros(canonical, lhs.dtype)
+    out_spatial = canonical[2:]
+    # Padding and the holes of base dilation hold zeros that XLA's CPU convolution
+    # multiplies like any input: 0 * inf or 0 * NaN in the kernel makes a NaN there.
+    bad_taps = ~np.isfinite(rhs) if rhs.dtype.kind == "f" and not np.isfinite(rhs).all() else None
+    per_dim = [[tap_positions(w, n, o, k) for k in range(extent)]
+               for w, n, o, extent in zip(window_dims, lhs.shape[2:], out_spatial, rhs.shape[2:])]
+    with np.errstate(all="ignore"):
+        for tap in np.ndindex(*rhs.shape[2:]):
+            maps = [per_dim[d][k] for d, k in enumerate(tap)]
+            weights = rhs[(slice(None), slice(None)) + tap]
+            if all(m[0] is not None for m in maps):
+                x = lhs[(slice(None), slice(None)) + tuple(m[1] for m in maps)]
+                out[(slice(None), slice(None)) + tuple(m[0] for m in maps)] += \
+                    _tap_product(x, weights, groups, batch_groups)
+            if bad_taps is not None:
+                _poison_holes(out, bad_taps[(slice(None), slice(None)) + tap].any(axis=1),
+                              [m[2] for m in maps])
+    return _finish(np.transpose(out, out_perm), instr, ctx)
+
+
+def _tap_product(x: np.ndarray, weights: np.ndarray, groups: int, batch_groups: int):
+    """out[b, o, p...] = sum over i of x[b, i, p...] * weights[o, i], in groups."""
+    batch, features = x.shape[:2]
+    out_features = weights.shape[0]
     if groups > 1:
         # Input features and output features split into `groups` matching groups.
-        p = patches.reshape((batch, groups, features // groups) + patches.shape[2:])
-        r = rhs.reshape((groups, out_features // groups) + rhs.shape[1:])
-        out = np.einsum(f"bgi{sp}{ks},goi{ks}->bgo{sp}", p, r, optimize=True)
-        return out.reshape((batch, out_features) + out.shape[3:])
+        xg = x.reshape((batch, groups, features // groups) + x.shape[2:])
+        wg = weights.reshape(groups, out_features // groups, weights.shape[1])
+        out = np.einsum("bgi...,goi->bgo...", xg, wg)
+        return out.reshape((batch, out_features) + x.shape[2:])
     if batch_groups > 1:
         # Batch elements split into groups; output feature group g reads batch group g.
-        p = patches.reshape((batch_groups, batch // batch_groups) + patches.shape[1:])
-        r = rhs.reshape((batch_groups, out_features // batch_groups) + rhs.shape[1:])
-        out = np.einsum(f"gbi{sp}{ks},goi{ks}->bgo{sp}", p, r, optimize=True)
-        return out.reshape((batch // batch_groups, out_features) + out.shape[3:])
-    return np.einsum(f"bi{sp}{ks},oi{ks}->bo{sp}", patches, rhs, optimize=True)
+        xg = x.reshape((batch_groups, batch // batch_groups) + x.shape[1:])
+        wg = weights.reshape(batch_groups, out_features // batch_groups, weights.shape[1])
+        out = np.einsum("gbi...,goi->bgo...", xg, wg)
+        return out.reshape((batch // batch_groups, out_features) + x.shape[2:])
+    return np.moveaxis(np.tensordot(x, weights, axes=([1], [1])), -1, 1)
+
+
+def _poison_holes(out: np.ndarray, bad_features: np.ndarray, valid: list) -> None:
+    """NaN where a non-finite kernel tap meets a zero of padding or dilation."""
+    if not bad_features.any():
+        return
+    hole = np.zeros(out.shape[2:], bool)
+    for d, v in enumerate(valid):
+        shape = [1] * len(valid)
+        shape[d] = len(v)
+        hole |= ~v.reshape(shape)
+    if hole.any():
+        view = out[:, bad_features]
+        view[..., hole] = np.nan
+        out[:, bad_features] = view
