@@ -86,18 +86,9 @@ class Program:
         self._all_fresh = len(self._fresh_outputs) == len(self._result_layout)
         self._build_template()
 
-    def __getstate__(self):
-        """Pickled by the disk cache: everything but the ctypes table (rebuilt on load)."""
-        state = dict(self.__dict__)
-        for name in ("_table_type", "_template", "_linked", "_stream_plan"):
-            state.pop(name, None)
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._build_template()
-
     def _build_template(self) -> None:
+        """The buffer table's constant part (also after the disk cache loads the
+        program: cache_format.py stores everything else)."""
         self._table_type = ctypes.c_void_p * max(1, len(self.slots))
         self._template = self._table_type()
         for i, s in enumerate(self.slots):
