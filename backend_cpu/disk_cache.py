@@ -64,10 +64,15 @@ def cache_dir() -> Path | None:
     return Path(base) / "xlapy" / "compiled"
 
 
-@functools.lru_cache(maxsize=None)
 def _target_fingerprint() -> str:
-    """The machine the cached code is generated for: for now the host CPU's name and
-    features (this is the one place to put the compile target's fingerprint)."""
+    """The machine the cached code is generated for, for every key (of modules and of
+    GEMM library routines): the one place to put the compile target's fingerprint.
+    For now the host CPU's name and features."""
+    return _host_cpu()
+
+
+@functools.lru_cache(maxsize=None)
+def _host_cpu() -> str:
     llvm_target.initialize()
     return f"{llvm.get_host_cpu_name()} {llvm.get_host_cpu_features().flatten()}"
 
