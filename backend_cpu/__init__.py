@@ -12,7 +12,8 @@ hoisting.py (row fusions), row_normalize.py (softmax rows: exp once, scale in
 place), buffer_assignment.py (slots and the temp arena), executable.py /
 thunks.py (running), inter_op.py (independent kernels on runtime streams),
 disk_cache.py (the persistent cache:
-$XLAPY_CACHE_DIR, disabled by XLAPY_DISABLE_DISK_CACHE=1).
+$XLAPY_CACHE_DIR, disabled by XLAPY_DISABLE_DISK_CACHE=1; its entries are plain
+data, cache_format.py).
 """
 from .compiler import CompileOptions, compile
 from .executable import CpuExecutable

@@ -36,6 +36,10 @@ checks that every class with `link` and `run` in backend_cpu is registered).
 HLO computations (a sort thunk's comparator) are stored as the text of a
 module whose entry is the computation, parsed back on load; an instruction
 is stored as its computation and its position in it.
+
+Values are stored as trees: an object reachable twice is loaded as two equal
+copies (numpy arrays and HLO computations excepted, which stay shared). Slots
+are referred to by index, so nothing in a program relies on sharing today.
 """
 from __future__ import annotations
 
@@ -105,7 +109,9 @@ def _registry() -> dict[str, _Kind]:
         _Kind(MicroTile, {}),
         _Kind(PackLayout, {}),
     ]
-    return {k.cls.__qualname__: k for k in kinds}
+    registry = {k.cls.__qualname__: k for k in kinds}
+    assert len(registry) == len(kinds), "two registered classes share a name"
+    return registry
 
 
 def registered_classes() -> list[type]:
