@@ -5,9 +5,24 @@
    conditions, branches, calls) into a `Program`: walk it in post order,
    give each value a slot (buffer_assignment.py), and emit one kernel per
    instruction that computes something (fusions included) — aliases
-   (tuple, get-tuple-element, bitcast, copy, row-major reshape) cost nothing.
+   (tuple, get-tuple-element, bitcast, copy, row-major reshape) cost nothing
+   when the layouts agree (below).
 3. Verify, optimize (O3, vectorizers) and JIT all kernels as one LLVM module.
 4. Place temporaries in the arena and link the thunks to their machine code.
+
+Layouts at boundaries: every value is stored in the layout its own instruction's
+shape declares, and each side of a boundary reads it in the layout *it* declares.
+Where a value crosses into a declaration of another layout -- an element of a
+tuple, a get-tuple-element, a copy or opt-barrier, the operands and results of a
+conditional branch or call, the state of a while loop (kept in the body
+parameter's layouts: the init, the body's root and the final state convert), the
+caller's arguments of a sub-program -- `ProgramBuilder._conform` puts a relayout
+kernel (a layout-changing copy) in between, once per slot and layout. Layouts that
+order the dimensions of size > 1 alike store the same bytes and share the slot. A
+bitcast reinterprets bytes: it always aliases, and its value is in its own layout.
+Inside a fusion, generators index operands logically, so fused parameters and roots
+need no copy (the memory views of dot_emitter.resolve_view check the layout). The
+entry's results keep the root's layouts; CpuExecutable converts them to numpy's.
 
 Compile time is part of the first call, so the driver avoids work that does
 not change the machine code: Python's cyclic garbage collector is paused
@@ -44,16 +59,18 @@ import llvmlite.ir as ir
 import numpy as np
 
 import runtime
+from hlo import HloInstruction
 from hlo.dtypes import numpy_dtype
 
 from . import disk_cache, gemm_library, inter_op, ir_policy, kernels, llvm_target, sort_thunk
+from . import target as targets
 from .buffer_assignment import Slot, assign_arena
 from .executable import CpuExecutable, Program, physical_dims, to_physical
 from .loops import loops_left_to_llvm
 from .kernel_ir import KernelIR
+from .target import Target
 from .thunks import CallThunk, ConditionalThunk, CopyThunk, KernelThunk, WhileThunk
 
-_ALIASES = ("bitcast", "copy", "opt-barrier")
 SMALL_KERNEL_ELEMENTS = 1024
 
 
@@ -62,16 +79,29 @@ class CompileOptions:
     """`pipeline`: None (compile as given), "default" (passes.cpu_pipeline()) or a
     callable taking and mutating an HloModule. `cache`: use the in-memory cache.
     `disk_cache`: use the persistent cache of disk_cache.py (None and "default"
-    pipelines only)."""
+    pipelines only).
+
+    The target (target.py): `max_isa` ("sse4.2", "avx2", "avx512") caps the host
+    like XLA's --xla_cpu_max_isa, `cpu` names an x86 CPU, `triple` another
+    architecture; all None: the host, capped by $XLAPY_CPU_MAX_ISA. Code for a
+    target the host cannot execute is compiled and printed, not run."""
     pipeline: object = None
     cache: bool = True
     disk_cache: bool = True
+    max_isa: str | None = None
+    cpu: str | None = None
+    triple: str | None = None
+
+    def target(self) -> Target:
+        if self.max_isa is None and self.cpu is None and self.triple is None:
+            return targets.default()
+        return targets.resolve(self.max_isa, self.cpu, self.triple)
 
     def fingerprint(self) -> str:
         p = self.pipeline
         key = p if p is None or isinstance(p, str) else f"{getattr(p, '__module__', '')}." \
                                                          f"{getattr(p, '__qualname__', repr(p))}"
-        return f"pipeline={key}"
+        return f"pipeline={key};target={self.target().fingerprint()}"
 
 
 # The in-memory cache is an LRU of this many executables (each holds JIT'd code).
@@ -101,7 +131,7 @@ def compile(module, options: CompileOptions | None = None, *,
                 _cache.move_to_end(key)
         if hit is not None:
             return hit
-    with paused_gc():
+    with paused_gc(), targets.using(options.target()):
         executable = _compile_uncached(module, text, fingerprint, options, copy)
     if options.cache:
         with _cache_lock:
@@ -166,6 +196,7 @@ def _load_from_disk(disk_key: str, start: float) -> CpuExecutable | None:
     program = payload["program"]
     program.link(jit.lookup)
     return CpuExecutable(program, payload["params"], jit=jit, llvm_source=payload["llvm_source"],
+                         target=targets.current(),
                          hlo_text=payload["hlo_text"],
                          compile_seconds=time.perf_counter() - start,
                          strength_reduction=payload.get("strength_reduction", True),
@@ -206,23 +237,27 @@ def _compile_module(module, start: float, use_disk_cache: bool = False
     light = context.all_loops_written_on_vectors()
     llvm_target.optimize(ref, light=light)
     routines = gemm_library.routines_in(context.module)
-    gemm_library.ensure_compiled(routines, use_disk_cache)
-    _check_external_symbols(ref)
     # Loop strength reduction tunes address arithmetic, which cannot matter in a
     # kernel bound by memory bandwidth, and is a third of the code generator's time
     # on one (softmax f32[4096,4096]: ~9 -> ~5.5 ms): kernels that all stream skip it.
     strength_reduction = not context.only_streaming_kernels
-    jit = disk_cache.jit_module(ref, strength_reduction=strength_reduction)
-    program.link(jit.lookup)
+    target = targets.current()
+    jit = None
+    if target.runs_on_host:     # otherwise compile and print only: nothing is JIT'd
+        gemm_library.ensure_compiled(routines, use_disk_cache)
+        _check_external_symbols(ref)
+        jit = disk_cache.jit_module(ref, strength_reduction=strength_reduction)
+        program.link(jit.lookup)
     params = [(p.name, p.shape) for p in module.entry.parameters]
     hlo_text = module.to_text()
     # The optimized IR is printed on demand (CpuExecutable.as_llvm_ir): it is the
     # same text every time, and printing it costs more than a cache lookup.
     executable = CpuExecutable(program, params, jit=jit, llvm_source=llvm_source,
                                hlo_text=hlo_text, compile_seconds=time.perf_counter() - start,
-                               strength_reduction=strength_reduction, light_pipeline=light)
+                               strength_reduction=strength_reduction, light_pipeline=light,
+                               target=target)
     payload = {"program": program, "params": params, "llvm_source": llvm_source,
-               "hlo_text": hlo_text, "object": jit.object_code, "gemm_routines": routines,
+               "hlo_text": hlo_text, "object": jit and jit.object_code, "gemm_routines": routines,
                "strength_reduction": strength_reduction, "light_pipeline": light}
     return executable, payload
 
@@ -295,12 +330,18 @@ def _leaf_count(shape) -> int:
 class ProgramBuilder:
     """Builds the Program of one computation (see the module docstring)."""
 
-    def __init__(self, context: _Context, comp):
+    def __init__(self, context: _Context, comp, arg_shapes: list | None = None,
+                 result_shapes: list | None = None):
+        """`arg_shapes`: per parameter leaf, the layout the caller binds it in (None: the
+        parameters' own); `result_shapes`: per root leaf, the layout the caller reads
+        (None: the root's own)."""
         self.context, self.comp = context, comp
         self.slots: list[Slot] = []
         self.thunks: list = []
         self.value: dict = {}            # instruction -> its leaf slots
         self._constants: dict[int, int] = {}
+        self.arg_shapes, self.result_shapes = arg_shapes, result_shapes
+        self._relayouts: dict = {}       # (slot, physical order) -> slot in that layout
 
     # --- slots ------------------------------------------------------------------------------
     def _new_slot(self, kind: str, shape, **extra) -> int:
@@ -321,13 +362,18 @@ class ProgramBuilder:
 
     # --- the walk ------------------------------------------------------------------------------
     def build(self) -> Program:
-        param_slots = []
+        declared = [leaf for p in self.comp.parameters for leaf in p.shape.leaves()]
+        bound = declared if self.arg_shapes is None else list(self.arg_shapes)
+        if len(bound) != len(declared):
+            raise ValueError(f"backend_cpu: {self.comp.name} takes {len(declared)} array "
+                             f"leaves, called with {len(bound)}")
+        param_slots: list[int] = []
         for p in self.comp.parameters:
-            leaves = []
-            for leaf in p.shape.leaves():
-                leaves.append(self._new_slot("param", leaf, param_index=len(param_slots)))
-                param_slots.append(leaves[-1])
-            self.value[p] = leaves
+            first = len(param_slots)
+            for leaf in bound[first:first + _leaf_count(p.shape)]:
+                param_slots.append(self._new_slot("param", leaf, param_index=len(param_slots)))
+            self.value[p] = self._conform(param_slots[first:], bound[first:len(param_slots)],
+                                          p.shape.leaves(), p.name)
         for instr in self.comp.post_order():
             if instr.opcode != "parameter":
                 self.value[instr] = self._visit(instr)
@@ -342,13 +388,22 @@ class ProgramBuilder:
         if op == "constant":
             return [self.constant_slot(instr)]
         if op == "tuple":
-            return [s for leaves in operands for s in leaves]
+            have = [leaf for o in instr.operands for leaf in o.shape.leaves()]
+            return self._conform([s for leaves in operands for s in leaves], have,
+                                 instr.shape.leaves(), instr.name)
         if op == "get-tuple-element":
             shapes = instr.operands[0].shape.tuple_shapes
-            start = sum(_leaf_count(s) for s in shapes[:instr.attrs["index"]])
-            return operands[0][start:start + _leaf_count(shapes[instr.attrs["index"]])]
-        if op in _ALIASES and _same_bytes(instr):
+            index = instr.attrs["index"]
+            start = sum(_leaf_count(s) for s in shapes[:index])
+            return self._conform(operands[0][start:start + _leaf_count(shapes[index])],
+                                 shapes[index].leaves(), instr.shape.leaves(), instr.name)
+        if op == "bitcast":          # the same bytes, read in the bitcast's own layout
             return operands[0]
+        if op == "opt-barrier" or op == "copy" and (
+                not instr.shape.is_array or same_bytes(instr.operands[0].shape, instr.shape)):
+            # An array copy that changes the layout is a kernel of its own (below).
+            return self._conform(operands[0], instr.operands[0].shape.leaves(),
+                                 instr.shape.leaves(), instr.name)
         if op == "reshape" and instr.shape.has_default_layout() \
                 and instr.operands[0].shape.has_default_layout():
             return operands[0]
@@ -364,25 +419,59 @@ class ProgramBuilder:
             return self._kernel(instr, operands)
         raise NotImplementedError(f"backend_cpu: no emitter for {op}")
 
+    # --- layouts at boundaries -----------------------------------------------------------------
+    def _conform(self, slots: list[int], have: list, want: list, name: str) -> list[int]:
+        """`slots`, stored in the layouts of the leaf shapes `have`, in the layouts of
+        `want`: each slot as it is when the bytes agree, else a relayout copy of it."""
+        if len(have) != len(want):
+            raise ValueError(f"backend_cpu: {name}: {len(have)} array leaves where "
+                             f"{len(want)} are declared")
+        result = []
+        for slot, h, w in zip(slots, have, want):
+            if h.dims != w.dims or h.element_type != w.element_type:
+                raise ValueError(f"backend_cpu: {name}: a {h} value where {w} is declared")
+            result.append(slot if same_bytes(h, w) else self._relayout(slot, h, w, name))
+        return result
+
+    def _relayout(self, slot: int, have, want, name: str) -> int:
+        """A slot holding `slot`'s array (layout of `have`) in the layout of `want`: one
+        copy kernel per slot and layout, however many boundaries ask for it (the key
+        has the source's shape too: a bitcast or reshape reads the slot as another)."""
+        key = (slot, have.element_type, have.dims, physical_order(have), physical_order(want))
+        if key not in self._relayouts:
+            source = HloInstruction("parameter", have, name=f"{name}.source", parameter_number=0)
+            copy = HloInstruction("copy", want, [source], name=f"{name}.relayout")
+            self._relayouts[key] = self._kernel(copy, [[slot]])[0]
+        return self._relayouts[key]
+
     def _dynamic_slots(self, shape) -> list[int]:
         return [self._new_slot("dynamic", leaf) for leaf in shape.leaves()]
 
-    def _sub_program(self, comp) -> Program:
-        return ProgramBuilder(self.context, comp).build()
+    def _sub_program(self, comp, arg_shapes=None, result_shapes=None) -> Program:
+        return ProgramBuilder(self.context, comp, arg_shapes, result_shapes).build()
 
     def _while(self, instr, operands) -> list[int]:
-        cond = self._sub_program(instr.attrs["condition"])
-        body = self._sub_program(instr.attrs["body"])
-        writes = self._dynamic_slots(instr.shape)
-        leaves = [(physical_dims(s), numpy_dtype(s.element_type)) for s in instr.shape.leaves()]
-        self.thunks.append(WhileThunk(cond, body, operands[0], writes, leaves))
-        return writes
+        """The loop state lives in the body parameter's layouts: the init is converted
+        once, the body's results (if its root differs) every iteration, the final
+        state once, to the while's own layouts."""
+        body_comp = instr.attrs["body"]
+        state = body_comp.parameters[0].shape.leaves()
+        init = self._conform(operands[0], instr.operands[0].shape.leaves(), state, instr.name)
+        cond = self._sub_program(instr.attrs["condition"], state)
+        body = self._sub_program(body_comp, None, state)
+        writes = [self._new_slot("dynamic", leaf) for leaf in state]
+        leaves = [(physical_dims(s), numpy_dtype(s.element_type)) for s in state]
+        self.thunks.append(WhileThunk(cond, body, init, writes, leaves))
+        return self._conform(writes, state, instr.shape.leaves(), instr.name)
 
     def _conditional(self, instr, operands) -> list[int]:
+        """Branch i takes operand i+1 in that operand's layouts and returns the
+        conditional's (each branch converts what differs: only the taken one pays)."""
         a = instr.attrs
         comps = list(a["branch_computations"]) if "branch_computations" in a \
             else [a["true_computation"], a["false_computation"]]
-        branches = [self._sub_program(c) for c in comps]
+        branches = [self._sub_program(c, instr.operands[i + 1].shape.leaves(), instr.shape.leaves())
+                    for i, c in enumerate(comps)]
         writes = self._dynamic_slots(instr.shape)
         index = instr.operands[0]
         self.thunks.append(ConditionalThunk(branches, operands[0][0],
@@ -391,7 +480,9 @@ class ProgramBuilder:
         return writes
 
     def _call(self, instr, operands) -> list[int]:
-        program = self._sub_program(instr.to_apply)
+        program = self._sub_program(instr.to_apply,
+                                    [leaf for o in instr.operands for leaf in o.shape.leaves()],
+                                    instr.shape.leaves())
         writes = self._dynamic_slots(instr.shape)
         self.thunks.append(CallThunk(program, [s for leaves in operands for s in leaves], writes))
         return writes
@@ -447,10 +538,13 @@ class ProgramBuilder:
 
     # --- results ---------------------------------------------------------------------------------
     def _outputs(self) -> list[tuple[int, object]]:
-        """(slot, shape) per root leaf; parameters, constants and repeats are copied."""
+        """(slot, shape) per root leaf, in the layouts the caller asked for (else the
+        root's own); parameters, constants and repeats are copied."""
         root = self.comp.root
+        want = root.shape.leaves() if self.result_shapes is None else list(self.result_shapes)
+        slots = self._conform(self.value[root], root.shape.leaves(), want, root.name)
         outputs, seen = [], set()
-        for slot, shape in zip(self.value[root], root.shape.leaves()):
+        for slot, shape in zip(slots, want):
             kind = self.slots[slot].kind
             if slot in seen or kind in ("param", "constant"):
                 copy = self._new_slot("output", shape)
@@ -463,11 +557,12 @@ class ProgramBuilder:
         return outputs
 
 
-def _same_bytes(instr) -> bool:
-    """A bitcast always is; a copy or barrier only when the layout does not change."""
-    if instr.opcode == "bitcast":
-        return True
-    src = instr.operands[0].shape
-    if not instr.shape.is_array:
-        return True
-    return src.minor_to_major() == instr.shape.minor_to_major()
+def physical_order(shape) -> tuple[int, ...]:
+    """The dimensions of size > 1, minor-most first: the order the bytes follow."""
+    return tuple(d for d in shape.minor_to_major() if shape.dims[d] != 1)
+
+
+def same_bytes(a, b) -> bool:
+    """True when arrays of shapes `a` and `b` (equal but for layout) are stored alike:
+    their layouts order the dimensions of size > 1 the same way, or they are empty."""
+    return a.numel == 0 or physical_order(a) == physical_order(b)

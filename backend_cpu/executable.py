@@ -155,15 +155,21 @@ class CpuExecutable:
     def __init__(self, program: Program, params: list, *, jit, hlo_text: str,
                  compile_seconds: float, llvm_ir: str | None = None,
                  llvm_source: str | None = None, strength_reduction: bool = True,
-                 light_pipeline: bool = False):
+                 light_pipeline: bool = False, target=None):
         """`llvm_ir`: the optimized LLVM IR; or `llvm_source`, the IR before
         optimization, which `as_llvm_ir()` optimizes again when first asked.
         `strength_reduction`: how the code generator ran (`as_asm()` runs it alike);
-        `light_pipeline`: how the optimizer ran (`as_llvm_ir()` runs it alike)."""
+        `light_pipeline`: how the optimizer ran (`as_llvm_ir()` runs it alike).
+        `target`: what the code was compiled for (target.py; default the current one);
+        `jit` is None when the host cannot run it, and then `run` refuses."""
         if llvm_ir is None and llvm_source is None:
             raise TypeError("CpuExecutable: give llvm_ir or llvm_source")
         self._program = program
         self._jit = jit                        # keeps the machine code alive
+        if target is None:
+            from .target import current
+            target = current()
+        self.target = target
         self._llvm_ir = llvm_ir
         self._llvm_source = llvm_source
         self._strength_reduction = strength_reduction
@@ -179,6 +185,10 @@ class CpuExecutable:
 
     # --- running ---------------------------------------------------------------------
     def run(self, *arrays) -> list[np.ndarray]:
+        if self._jit is None:
+            raise RuntimeError(f"run: this executable was compiled for {self.target.describe()}, "
+                               f"which this host cannot execute; as_asm() and as_llvm_ir() "
+                               f"show its code")
         if len(arrays) != len(self._params):
             raise TypeError(f"run: expected {len(self._params)} arguments, got {len(arrays)}")
         bound, addresses = [], []
@@ -222,16 +232,18 @@ class CpuExecutable:
         """
         if self._llvm_ir is None:
             from . import llvm_target
-            module = llvm_target.parse_and_verify(self._llvm_source)
-            self._llvm_ir = str(llvm_target.optimize(module, light=self._light_pipeline))
+            module = llvm_target.parse_and_verify(self._llvm_source, self.target)
+            self._llvm_ir = str(llvm_target.optimize(module, light=self._light_pipeline,
+                                                     target=self.target))
         return self._llvm_ir
 
     def as_asm(self) -> str:
-        """The host assembly of the optimized IR."""
+        """The target's assembly of the optimized IR."""
         if self._asm is None:
             from . import llvm_target
-            self._asm = llvm_target.assembly(llvm_target.parse_and_verify(self.as_llvm_ir()),
-                                             strength_reduction=self._strength_reduction)
+            self._asm = llvm_target.assembly(
+                llvm_target.parse_and_verify(self.as_llvm_ir(), self.target),
+                strength_reduction=self._strength_reduction, target=self.target)
         return self._asm
 
     def as_hlo_text(self) -> str:

@@ -46,7 +46,8 @@ from .gemm_ir import (I64, PTR, VOID, Arith, GemmSpec, const,
                       element_ptr, entry_alloca, for_range, imin, storage_type)
 from .gemm_microkernel import MicroTile, choose_tile
 from .gemm_packing import ALIGN, PackLayout
-from . import gemm_library, llvm_target
+from . import gemm_library
+from . import target as targets
 
 # Cache budgets of Zen 5 (48 KiB L1D and 1 MiB L2 per core, a shared L3), in bytes,
 # from which KC, MC and NC follow for each element size:
@@ -80,12 +81,9 @@ _SUPPORTED_OUT = ("s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "f16", "
 
 
 def host_vector_bits() -> int:
-    """The widest vector register of the host: 512 with AVX-512F, 256 with AVX, else 128."""
-    if llvm_target.host_has_feature("avx512f"):
-        return 512
-    if llvm_target.host_has_feature("avx"):
-        return 256
-    return 128
+    """The widest vector register of the current target (target.py): 512 with
+    AVX-512F, 256 with AVX, else 128."""
+    return targets.current().vector_bits
 
 
 @dataclass(frozen=True)

@@ -54,10 +54,12 @@ class Arith:
         return ir.Constant(ty, None)
 
     def madd(self, b: ir.IRBuilder, x, y, acc):
-        """acc + x*y: one fused `llvm.fma` for floats (one rounding, like XLA's CPU
-        backend with FMA contraction); a wrapping mul and add for integers."""
+        """acc + x*y: `llvm.fmuladd` for floats -- one fused multiply-add where the
+        target has FMA (one rounding, like XLA's CPU backend with FMA contraction), a
+        multiply and an add where it has not (SSE4.2: `llvm.fma` would call libm per
+        element); a wrapping mul and add for integers."""
         if self.is_float:
-            return b.call(intrinsic(b.module, "llvm.fma", x.type, 3), [x, y, acc])
+            return b.call(intrinsic(b.module, "llvm.fmuladd", x.type, 3), [x, y, acc])
         return b.add(acc, b.mul(x, y))
 
     def add(self, b: ir.IRBuilder, x, y):

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from . import fp_env
+
 
 def no_runtime_unrolling(module: ir.Module) -> None:
     """Gives every loop the emitters left without hints `llvm.loop.unroll.runtime.disable`.
@@ -55,7 +57,8 @@ _FLOAT_TYPES = (ir.HalfType, ir.FloatType, ir.DoubleType, ir.VectorType)
 
 def only_drives_unoptimized_routines(fn: ir.Function) -> bool:
     """True if `fn` calls an `optnone` function and computes nothing itself: no
-    floating-point or vector values, no calls but those and MXCSR intrinsics."""
+    floating-point or vector values, no calls but those and the floating-point mode's
+    intrinsics (fp_env.py)."""
     drives = False
     for block in fn.blocks:
         for instr in block.instructions:
@@ -65,6 +68,6 @@ def only_drives_unoptimized_routines(fn: ir.Function) -> bool:
                 callee = instr.callee
                 if isinstance(callee, ir.Function) and "optnone" in callee.attributes:
                     drives = True
-                elif not getattr(callee, "name", "").startswith("llvm.x86.sse."):
+                elif not getattr(callee, "name", "").startswith(fp_env.INTRINSIC_PREFIXES):
                     return False
     return drives

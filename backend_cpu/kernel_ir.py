@@ -23,43 +23,8 @@ from typing import Callable
 import llvmlite.ir as ir
 
 from .llvm_types import I32, I64, PTR, VOID, element_bytes, from_storage, storage_type, to_storage
+from .fp_env import emit_restore_fp_mode, emit_set_flush_denormals, emit_store_fence
 from .loops import i64
-
-try:        # the vector-math engineer's version, when it has landed
-    from .vecmath import emit_restore_fp_mode, emit_set_flush_denormals
-except ImportError:
-    emit_set_flush_denormals = emit_restore_fp_mode = None
-
-# MXCSR bits: FTZ (flush results to zero) and DAZ (read denormal inputs as zero).
-_MXCSR_FTZ_DAZ = 0x8040
-
-
-def _x86_intrinsic(module: ir.Module, name: str, args=(PTR,)) -> ir.Function:
-    """The x86 intrinsic `name` returning void (the MXCSR ones take a pointer)."""
-    if name in module.globals:
-        return module.globals[name]
-    return ir.Function(module, ir.FunctionType(VOID, list(args)), name)
-
-
-def _set_flush_denormals(kernel: "KernelIR"):
-    """Sets FTZ/DAZ; returns what `_restore_fp_mode` needs. One switch point for vecmath."""
-    if emit_set_flush_denormals is not None:
-        return emit_set_flush_denormals(kernel.b)
-    b = kernel.b
-    saved = kernel.alloca(I32, "mxcsr.saved")
-    new = kernel.alloca(I32, "mxcsr.new")
-    b.call(_x86_intrinsic(b.module, "llvm.x86.sse.stmxcsr"), [saved])
-    b.store(b.or_(b.load(saved), ir.Constant(I32, _MXCSR_FTZ_DAZ)), new)
-    b.call(_x86_intrinsic(b.module, "llvm.x86.sse.ldmxcsr"), [new])
-    return saved
-
-
-def _restore_fp_mode(kernel: "KernelIR", saved) -> None:
-    if emit_restore_fp_mode is not None:
-        emit_restore_fp_mode(kernel.b, saved)
-        return
-    kernel.b.call(_x86_intrinsic(kernel.b.module, "llvm.x86.sse.ldmxcsr"), [saved])
-
 
 def strides(shape) -> list[int]:
     """Element strides of each logical dimension under the shape's layout."""
@@ -166,7 +131,7 @@ class KernelIR:
         self.max_partitions: int | None = None   # set by emitters that know better
         self.streams = False    # set by streaming.py: non-temporal stores need an sfence
         self.operands: list = []    # the input Buffers (emit_kernel sets them)
-        self._fp_saved = _set_flush_denormals(self)
+        self._fp_saved = emit_set_flush_denormals(self.entry)
 
     # --- entry-block values -------------------------------------------------------
     def alloca(self, ty: ir.Type, name: str = "") -> ir.Value:
@@ -207,8 +172,8 @@ class KernelIR:
         if self.streams:
             # Non-temporal stores are weakly ordered: drain them before the thread
             # pool hands this partition's results to anyone else.
-            self.b.call(_x86_intrinsic(self.b.module, "llvm.x86.sse.sfence", ()), [])
-        _restore_fp_mode(self, self._fp_saved)
+            emit_store_fence(self.b)
+        emit_restore_fp_mode(self.b, self._fp_saved)
         self.b.ret_void()
         self.entry.branch(self.b.function.blocks[1])
         self._annotate_aliasing()

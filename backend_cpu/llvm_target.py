@@ -1,14 +1,17 @@
-"""The host LLVM target: initialization, target machine, O3 optimization, JIT.
+"""LLVM for a target: initialization, target machines, O3 optimization, JIT.
 
 Every part of the CPU backend that turns LLVM IR text into machine code goes
-through this module, so that the target machine (host CPU name and features),
-the optimization pipeline (new pass manager, O3, loop and SLP vectorization)
-and the JIT engine are configured in one place.
+through this module, so that the target machine (the CPU name and features of
+a `target.Target`), the optimization pipeline (new pass manager, O3, loop and
+SLP vectorization) and the JIT engine are configured in one place. Each
+function takes the target to use and defaults to `target.current()`: the
+target of the compile in progress, else the host capped by $XLAPY_CPU_MAX_ISA.
 
-    initialize()                 idempotent LLVM setup for the native target
-    host_target_machine()        cached TargetMachine for this CPU, O3, JIT code model
-    host_has_feature(name)       e.g. "avx512f": lets emitters pick instructions
-    parse_and_verify(ir_text)    llvm.ModuleRef, verified
+    initialize()                 idempotent LLVM setup (every target LLVM has)
+    target_machine(target)       cached TargetMachine of the target, O3, JIT code model
+    host_target_machine()        the same for the current target (old name)
+    host_has_feature(name)       e.g. "avx512f": the current target has it
+    parse_and_verify(ir_text)    llvm.ModuleRef for the target, verified
     optimize(module_ref)         runs the O3 module pipeline in place
     emit_object(module_ref)      machine code as an object file (loop strength reduction optional)
     assembly(module_ref)         the machine assembly as text (for checks and --emit=asm)
@@ -25,6 +28,9 @@ from typing import Callable, NamedTuple
 
 import llvmlite.binding as llvm
 
+from . import target as targets
+from .target import Target
+
 _initialized = False
 
 
@@ -37,8 +43,7 @@ def initialize() -> None:
     global _initialized
     if _initialized:
         return
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
+    targets._initialize()
     _bind_libm_symbols()
     _initialized = True
 
@@ -81,42 +86,43 @@ def _open_libm():
 
 
 @functools.lru_cache(maxsize=None)
-def host_target_machine() -> llvm.TargetMachine:
-    """The TargetMachine of the host CPU (its name and all its features), at O3.
+def target_machine(target: Target | None = None) -> llvm.TargetMachine:
+    """The TargetMachine of `target` (default: the current one), at O3.
 
     Shared and cached: use it for optimizing and printing assembly, never hand
     it to an execution engine (see `jit_compile`).
     """
-    return _new_host_target_machine()
-
-
-def _new_host_target_machine() -> llvm.TargetMachine:
     initialize()
-    target = llvm.Target.from_default_triple()
-    cpu, features = _host_cpu()
-    return target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="default",
-                                        codemodel="jitdefault")
+    return (target or targets.current()).target_machine()
 
 
-@functools.lru_cache(maxsize=None)
-def _host_cpu() -> tuple[str, str]:
-    """(CPU name, feature string): asked once, since every compile makes fresh machines."""
-    return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+def host_target_machine() -> llvm.TargetMachine:
+    """The shared TargetMachine of the current target."""
+    return target_machine(targets.current())
 
 
-@functools.lru_cache(maxsize=None)
+def new_target_machine(target: Target | None = None) -> llvm.TargetMachine:
+    """A TargetMachine of its own, for an execution engine (MCJIT frees the machine it
+    is given with the engine). Only a target the host can run may be JIT-compiled."""
+    initialize()
+    target = target or targets.current()
+    if not target.runs_on_host:
+        raise targets.TargetError(f"backend_cpu: code compiled for {target.describe()} cannot "
+                                  f"run on this host ({targets.host().describe()})")
+    return target.target_machine()
+
+
 def host_has_feature(name: str) -> bool:
-    """True if the host CPU has feature `name` (LLVM spelling: "avx512f", "fma")."""
-    initialize()
-    return bool(llvm.get_host_cpu_features().get(name, False))
+    """True if the current target has feature `name` (LLVM spelling: "avx512f", "fma")."""
+    return targets.current().has(name)
 
 
-def parse_and_verify(ir_text: str) -> llvm.ModuleRef:
-    """Parses textual LLVM IR into a module for the host target and verifies it."""
+def parse_and_verify(ir_text: str, target: Target | None = None) -> llvm.ModuleRef:
+    """Parses textual LLVM IR into a module for the target and verifies it."""
     initialize()
     module = llvm.parse_assembly(ir_text)
     module.verify()
-    tm = host_target_machine()
+    tm = target_machine(target or targets.current())
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)
     return module
@@ -138,7 +144,8 @@ def _pipeline_options() -> llvm.PipelineTuningOptions:
 LIGHT_PASSES = ("sroa", "instruction_combine", "simplify_cfg")
 
 
-def optimize(module: llvm.ModuleRef, light: bool = False) -> llvm.ModuleRef:
+def optimize(module: llvm.ModuleRef, light: bool = False,
+             target: Target | None = None) -> llvm.ModuleRef:
     """Runs LLVM's O3 module pipeline (new pass manager) on `module` in place; with
     `light`, only LIGHT_PASSES (for modules whose loops are all written on vectors
     or meant to stay scalar: O3 costs ~10 ms on a softmax kernel, these ~1 ms).
@@ -148,7 +155,7 @@ def optimize(module: llvm.ModuleRef, light: bool = False) -> llvm.ModuleRef:
     must not run a second time. Each builder leaves about 1.5 KiB behind (its
     instrumentation callbacks object is never deleted by llvmlite).
     """
-    tm = host_target_machine()
+    tm = target_machine(target or targets.current())
     pass_builder = llvm.create_pass_builder(tm, _pipeline_options())
     if light:
         pass_manager = llvm.ModulePassManager()
@@ -184,19 +191,21 @@ def _free_pass_manager(pass_manager: llvm.ModulePassManager) -> None:
 _codegen_options_lock = threading.Lock()
 
 
-def emit_object(module: llvm.ModuleRef, *, strength_reduction: bool = True) -> bytes:
+def emit_object(module: llvm.ModuleRef, *, strength_reduction: bool = True,
+                target: Target | None = None) -> bytes:
     """Machine code for an (already optimized) module, as an ELF object file.
 
     `strength_reduction=False` skips the code generator's loop strength reduction.
     """
     with _codegen_options(strength_reduction):
-        return bytes(host_target_machine().emit_object(module))
+        return bytes(target_machine(target or targets.current()).emit_object(module))
 
 
-def assembly(module: llvm.ModuleRef, *, strength_reduction: bool = True) -> str:
-    """The host machine assembly for an (already optimized) module."""
+def assembly(module: llvm.ModuleRef, *, strength_reduction: bool = True,
+             target: Target | None = None) -> str:
+    """The target's machine assembly for an (already optimized) module."""
     with _codegen_options(strength_reduction):
-        return host_target_machine().emit_assembly(module)
+        return target_machine(target or targets.current()).emit_assembly(module)
 
 
 @contextlib.contextmanager
@@ -225,14 +234,16 @@ class JitModule(NamedTuple):
     lookup: Callable[[str], int]
 
 
-def jit_compile(ir_text: str, *, optimize_ir: bool = True) -> JitModule:
+def jit_compile(ir_text: str, *, optimize_ir: bool = True,
+                target: Target | None = None) -> JitModule:
     """Parses, verifies, optimizes (unless told not to) and JIT-compiles IR text."""
-    module = parse_and_verify(ir_text)
+    target = target or targets.current()
+    module = parse_and_verify(ir_text, target)
     if optimize_ir:
-        optimize(module)
+        optimize(module, target=target)
     # MCJIT takes ownership of the TargetMachine it is given and frees it with the
     # engine, so every engine gets a fresh one (not the shared cached machine).
-    engine = llvm.create_mcjit_compiler(module, _new_host_target_machine())
+    engine = llvm.create_mcjit_compiler(module, new_target_machine(target))
     engine.finalize_object()
     engine.run_static_constructors()
 
@@ -243,3 +254,7 @@ def jit_compile(ir_text: str, *, optimize_ir: bool = True) -> JitModule:
         return address
 
     return JitModule(engine, lookup)
+
+
+# The name the disk cache used before targets existed.
+_new_host_target_machine = new_target_machine

@@ -45,7 +45,8 @@ from math import prod
 
 import llvmlite.ir as ir
 
-from . import llvm_target, streaming
+from . import streaming
+from . import target as targets
 from .llvm_types import I64, storage_type
 from .loops import for_range, i64
 
@@ -59,9 +60,10 @@ SHUFFLE_ROWS = 16
 
 
 def _block_size(esize: int, rows: int, columns: int) -> int:
-    """16 when 16 elements fill a 512-bit register and the sizes allow it, else 8."""
-    if esize * WIDE_BLOCK == 64 and columns % WIDE_BLOCK == 0 \
-            and rows % WIDE_BLOCK == 0 and llvm_target.host_has_feature("avx512f"):
+    """16 when 16 elements fill one of the target's vector registers (f32 on
+    AVX-512) and the sizes allow it, else 8."""
+    if esize * WIDE_BLOCK == targets.current().vector_bytes and columns % WIDE_BLOCK == 0 \
+            and rows % WIDE_BLOCK == 0:
         return WIDE_BLOCK
     return BLOCK
 
@@ -113,7 +115,7 @@ def try_emit_block_transpose(kernel, root, view, out) -> int | None:
             value = b.insert_element(value, element, ir.Constant(ir.IntType(32), r))
         return value
 
-    def block(batch_in, batch_out, i0, j0):
+    def shuffled(batch_in, i0, j0):
         columns = []
         for c in range(n):
             columns.append(column(
@@ -126,13 +128,23 @@ def try_emit_block_transpose(kernel, root, view, out) -> int | None:
                 new[2 * i] = b.shuffle_vector(a, z, lo_mask)
                 new[2 * i + 1] = b.shuffle_vector(a, z, hi_mask)
             rows = new
+        return rows
+
+    def block(batch_in, batch_out, i0, j0):
+        # Streamed, a step covers whole output lines: `per_line` blocks side by side
+        # along j (two 8 x 8 blocks of f32 on AVX2), whose rows are stored one line
+        # after another, so each line is written whole by consecutive streaming stores.
+        parts = per_line if streamed else 1
+        blocks = [shuffled(batch_in, i0, b.add(j0, i64(k * n))) for k in range(parts)]
         for r in range(height):
-            offset = b.add(batch_out, b.add(b.mul(b.add(i0, i64(r)), i64(out_strides[p])), j0))
-            if streamed:        # a whole aligned cache line: straight to memory
-                store = b.store(rows[r], address(out.pointer, offset), align=LINE)
-                store.set_metadata("nontemporal", streaming.nontemporal_node(b.module))
-            else:
-                b.store(rows[r], address(out.pointer, offset), align=esize)
+            row_start = b.add(batch_out, b.add(b.mul(b.add(i0, i64(r)), i64(out_strides[p])), j0))
+            for k, rows in enumerate(blocks):
+                offset = b.add(row_start, i64(k * n)) if k else row_start
+                if streamed:        # part of a whole aligned cache line: straight to memory
+                    store = b.store(rows[r], address(out.pointer, offset), align=n * esize)
+                    store.set_metadata("nontemporal", streaming.nontemporal_node(b.module))
+                else:
+                    b.store(rows[r], address(out.pointer, offset), align=esize)
 
     # Blocks side by side along i read GROUP consecutive lines of each input row.
     large = out.shape.nbytes >= streaming.STREAM_MIN_BYTES and p == len(dims) - 2 \
@@ -146,7 +158,8 @@ def try_emit_block_transpose(kernel, root, view, out) -> int | None:
         # Not unrolled: copies of a block's shuffle network cost the code generator
         # ~10 ms each (four of them: 40 ms for an f32[8,16,16,32]) for no speed.
         with for_range(b, i_lo, i_hi, "tb.i", step=step, unroll=False) as i0:
-            with for_range(b, 0, dims[-1], "tb.j", step=n, unroll=False) as j0:
+            with for_range(b, 0, dims[-1], "tb.j", step=n * (per_line if streamed else 1),
+                           unroll=False) as j0:
                 if group == 1:
                     block(batch_in, batch_out, i0, j0)
                     return
@@ -168,6 +181,7 @@ def try_emit_block_transpose(kernel, root, view, out) -> int | None:
                   b.mul(b.add(row, i64(1)), i64(step)))
 
     streamed = False
+    per_line = max(LINE // (n * esize), 1)
     if large and _may_stream(out.shape, n * esize, dims[-1] * esize):
         # Every block row is a cache line when the output starts on one, as the
         # runtime's buffers do (and so does every matrix of a batch); a run-time check
@@ -293,6 +307,7 @@ def try_emit_row_shuffle(kernel, view, out) -> int | None:
 
 
 def _may_stream(shape, block_row_bytes: int, row_bytes: int) -> bool:
-    """Large outputs whose block rows are whole cache lines get non-temporal stores."""
-    return shape.nbytes >= streaming.STREAM_MIN_BYTES and block_row_bytes == LINE \
-        and row_bytes % LINE == 0
+    """Large outputs whose block rows make whole cache lines (one block row, or two
+    side by side) get non-temporal stores, on targets where those pay off."""
+    return shape.nbytes >= streaming.STREAM_MIN_BYTES and LINE % block_row_bytes == 0 \
+        and row_bytes % LINE == 0 and targets.current().streaming_stores

@@ -14,7 +14,7 @@ f64 within 4 ulp of the correctly rounded result over the whole input range
 (measured: at most 3 ulp, most below 1); IEEE special values (±0, ±inf, NaN,
 overflow/underflow thresholds); correct under flush-to-zero /
 denormals-are-zero, the mode XLA's CPU kernels run in (see
-`emit_set_flush_denormals`).
+`fp_env.emit_set_flush_denormals`).
 
 How each opcode is computed (no libm calls: every routine vectorizes):
 
@@ -96,37 +96,6 @@ def emit_math(builder: ir.IRBuilder, opcode: str, args: Sequence[ir.Value]) -> i
     return table[opcode](m, *args)
 
 
-# ---- floating-point mode: flush-to-zero and denormals-are-zero -----------------
-_MXCSR_FTZ = 1 << 15
-_MXCSR_DAZ = 1 << 6
-_I32 = ir.IntType(32)
+# The floating-point mode (flush-to-zero) lives in fp_env.py; the math kernels of
+# vecmath_kernel.py take it from there.
 
-
-def _mxcsr_intrinsic(module: ir.Module, name: str) -> ir.Function:
-    fn = module.globals.get(name)
-    if fn is None:
-        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.PointerType()]), name=name)
-    return fn
-
-
-def emit_set_flush_denormals(builder: ir.IRBuilder) -> ir.Value:
-    """Sets MXCSR's FTZ and DAZ bits; returns a stack slot holding the previous MXCSR.
-
-    Call it once per kernel before any loop (it allocates two i32 stack slots
-    at the builder's position; the entry block is best) and
-    `emit_restore_fp_mode(builder, saved)` before every return, so the caller's
-    floating-point mode is left as it was.
-    """
-    module = builder.module
-    saved = builder.alloca(_I32, name="mxcsr.saved")
-    flushed = builder.alloca(_I32, name="mxcsr.flush")
-    builder.call(_mxcsr_intrinsic(module, "llvm.x86.sse.stmxcsr"), [saved])
-    old = builder.load(saved, name="mxcsr.old")
-    builder.store(builder.or_(old, ir.Constant(_I32, _MXCSR_FTZ | _MXCSR_DAZ)), flushed)
-    builder.call(_mxcsr_intrinsic(module, "llvm.x86.sse.ldmxcsr"), [flushed])
-    return saved
-
-
-def emit_restore_fp_mode(builder: ir.IRBuilder, saved: ir.Value) -> None:
-    """Restores the MXCSR saved by `emit_set_flush_denormals`."""
-    builder.call(_mxcsr_intrinsic(builder.module, "llvm.x86.sse.ldmxcsr"), [saved])

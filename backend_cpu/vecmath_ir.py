@@ -18,7 +18,7 @@ from typing import Sequence
 
 from llvmlite import ir
 
-from . import llvm_target
+from . import target as targets
 
 F32 = ir.FloatType()
 F64 = ir.DoubleType()
@@ -97,8 +97,39 @@ class MathBuilder:
         return self.b.call(fn, list(args))
 
     def fma(self, a, b, c):
-        """a * b + c with one rounding."""
-        return self.intrinsic("llvm.fma", [a, b, c])
+        """a * b + c with one rounding.
+
+        x86 targets without FMA (SSE4.2) would turn `llvm.fma` into a libm call per
+        element; there it is computed in vector IR instead: f32 in f64 (the product is
+        exact there; the sum rounds twice, which can differ from one rounding in the
+        last bit at a tie), f64 by Dekker's exact product and a compensated sum
+        (exact wherever the routines rely on it: fma(a, b, -fl(a*b)) is the product's
+        error).
+        """
+        target = targets.current()
+        if not target.is_x86 or target.has("fma"):
+            return self.intrinsic("llvm.fma", [a, b, c])
+        if self.kind == "float":
+            wide = self._shaped(F64)
+            a64, b64, c64 = (self.b.fpext(v, wide) for v in (a, b, c))
+            return self.b.fptrunc(self.b.fadd(self.b.fmul(a64, b64), c64), self.ty)
+        p, e = self._dekker_product(a, b)
+        s, err = self.two_sum(p, c)
+        return self.b.fadd(s, self.b.fadd(err, e))
+
+    def _dekker_product(self, a, b):
+        """(p, e): p = fl(a * b), a * b = p + e exactly, without an FMA (Veltkamp's split
+        into 26-bit halves; |a|, |b| below 2^996)."""
+        def split(x):
+            t = self.b.fmul(x, self.const(134217729.0))        # 2^27 + 1
+            hi = self.b.fsub(t, self.b.fsub(t, x))
+            return hi, self.b.fsub(x, hi)
+        p = self.b.fmul(a, b)
+        (ah, al), (bh, bl) = split(a), split(b)
+        e = self.b.fadd(self.b.fadd(self.b.fadd(self.b.fsub(self.b.fmul(ah, bh), p),
+                                                self.b.fmul(ah, bl)), self.b.fmul(al, bh)),
+                        self.b.fmul(al, bl))
+        return p, e
 
     def fabs(self, x):
         return self.intrinsic("llvm.fabs", [x])
@@ -193,7 +224,7 @@ class MathBuilder:
         power-of-two multiplications instead (n must then be within twice the
         normal exponent range).
         """
-        if llvm_target.host_has_feature("avx512f"):
+        if targets.current().has("avx512f"):
             n32 = n if self.bits == 32 else self.b.trunc(n, self._shaped(ir.IntType(32)))
             fn_name = f"llvm.ldexp.{_intrinsic_suffix(self.ty)}.{_intrinsic_suffix(n32.type)}"
             fn = self.b.module.globals.get(fn_name)

@@ -19,7 +19,8 @@ import numpy as np
 from llvmlite import ir
 
 from . import llvm_target
-from .vecmath import BINARY, emit_math, emit_restore_fp_mode, emit_set_flush_denormals
+from .fp_env import emit_restore_fp_mode, emit_set_flush_denormals
+from .vecmath import BINARY, emit_math
 
 _I64 = ir.IntType(64)
 _ELEMENT = {np.dtype(np.float32): ir.FloatType(), np.dtype(np.float64): ir.DoubleType()}

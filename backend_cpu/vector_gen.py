@@ -46,10 +46,12 @@ import llvmlite.ir as ir
 
 from hlo.dtypes import dtype
 
+from . import target as targets
 from .elemental import memo_key, nondegenerate_dims
 from .gemm_ir import splat          # `value` in every lane (shared with the GEMM)
 from .llvm_types import I64, compute_type, is_float
 from .loops import for_range, i64
+from .pairwise_sum import BLOCK_CHAIN, Levels
 from .reduction import simple_reducer
 from .scalar_ops import BINARY, call_intrinsic, emit_bitcast_convert, emit_elementwise
 
@@ -57,16 +59,16 @@ from .scalar_ops import BINARY, call_intrinsic, emit_bitcast_convert, emit_eleme
 # f64 -> f16 conversion is a scalar sequence (scalar_ops._f64_to_f16).
 LANE_TYPES = frozenset({"pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64",
                         "f32", "f64"})
-VECTOR_BYTES = 64      # one AVX-512 register
 # Vector accumulators of a reduction along the lanes (emit_row_reduce).
 ACCUMULATORS = 4
 
 
 def lanes_for(etype: str) -> int:
-    """Lanes per vector for a kernel storing `etype`: a register of f32 or f64 (16 or 8);
-    narrower types take 16 lanes too, so their wider operands still fit a few registers."""
+    """Lanes per vector for a kernel storing `etype`: one register of the target's
+    width of f32 or f64 (16 or 8 on AVX-512, 8 or 4 on AVX2); narrower types take as
+    many lanes as f32, so their wider operands still fit a few registers."""
     size = {"f64": 8, "s64": 8, "u64": 8}.get(etype, 4)
-    return VECTOR_BYTES // size
+    return targets.current().lanes(size)
 
 
 class _Decline(Exception):
@@ -274,7 +276,7 @@ def emit_row_reduce(kernel, gens: dict, reduce, index: list):
         return vgen(b, list(at))
     identity = ir.Constant(ty, _identity(reducer, etype))
     acc = accumulate_row(kernel, source.shape.dims[dim], lanes, vector_at, combine, identity,
-                         "row", ACCUMULATORS)
+                         "row", ACCUMULATORS, pairwise=float_ and reducer == "add")
     vty = acc.type
     kind = 0 if float_ else (1 if etype[0] == "s" else 2)
     name = f"llvm.vector.reduce.{_HORIZONTAL[reducer][kind]}"
@@ -289,7 +291,7 @@ def emit_row_reduce(kernel, gens: dict, reduce, index: list):
 
 
 def accumulate_row(kernel, size: int, lanes: int, vector_at, combine, identity: ir.Constant,
-                   name: str, accumulators: int = 2) -> ir.Value:
+                   name: str, accumulators: int = 2, pairwise: bool = False) -> ir.Value:
     """Folds the vectors of a row of `size` (>= lanes) elements into one vector:
     `vector_at(b, k)` gives elements k .. k + lanes - 1, `combine(b, acc, v)` folds.
 
@@ -297,23 +299,45 @@ def accumulate_row(kernel, size: int, lanes: int, vector_at, combine, identity: 
     latency per vector: one chain of them would be slower than memory). A row that
     is not whole vectors ends with the vector of its last `lanes` elements, in which
     the lanes already counted are replaced by the reducer's `identity`: no scalar
-    loop. (`vector_at` thus sees some elements twice: it must not mind.)"""
+    loop. (`vector_at` thus sees some elements twice: it must not mind.)
+
+    `pairwise` (a float sum; `identity` is -0.0): a row longer than one block of
+    BLOCK_CHAIN vectors per accumulator is summed block by block, each block into
+    fresh accumulators, and the block sums (vectors) are combined pairwise
+    (pairwise_sum.py): the error grows with log(size), not size / lanes."""
     b = kernel.b
     vty = ir.VectorType(identity.type, lanes)
     start = ir.Constant(vty, [identity] * lanes)
     split = size - size % lanes
     count = next(u for u in (accumulators, 2, 1) if split % (u * lanes) == 0)
     accs = [kernel.alloca(vty, f"{name}.acc") for _ in range(count)]
-    for acc in accs:
-        b.store(start, acc)
-    with for_range(b, 0, split, f"{name}.v", step=count * lanes, vectorized=True) as k:
-        for u, acc in enumerate(accs):
-            with kernel.scope():
-                at = b.add(k, i64(u * lanes), flags=("nsw",)) if u else k
-                b.store(combine(b, b.load(acc), vector_at(b, at)), acc)
-    total = b.load(accs[0])
-    for acc in accs[1:]:
-        total = combine(b, total, b.load(acc))
+    block = count * lanes * BLOCK_CHAIN
+    blocks = -(-split // block) if pairwise else 1
+
+    def fold(lo, hi) -> ir.Value:
+        for acc in accs:
+            b.store(start, acc)
+        with for_range(b, lo, hi, f"{name}.v", step=count * lanes, vectorized=True) as k:
+            for u, acc in enumerate(accs):
+                with kernel.scope():
+                    at = b.add(k, i64(u * lanes), flags=("nsw",)) if u else k
+                    b.store(combine(b, b.load(acc), vector_at(b, at)), acc)
+        values = [b.load(acc) for acc in accs]
+        while len(values) > 1:          # (a0 + a1) + (a2 + a3)
+            paired = [combine(b, values[j], values[j + 1]) for j in range(0, len(values) - 1, 2)]
+            values = paired + values[len(values) - len(values) % 2:]
+        return values[0]
+    if blocks <= 1:
+        total = fold(0, split)
+    else:
+        levels = Levels(kernel, vty, blocks, name)
+        with for_range(b, 0, blocks, f"{name}.block", unroll=False) as q:
+            lo = b.mul(q, i64(block), flags=("nsw", "nuw"))
+            hi = b.add(lo, i64(block), flags=("nsw", "nuw"))
+            if split % block:
+                hi = b.select(b.icmp_signed("<", hi, i64(split)), hi, i64(split))
+            levels.push(b, q, fold(lo, hi))
+        total = levels.total(b)
     if split < size:
         first = size - lanes
         fresh = ir.Constant(ir.VectorType(ir.IntType(1), lanes),

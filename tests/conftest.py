@@ -28,3 +28,22 @@ if "XLAPY_CACHE_DIR" not in os.environ:
     _session_cache = tempfile.mkdtemp(prefix="xlapy-test-cache-")
     os.environ["XLAPY_CACHE_DIR"] = _session_cache
     atexit.register(shutil.rmtree, _session_cache, ignore_errors=True)
+
+
+# Tests that inspect generated code run once per ISA level (tests/targets.py).
+import pytest  # noqa: E402
+
+
+@pytest.fixture(params=["sse4.2", "avx2", "avx512"])
+def isa(request):
+    from tests.targets import IsaCase
+    return IsaCase(request.param)
+
+
+@pytest.fixture(params=["sse4.2", "avx2", "avx512"])
+def isa_env(request, monkeypatch):
+    """Like `isa`, but as the default target of the test ($XLAPY_CPU_MAX_ISA), for
+    modules whose every test inspects code (`pytestmark = usefixtures("isa_env")`)."""
+    from tests.targets import IsaCase
+    monkeypatch.setenv("XLAPY_CPU_MAX_ISA", request.param)
+    return IsaCase(request.param)

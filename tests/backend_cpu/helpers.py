@@ -40,10 +40,11 @@ def uniquify(text: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def compiled(text: str):
-    """(module, executable) for HLO text; compiled once per test session."""
+def compiled(text: str, isa: str | None = None):
+    """(module, executable) for HLO text; compiled once per test session, for the
+    default target or the ISA level `isa` (tests/targets.py)."""
     module = hlo.parse_module(uniquify(text))
-    return module, backend_cpu.compile(module)
+    return module, backend_cpu.compile(module, backend_cpu.CompileOptions(max_isa=isa))
 
 
 def check_against_evaluator(text: str, args, what: str = "") -> list[np.ndarray]:

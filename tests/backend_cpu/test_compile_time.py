@@ -5,6 +5,7 @@ skip loop strength reduction."""
 from __future__ import annotations
 
 import gc
+import re
 
 import llvmlite.ir as ir
 import numpy as np
@@ -133,7 +134,7 @@ def test_llvm_ir_is_optimized_on_demand_and_is_what_was_compiled():
     executable = backend_cpu.compile(hlo.parse_module(TEXT), FRESH)
     assert executable._llvm_ir is None               # nothing printed by the compile
     text = executable.as_llvm_ir()
-    assert "<16 x float>" in text or "<8 x float>" in text     # vectorized: optimized IR
+    assert re.search(r"<(4|8|16) x float>", text)     # vectorized: optimized IR
     assert executable.as_llvm_ir() is text           # printed once
     assert "ret void" in executable.as_asm() or "ret" in executable.as_asm()
 
@@ -218,6 +219,6 @@ def test_modules_that_only_stream_are_generated_without_strength_reduction():
         module = llvm_target.parse_and_verify(executable.as_llvm_ir())
         assert executable.as_asm() == llvm_target.assembly(
             module, strength_reduction=strength_reduction)
-    assert "vmovntps" in streamed.as_asm() and "vmovntps" not in ordinary.as_asm()
+    assert "movntps" in streamed.as_asm() and "movntps" not in ordinary.as_asm()
     module = llvm_target.parse_and_verify(streamed.as_llvm_ir())
     assert streamed.as_asm() != llvm_target.assembly(module, strength_reduction=True)

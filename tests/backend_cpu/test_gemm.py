@@ -286,17 +286,26 @@ def test_transpose_square_in_registers(lanes):
     np.testing.assert_array_equal(result, square.T)
 
 
-@pytest.mark.skipif(host_vector_bits() < 512, reason="needs AVX-512")
-def test_microkernel_uses_zmm_fma_with_broadcast_operands():
+def test_microkernel_uses_full_registers_with_broadcast_operands(isa):
+    """The micro-kernel's tile fills the target's register file: 6 x 4 zmm accumulators
+    with AVX-512's 32 registers, 6 x 2 ymm with AVX2's 16 (FMAs on both), 6 x 2 packed
+    xmm multiply-adds on SSE4.2."""
+    from backend_cpu import target as targets
     kernel_module, module = ir.Module(), ir.Module()
-    _emit(kernel_module, "g", GemmSpec("f32", "f32", "f32", 64, 64, 64, (64, 1), (64, 1)), None)
-    for routine in gemm_library.routines_in(kernel_module):   # the library's code
-        routine.emit(module)
-    ref = llvm_target.parse_and_verify(str(module))
-    llvm_target.optimize(ref)
-    asm = llvm_target.assembly(ref)
-    fmas = [line for line in asm.splitlines() if "vfmadd" in line and "zmm" in line]
-    # 6 x 4 accumulators per k step.
-    assert len(fmas) >= 24
-    # Each broadcast A value feeds two FMAs, so it is broadcast once into a register.
-    assert any("vbroadcastss" in line or "{1to16}" in line for line in asm.splitlines())
+    with targets.using(isa.target):
+        _emit(kernel_module, "g", GemmSpec("f32", "f32", "f32", 64, 64, 64, (64, 1), (64, 1)),
+              None)
+        for routine in gemm_library.routines_in(kernel_module):   # the library's code
+            routine.emit(module)
+        ref = llvm_target.parse_and_verify(str(module))
+        llvm_target.optimize(ref)
+        asm = llvm_target.assembly(ref)
+    lines = asm.splitlines()
+    accumulators = {"zmm": 24, "ymm": 12, "xmm": 12}[isa.register]
+    if isa.register == "xmm":
+        assert len([line for line in lines if "mulps" in line]) >= accumulators
+        return
+    fmas = [line for line in lines if "vfmadd" in line and isa.register in line]
+    assert len(fmas) >= accumulators
+    # Each broadcast A value feeds several FMAs, so it is broadcast once into a register.
+    assert any("vbroadcastss" in line or "{1to16}" in line for line in lines)

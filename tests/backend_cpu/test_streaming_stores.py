@@ -18,6 +18,9 @@ from backend_cpu import streaming
 from tests.backend_cpu.helpers import uniquify
 from tests.corpus_util import assert_close
 
+# Every test here inspects code: once per ISA level (tests/targets.py).
+pytestmark = pytest.mark.usefixtures("isa_env")
+
 FRESH = backend_cpu.CompileOptions(cache=False, disk_cache=False)
 
 CHAIN = """HloModule chain
@@ -99,8 +102,8 @@ def test_large_output_streams_and_small_does_not():
     _, large = _compile(CHAIN.format(n=n_large))
     _, small = _compile(CHAIN.format(n=1000))
     large_asm, small_asm = large.as_asm(), small.as_asm()
-    assert "vmovntps" in large_asm and "sfence" in large_asm
-    assert "vmovnt" not in small_asm and "sfence" not in small_asm
+    assert "movntps" in large_asm and "sfence" in large_asm
+    assert "movnt" not in small_asm and "sfence" not in small_asm
 
 
 def test_wants_streaming_needs_one_large_output_with_long_rows():
@@ -124,7 +127,7 @@ def test_streamed_elementwise_is_bit_identical(n, offset):
     """Odd sizes, and inputs that start off a cache line (a numpy slice of a larger array)."""
     text = CHAIN.format(n=n)
     module, streamed = _compile(text, threshold=256)
-    assert "vmovntps" in streamed.as_asm()
+    assert "movntps" in streamed.as_asm()
     base = np.random.default_rng(n + offset).standard_normal(n + offset).astype(np.float32)
     x = base[offset:]
     (actual,) = streamed.run(x)
@@ -139,7 +142,7 @@ def test_streamed_sliced_rows_are_bit_identical(etype, rows, cols):
     and tail; the fused slices read the input one element apart."""
     text = SLICED.format(t=etype, r=rows, c=cols, c1=cols + 1)
     module, streamed = _compile(text, threshold=256)
-    assert "vmovnt" in streamed.as_asm()
+    assert "movnt" in streamed.as_asm()
     x = np.random.default_rng(cols).standard_normal((rows, cols + 1)).astype(hlo.numpy_dtype(etype))
     (actual,) = streamed.run(x)
     (expected,) = hlo.evaluate(module, [x])
@@ -154,7 +157,7 @@ def test_streamed_softmax_matches_ordinary_stores(rows, cols):
     text = SOFTMAX.format(r=rows, c=cols)
     _, streamed = _compile(text, threshold=256)
     _, ordinary = _compile(text, threshold=1 << 62)
-    assert "vmovntps" in streamed.as_asm() and "vmovnt" not in ordinary.as_asm()
+    assert "movntps" in streamed.as_asm() and "movnt" not in ordinary.as_asm()
     x = np.random.default_rng(rows).standard_normal((rows, cols)).astype(np.float32) * 5
     assert_close(streamed.run(x)[0], ordinary.run(x)[0], "streamed softmax")
 
@@ -174,8 +177,8 @@ def test_block_transpose_streams_whole_lines(a, b):
     text = TRANSPOSE.format(a=a, b=b)
     _, streamed = _compile(text, threshold=256)
     _, ordinary = _compile(text, threshold=1 << 62)
-    assert "vmovntps" in streamed.as_asm() and "sfence" in streamed.as_asm()
-    assert "vmovnt" not in ordinary.as_asm()
+    assert "movntps" in streamed.as_asm() and "sfence" in streamed.as_asm()
+    assert "movnt" not in ordinary.as_asm()
     x = np.random.default_rng(a).standard_normal((a, b)).astype(np.float32)
     np.testing.assert_array_equal(streamed.run(x)[0], x.T)
 
@@ -208,7 +211,7 @@ def test_hoisted_row_kernel_prefetches_the_next_row(rows, cols):
     text = CENTER.format(r=rows, c=cols)
     _, streamed = _compile(text, threshold=256)
     _, ordinary = _compile(text, threshold=1 << 62)
-    assert "prefetcht0" in streamed.as_asm() and "vmovntps" in streamed.as_asm()
+    assert "prefetcht0" in streamed.as_asm() and "movntps" in streamed.as_asm()
     assert "prefetch" not in ordinary.as_asm()
     x = np.random.default_rng(cols).standard_normal((rows, cols)).astype(np.float32)
     # x - sum(x) cancels: the two sums differ by a few roundings of the row's size.
@@ -235,7 +238,7 @@ ENTRY main {{
 def test_streamed_integers_are_exact(etype):
     text = INT_CHAIN.format(t=etype, n=2053)
     module, streamed = _compile(text, threshold=256)
-    assert "vmovnt" in streamed.as_asm()
+    assert "movnt" in streamed.as_asm()
     info = np.iinfo(hlo.numpy_dtype(etype))
     x = np.random.default_rng(1).integers(info.min, info.max, 2053, dtype=hlo.numpy_dtype(etype))
     (actual,) = streamed.run(x)

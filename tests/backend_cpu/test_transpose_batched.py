@@ -20,6 +20,9 @@ import runtime
 from backend_cpu import streaming
 from backend_cpu.thunks import KernelThunk
 
+# Every test here inspects code: once per ISA level (tests/targets.py).
+pytestmark = pytest.mark.usefixtures("isa_env")
+
 FRESH = backend_cpu.CompileOptions(cache=False, disk_cache=False)
 STREAM_ALWAYS, STREAM_NEVER = 256, 1 << 62
 
@@ -84,18 +87,20 @@ def check(dims, perm, t: str, threshold: int, extent: int) -> str:
 
 
 @pytest.mark.parametrize("threshold", [STREAM_ALWAYS, STREAM_NEVER], ids=["large", "small"])
-def test_batched_minor_swap_splits_batch_and_rows(threads, threshold):
-    """3 matrices of 64 x 48: 16 x 16 blocks in pairs (large: 2 units per matrix) or
-    one at a time (small: 4 units per matrix)."""
-    asm = check((3, 48, 64), (0, 2, 1), "f32", threshold,
-                extent=3 * (2 if threshold == STREAM_ALWAYS else 4))
-    assert ("vmovntps" in asm) == (threshold == STREAM_ALWAYS)
+def test_batched_minor_swap_splits_batch_and_rows(threads, threshold, isa_env):
+    """3 matrices of 64 x 48: 16 x 16 blocks where 16 f32 fill a register, else 8 x 8;
+    in pairs (large: 64 / 32 or 64 / 16 units per matrix) or one at a time (small)."""
+    n = 16 if isa_env.lanes(4) == 16 else 8
+    per_matrix = 64 // (2 * n) if threshold == STREAM_ALWAYS else 64 // n
+    asm = check((3, 48, 64), (0, 2, 1), "f32", threshold, extent=3 * per_matrix)
+    assert ("movntps" in asm) == (threshold == STREAM_ALWAYS)
 
 
 def test_batch_dims_permuted_too(threads):
-    """[2,3,32,16] -> [3,2,16,32]: the batch offsets follow the input's strides."""
+    """[2,3,32,16] -> [3,2,16,32]: the batch offsets follow the input's strides (16 block
+    rows per matrix: one step of 16 x 16 blocks, or of a pair of 8 x 8 ones)."""
     asm = check((2, 3, 32, 16), (1, 0, 3, 2), "f32", STREAM_ALWAYS, extent=6 * 1)
-    assert "vmovntps" in asm
+    assert "movntps" in asm
 
 
 def test_batched_f64_blocks(threads):
@@ -108,7 +113,7 @@ def test_head_shuffle_streams_whole_rows(threads, dims, t):
     """[B,S,H,D] -> [B,H,S,D] with rows of one line (24 or 5 rows: a partial unit)."""
     b, s, h, _ = dims
     asm = check(dims, (0, 2, 1, 3), t, STREAM_ALWAYS, extent=b * h * -(-s // 16))
-    assert "vmovnt" in asm and "sfence" in asm
+    assert "movnt" in asm and "sfence" in asm
 
 
 def test_row_shuffle_of_long_rows(threads):
@@ -120,6 +125,6 @@ def test_small_head_shuffle_keeps_the_loop_nest(threads):
     """Below the threshold, or with rows that are not whole lines, no streaming."""
     for dims, threshold in [((2, 24, 3, 16), STREAM_NEVER), ((2, 8, 3, 12), STREAM_ALWAYS)]:
         exe = compile_with_threshold(transpose_text(dims, (0, 2, 1, 3)), threshold)
-        assert "vmovnt" not in exe.as_asm()
+        assert "movnt" not in exe.as_asm()
         x = np.arange(np.prod(dims), dtype=np.float32).reshape(dims)
         np.testing.assert_array_equal(exe.run(x)[0], x.transpose(0, 2, 1, 3))
