@@ -12,13 +12,17 @@
     hlo-opt - < FILE.hlo                   read standard input; -o FILE writes the output
 
 Every error (missing file, parse error with line:column, verifier error,
-unknown pass, ...) is one line on stderr and a non-zero exit status.
+unknown pass, an --inputs file that does not fit the module, a constant printed
+without its contents, a parameter larger than the machine's memory, ...) is one
+line on stderr and a non-zero exit status.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+import zipfile
 from collections import Counter
 from pathlib import Path
 
@@ -70,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(e))
     except OSError as e:
         return _fail(f"{e.filename or ''}: {e.strerror or e}".lstrip(": "))
+    except MemoryError as e:
+        return _fail(f"out of memory: {_one_line(e)}")
+    except NotImplementedError as e:
+        return _fail(f"not supported: {_one_line(e)}")
     except (hlo.EvaluationError, ValueError, TypeError, KeyError) as e:
         return _fail(f"{type(e).__name__}: {_one_line(e)}")
     except Exception as e:  # noqa: BLE001 -- a bug of ours: still one line, no traceback
@@ -110,10 +118,12 @@ def _main(args) -> int:
     return 0
 
 
-def _read(file: str) -> str:
+def _read(file: str) -> str | bytes:
+    # Bytes: the parser names the line and column of a byte that is not UTF-8.
     if file == "-":
-        return sys.stdin.read()
-    return Path(file).read_text()
+        stream = getattr(sys.stdin, "buffer", None)       # a text-only stdin has none
+        return stream.read() if stream is not None else sys.stdin.read()
+    return Path(file).read_bytes()
 
 
 def _write(args, text: str) -> None:
@@ -140,12 +150,23 @@ def _emit(kind: str, module: hlo.HloModule) -> str:
 
 
 def _compile(module: hlo.HloModule):
+    _check_constants(module)
     try:
         import backend_cpu
         compile_module = backend_cpu.compile
     except (ImportError, AttributeError):
         raise CliError("the CPU backend is not available yet (backend_cpu.compile)") from None
     return compile_module(module)
+
+
+def _check_constants(module: hlo.HloModule) -> None:
+    """Code needs the values of constants; a dump may have left them out (`{...}`)."""
+    for comp in module.computations:
+        for instr in comp.instructions:
+            if instr.opcode == "constant" and instr.literal is None:
+                raise CliError(f"constant %{instr.name} ({instr.shape.to_text()}) has elided "
+                               f"contents ({{...}}): the file was printed without large "
+                               f"literals; dump it again with them to compile or run it")
 
 
 # --- --stats --------------------------------------------------------------------------
@@ -193,15 +214,76 @@ def _run(args, module: hlo.HloModule) -> int:
 
 def _inputs(path: str | None, module: hlo.HloModule) -> list[np.ndarray]:
     params = module.entry.parameters
+    _check_memory(params)
     if path is None:
         rng = np.random.default_rng(0)
         return [_random(rng, p.shape) for p in params]
-    with np.load(path) as data:
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except (ValueError, EOFError, zipfile.BadZipFile):
+        raise CliError(f"{path}: not a .npz archive of arrays (numpy.savez writes one)") from None
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise CliError(f"{path}: a single array, not a .npz archive; save the inputs with "
+                       f"numpy.savez(FILE, arg0=..., arg1=...)")
+    with archive as data:
         missing = [f"arg{i}" for i in range(len(params)) if f"arg{i}" not in data.files]
         if missing:
-            raise CliError(f"{path}: missing {', '.join(missing)} "
-                           f"(the entry takes {len(params)} parameters)")
-        return [data[f"arg{i}"] for i in range(len(params))]
+            raise CliError(f"{path}: missing {', '.join(missing)} (the entry takes "
+                           f"{len(params)} parameter{'s' * (len(params) != 1)}; "
+                           f"it has {', '.join(data.files) or 'no arrays'})")
+        try:
+            arrays = [data[f"arg{i}"] for i in range(len(params))]
+        except (ValueError, OSError, zipfile.BadZipFile) as e:
+            raise CliError(f"{path}: cannot read its arrays ({_one_line(e)})") from None
+    for i, (param, array) in enumerate(zip(params, arrays)):
+        _check_input(path, i, param, array)
+    return arrays
+
+
+def _check_input(path: str, i: int, param, array: np.ndarray) -> None:
+    shape = param.shape
+    where = f"{path}: arg{i} is {array.dtype}{list(array.shape)}, but parameter {i} (%{param.name})"
+    if not shape.is_array:
+        raise CliError(f"{where} is the tuple {shape.to_text()}; tuple parameters cannot be "
+                       f"given in an .npz")
+    expected = hlo.numpy_dtype(shape.element_type)
+    if array.dtype != expected:
+        raise CliError(f"{where} is {shape.to_text()} (numpy {np.dtype(expected)})")
+    if tuple(array.shape) != tuple(shape.dims):
+        raise CliError(f"{where} is {shape.to_text()}")
+
+
+def _memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_memory(params) -> None:
+    """A parameter that cannot fit in memory fails here, before numpy tries."""
+    memory = _memory_bytes()
+    if memory is None:
+        return
+    total = 0
+    for p in params:
+        size = sum(leaf.nbytes for leaf in p.shape.leaves())
+        total += size
+        if size > memory:
+            raise CliError(f"parameter {p.parameter_number} (%{p.name}: {p.shape.to_text()}) "
+                           f"needs {_bytes(size)}, more than this machine's "
+                           f"{_bytes(memory)} of memory")
+    if total > memory:
+        raise CliError(f"the {len(params)} parameters need {_bytes(total)} together, more "
+                       f"than this machine's {_bytes(memory)} of memory")
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
+        n /= 1024
+    return f"{n} B"
 
 
 def _random(rng: np.random.Generator, shape: hlo.Shape) -> np.ndarray:
@@ -211,7 +293,9 @@ def _random(rng: np.random.Generator, shape: hlo.Shape) -> np.ndarray:
     if shape.dtype.is_pred:
         return rng.random(shape.dims) < 0.5
     if shape.dtype.is_integer:
-        return rng.integers(0, 10, size=shape.dims).astype(dtype)
+        return rng.integers(0, 10, size=shape.dims, dtype=dtype)
+    if dtype in (np.float32, np.float64):          # no temporary array of twice the size
+        return rng.standard_normal(shape.dims, dtype=dtype)
     return rng.standard_normal(shape.dims).astype(dtype)
 
 
