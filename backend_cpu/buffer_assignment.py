@@ -10,7 +10,9 @@ the first argument of every kernel). Each array value gets a slot of one kind:
     dynamic   produced by a host thunk (while, conditional, call) at run time
 
 Aliasing instructions (tuple, get-tuple-element, bitcast, copy, reshape of a
-row-major array) get no slot: they reuse their operand's.
+row-major array) get no slot: they reuse their operand's, unless the layout
+they declare stores other bytes (compiler.py inserts a relayout copy then). A
+slot holds its array in the layout of its `shape`.
 
 Temporaries share one 64-byte aligned arena: walking the thunks in schedule
 order, a temp is placed at the lowest offset that does not overlap any temp

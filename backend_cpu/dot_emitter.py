@@ -47,7 +47,11 @@ def resolve_view(instr, param_views: dict) -> View | None:
         return param_views.get(instr.parameter_number)
     if instr.opcode == "bitcast" and instr.shape.element_type == instr.operands[0].shape.element_type:
         inner = resolve_view(instr.operands[0], param_views)
-        if inner is None or not _is_dense(inner):
+        # A bitcast reinterprets the bytes of its operand as the operand declares them:
+        # the memory must be in exactly that layout. A fused parameter bound to an
+        # operand of another layout, or a transpose that is not itself a bitcast, holds
+        # other bytes (the generators then do it element by element).
+        if inner is None or not _has_layout(inner, instr.operands[0].shape):
             return None
         return View(inner.pointer, instr.shape.dims, tuple(layout_strides(instr.shape)), inner.etype)
     if instr.opcode == "transpose":
@@ -60,15 +64,12 @@ def resolve_view(instr, param_views: dict) -> View | None:
     return None
 
 
-def _is_dense(view: View) -> bool:
-    """True when the view covers its elements exactly once in some dimension order."""
-    pairs = sorted((s, d) for s, d in zip(view.strides, view.dims) if d != 1)
-    expected = 1
-    for stride, size in pairs:
-        if stride != expected:
-            return False
-        expected *= size
-    return True
+def _has_layout(view: View, shape) -> bool:
+    """True when the view is `shape`'s array stored in `shape`'s layout (the strides of
+    size-1 dimensions do not matter)."""
+    return tuple(view.dims) == tuple(shape.dims) and all(
+        size == 1 or stride == expected
+        for size, stride, expected in zip(view.dims, view.strides, layout_strides(shape)))
 
 
 def _merge(view: View, dims: list[int]) -> tuple[int, int] | None:
