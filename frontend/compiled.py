@@ -63,7 +63,8 @@ class Compiled:
         jit = lowered.jit
         self.backend = jit.backend
         if self.backend == "cpu":
-            self._executable = _compile_cpu(lowered, jit.pipeline, jit.intra_op_threads)
+            self._executable = _compile_cpu(lowered, jit.pipeline, jit.intra_op_threads,
+                                            jit.max_isa)
             self._optimized_text = self._executable.as_hlo_text()
             self._optimized = None
         else:
@@ -126,11 +127,11 @@ def _plain_avals(sig):
     return tuple((shape, np.dtype(dtype)) for shape, dtype in sig.avals)
 
 
-def _compile_cpu(lowered, pipeline, intra_op_threads):
+def _compile_cpu(lowered, pipeline, intra_op_threads, max_isa=None):
     import backend_cpu
     import dataclasses
     fields = {f.name for f in dataclasses.fields(backend_cpu.CompileOptions)}
-    options = {"pipeline": _pipeline_callable(pipeline)}
+    options = {"pipeline": _pipeline_callable(pipeline), "max_isa": max_isa}
 
     def compile_(**extra):
         # The pipeline rewrites a copy of the module (the Lowered keeps its own for

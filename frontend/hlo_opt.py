@@ -58,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--inputs", help=".npz with arg0, arg1, ... (random inputs when absent)")
     p.add_argument("--outputs", help=".npz to receive out0, out1, ...")
     p.add_argument("--repeat", type=int, default=1, help="runs to time (prints the median)")
+    p.add_argument("--max-isa", choices=["sse4.2", "avx2", "avx512"],
+                   help="compile for the host capped at this x86 level (like XLA's "
+                        "--xla_cpu_max_isa; default: $XLAPY_CPU_MAX_ISA, else the host)")
+    p.add_argument("--cpu", help="compile for this x86 CPU (LLVM's name: haswell, znver4, ...)")
+    p.add_argument("--target-triple", help="compile for another architecture, e.g. "
+                                           "aarch64-linux-gnu (--emit=llvm/asm only)")
     return p
 
 
@@ -114,7 +120,7 @@ def _main(args) -> int:
         _print_pass_times(pipeline.records)
     if args.run:
         return _run(args, module)
-    _write(args, _emit(args.emit, module))
+    _write(args, _emit(args.emit, module, args))
     return 0
 
 
@@ -140,23 +146,29 @@ def _pipeline(args) -> passes.HloPassPipeline:
     return passes.named_pipeline(args.pipeline, **options)
 
 
-def _emit(kind: str, module: hlo.HloModule) -> str:
+def _emit(kind: str, module: hlo.HloModule, args) -> str:
     if kind == "hlo":
         return hlo.print_module(module)
     if kind == "dot":
         return to_dot(module)
-    executable = _compile(module)
+    executable = _compile(module, args)
     return executable.as_llvm_ir() if kind == "llvm" else executable.as_asm()
 
 
-def _compile(module: hlo.HloModule):
+def _compile(module: hlo.HloModule, args):
     _check_constants(module)
+    import backend_cpu
+    from backend_cpu.target import TargetError
     try:
-        import backend_cpu
-        compile_module = backend_cpu.compile
-    except (ImportError, AttributeError):
-        raise CliError("the CPU backend is not available yet (backend_cpu.compile)") from None
-    return compile_module(module)
+        options = backend_cpu.CompileOptions(max_isa=args.max_isa, cpu=args.cpu,
+                                             triple=args.target_triple)
+        target = options.target()
+    except TargetError as e:
+        raise CliError(str(e).replace("backend_cpu: ", "")) from None
+    if args.run and not target.runs_on_host:
+        raise CliError(f"--run: this host cannot execute code for {target.describe()}; "
+                       f"use --emit=asm or --emit=llvm to see it")
+    return backend_cpu.compile(module, options)
 
 
 def _check_constants(module: hlo.HloModule) -> None:
@@ -196,7 +208,7 @@ def _print_pass_times(records: list[passes.PassRecord]) -> None:
 
 def _run(args, module: hlo.HloModule) -> int:
     inputs = _inputs(args.inputs, module)
-    executable = _compile(module)
+    executable = _compile(module, args)
     times, results = [], None
     for _ in range(args.repeat):
         start = time.perf_counter()

@@ -45,7 +45,7 @@ class JitFunction:
     """A function compiled per input signature; see the module docstring."""
 
     def __init__(self, fn, *, static_argnums=(), pipeline="default", intra_op_threads=None,
-                 backend: str = "cpu", name: str | None = None):
+                 backend: str = "cpu", name: str | None = None, max_isa: str | None = None):
         if not callable(fn):
             raise TypeError(f"jit_compile: expected a function, got {fn!r}")
         if backend not in BACKENDS:
@@ -63,6 +63,10 @@ class JitFunction:
         self.static_argnums = tuple(int(i) for i in static_argnums)
         self.pipeline = pipeline
         self.intra_op_threads = intra_op_threads
+        if max_isa is not None:
+            from backend_cpu.target import resolve
+            resolve(max_isa=max_isa)          # an unknown level fails here, clearly
+        self.max_isa = max_isa
         self.backend = backend
         try:
             self._signature = inspect.signature(fn)
@@ -178,7 +182,7 @@ class Lowered:
 
 
 def jit_compile(fn=None, *, static_argnums=(), pipeline="default", intra_op_threads=None,
-                backend: str = "cpu", name: str | None = None):
+                backend: str = "cpu", name: str | None = None, max_isa: str | None = None):
     """Compiles `fn` per input signature: `@jit_compile` or `jit_compile(fn, ...)`.
 
     static_argnums: positions of arguments that are Python values baked into the
@@ -187,9 +191,12 @@ def jit_compile(fn=None, *, static_argnums=(), pipeline="default", intra_op_thre
         pipeline name, or a callable / pass taking an HloModule.
     intra_op_threads: threads per kernel launch (default: the runtime's setting).
     backend: "cpu" (LLVM) or "interpreter" (the numpy reference evaluator).
+    max_isa: "sse4.2", "avx2" or "avx512": compile for the host capped at this x86
+        level (default: $XLAPY_CPU_MAX_ISA, else the host).
     """
     options = dict(static_argnums=static_argnums, pipeline=pipeline,
-                   intra_op_threads=intra_op_threads, backend=backend, name=name)
+                   intra_op_threads=intra_op_threads, backend=backend, name=name,
+                   max_isa=max_isa)
     if fn is None:
         return lambda f: JitFunction(f, **options)
     return JitFunction(fn, **options)
