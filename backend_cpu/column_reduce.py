@@ -40,10 +40,16 @@ computed itself, so the walks need no synchronization (`plan_stages`).
 """
 from __future__ import annotations
 
+import llvmlite.ir as ir
+
+from hlo.shape import Shape
+
 from .kernel_ir import KernelIR, delinearize, linearize
-from .llvm_types import element_bytes
+from .llvm_types import compute_type, element_bytes
 from .loops import for_range, i64, major_to_minor
-from .reduction import make_reducer, simple_reducer
+from .pairwise_sum import (BLOCK_CHAIN, final_levels, is_pairwise, levels_needed, trailing_ones,
+                           wide_type)
+from .reduction import BlockPlan, make_reducer, simple_reducer
 
 ROWS_PER_STEP = 8
 ROWS_PER_STEP_COMPUTED = 4      # inputs with a few cheap elementwise ops
@@ -214,35 +220,111 @@ def _walk_key(reduce) -> tuple:
 
 
 class _Reduce:
-    """One reduce of the walk: its input generators, init values, step and outputs."""
+    """One reduce of the walk: its input generators, init values, step and outputs.
+
+    `accs` are the buffers the walk accumulates into: the outputs themselves, or, for
+    an f16 sum or product (accumulated in f32, pairwise_sum.wide_type), a scratch
+    copy in f32 that `finish` rounds into the outputs. A float sum over more rows than
+    one block also keeps scratch levels of block sums per output (`plan_blocks`)."""
 
     def __init__(self, kernel, instr, srcs, outputs):
         n = len(instr.operands) // 2
         self.instr, self.outputs = instr, outputs
         self.inputs, self.inits = srcs[:n], srcs[n:]
         etypes = [o.shape.element_type for o in instr.operands[:n]]
+        reducer = simple_reducer(instr.to_apply) if n == 1 else None
+        scratch = kernel.scratch_slot is not None
+        self.pairwise = scratch and is_pairwise(reducer, etypes[0])
+        self.wide = wide_type(etypes[0]) if scratch and reducer in ("add", "multiply") else None
+        self.accs = outputs
+        if self.wide is not None:
+            shape = Shape("f32", outputs[0].shape.dims, outputs[0].shape.layout)
+            self.accs = [kernel.buffer(kernel.scratch_slot(shape), shape)]
+            etypes = ["f32"]
         self.step = make_reducer(kernel, instr.to_apply, etypes)
-        self.tree = n == 1 and simple_reducer(instr.to_apply) is not None
+        self.tree = n == 1 and reducer is not None
+        self.levels = None      # (scratch buffer, blocks) once the walk is cut into blocks
+
+    def init_values(self, b) -> list:
+        values = [g(b, []) for g in self.inits]
+        return [b.fpext(v, self.wide) for v in values] if self.wide is not None else values
 
     def accumulate(self, kernel, b, out_index, inputs_at: list) -> None:
-        """outputs[out_index] = step(outputs[out_index], rows), the rows' input indices
+        """accs[out_index] = step(accs[out_index], rows), the rows' input indices
         being `inputs_at` (one index list per row)."""
         values = [[g(b, index) for g in self.inputs] for index in inputs_at]
-        accs = [out.load(b, out_index) for out in self.outputs]
+        if self.wide is not None:
+            values = [[b.fpext(v, self.wide) for v in row] for row in values]
+        accs = [acc.load(b, out_index) for acc in self.accs]
         if self.tree:
             accs = self.step(b, accs, _combine_pairwise(b, self.step, values))
         else:
             for value in values:
                 with kernel.scope():     # a reducer's own values are memoized per step
                     accs = self.step(b, accs, value)
-        for out, value in zip(self.outputs, accs):
-            out.store(b, out_index, value)
+        for acc, value in zip(self.accs, accs):
+            acc.store(b, out_index, value)
+
+    # --- blocks of rows combined pairwise (pairwise_sum.py), per output element ------------
+
+    def plan_blocks(self, kernel, blocks: int) -> None:
+        """Keeps scratch levels for `blocks` blocks of rows (a float sum only)."""
+        out = self.accs[0].shape
+        shape = Shape(out.element_type, (levels_needed(blocks) * out.numel,))
+        self.levels = (kernel.buffer(kernel.scratch_slot(shape), shape), blocks)
+
+    def _level(self, b, level, out_index) -> list:
+        """The index in the levels' buffer of output `out_index` at `level`."""
+        out = self.accs[0].shape
+        level = i64(level) if isinstance(level, int) else level
+        offset = b.mul(level, i64(out.numel), flags=("nsw", "nuw"))
+        return [b.add(offset, linearize(b, out_index, out), flags=("nsw", "nuw"))]
+
+    def reset(self, b, out_index) -> None:
+        """A block starts: its accumulator is -0.0 (the identity of a float sum)."""
+        acc = self.accs[0]
+        acc.store(b, out_index, ir.Constant(compute_type(acc.etype), -0.0))
+
+    def carry(self, b, level, out_index) -> None:
+        """acc = levels[level] + acc: the block takes in a partial sum of its weight."""
+        buffer, acc = self.levels[0], self.accs[0]
+        acc.store(b, out_index, b.fadd(buffer.load(b, self._level(b, level, out_index)),
+                                       acc.load(b, out_index)))
+
+    def settle(self, b, level, out_index) -> None:
+        """levels[level] = acc: the block, with what it carried, settles there."""
+        buffer, acc = self.levels[0], self.accs[0]
+        buffer.store(b, self._level(b, level, out_index), acc.load(b, out_index))
+
+    def finish(self, b, out_index, inits: list) -> None:
+        """The outputs from the accumulators: init + the levels' sum for a blocked sum,
+        rounded to f16 for an f16 reduce accumulated in f32."""
+        if self.levels is not None:
+            buffer, blocks = self.levels
+            parts = final_levels(blocks)
+            total = buffer.load(b, self._level(b, parts[0], out_index))
+            for level in parts[1:]:
+                total = b.fadd(buffer.load(b, self._level(b, level, out_index)), total)
+            value = b.fadd(inits[0], total)
+        elif self.wide is not None:
+            value = self.accs[0].load(b, out_index)
+        else:
+            return
+        if self.wide is not None:
+            value = b.fptrunc(value, compute_type(self.outputs[0].etype))
+        self.outputs[0].store(b, out_index, value)
 
 
 def _emit(kernel: KernelIR, reduces: list[_Reduce], epilogue=None, part=None) -> int:
     """The walk shared by `reduces` (same input shape, same reduced dimensions); then
     `epilogue(b, index)` for every output index of this partition, if given. `part`:
-    the split of the outputs (by default, from the outputs' shape and types)."""
+    the split of the outputs (by default, from the outputs' shape and types).
+
+    Float sums over more rows than one block (BLOCK_CHAIN steps of rows) cut the walk
+    into blocks at one reduced loop (reduction.BlockPlan): each block accumulates into
+    the accumulator row from -0.0, then joins the scratch levels of its outputs like
+    a binary carry (pairwise_sum.py), and the outputs are init + the levels at the end.
+    Other reduces of the walk accumulate through the blocks as before."""
     b = kernel.b
     first = reduces[0].instr
     in_shape = first.operands[0].shape
@@ -253,17 +335,25 @@ def _emit(kernel: KernelIR, reduces: list[_Reduce], epilogue=None, part=None) ->
     part = part or _Partition(b, kernel, out_shape, outputs)
     full: list = [None] * in_shape.rank
 
-    init_values = [[g(b, []) for g in r.inits] for r in reduces]
+    init_values = [r.init_values(b) for r in reduces]
 
     def init(b, index):
         for r, values in zip(reduces, init_values):
-            for out, value in zip(r.outputs, values):
-                out.store(b, index, value)
+            for acc, value in zip(r.accs, values):
+                acc.store(b, index, value)
     _for_partition(kernel, b, out_shape, part, init, "ci")
 
     order = major_to_minor(in_shape)
-    row_dim = [d for d in order if d in reduced][-1]
+    walked = [d for d in order if d in reduced]
+    row_dim = walked[-1]
     per_step = min(rows_per_step(r.instr) for r in reduces)
+    plan = BlockPlan([in_shape.dims[d] for d in walked], BLOCK_CHAIN * per_step)
+    blocked = [r for r in reduces if r.pairwise] if plan.blocks > 1 else []
+    for r in blocked:
+        r.plan_blocks(kernel, plan.blocks)
+    split_dim = walked[plan.split] if blocked else None
+    # Reduced loops outside the blocks: the digits of a block's number (with the chunk).
+    digits = set(walked[:plan.split]) if blocked else set()
 
     def accumulate(rows):
         with kernel.scope():
@@ -275,19 +365,71 @@ def _emit(kernel: KernelIR, reduces: list[_Reduce], epilogue=None, part=None) ->
             for r in reduces:
                 r.accumulate(kernel, b, out_index, at)
 
-    def nest(level, rows):
+    def for_block_outputs(level, body, name):
+        """body(b, out_index) for the outputs of this partition that a block opened at
+        nest level `level` touches: the kept dims inside it vary, the others are fixed
+        by the loops around it."""
+        inner = [d for d in order[level + 1:] if d in kept]
+        index = {d: full[d] for d in kept}
+
+        def walk(j):
+            if j == len(inner):
+                with kernel.scope():
+                    body(b, [index[d] for d in kept])
+                return
+            d = inner[j]
+            with for_range(b, *part.bounds(kept.index(d)), f"{name}{d}") as i:
+                index[d] = i
+                walk(j + 1)
+        walk(0)
+
+    def chunked(level, k):
+        d = order[level]
+        size, chunk = in_shape.dims[d], plan.chunk
+        with for_range(b, 0, plan.chunks, f"c{d}.block", unroll=False) as q:
+            for_block_outputs(level, lambda b, at: [r.reset(b, at) for r in blocked], "cr")
+            lo = b.mul(q, i64(chunk), flags=("nsw", "nuw"))
+            hi = b.add(lo, i64(chunk), flags=("nsw", "nuw"))
+            if size % chunk:
+                hi = b.select(b.icmp_signed("<", hi, i64(size)), hi, i64(size))
+            if d == row_dim:      # chunks are whole steps of rows; the last may be short
+                _row_steps_between(b, lo, hi, per_step, size % per_step == 0, f"c{d}",
+                                   lambda rows: nest(level + 1, rows, None))
+            else:
+                with for_range(b, lo, hi, f"c{d}") as i:
+                    full[d] = i
+                    nest(level + 1, None, None)
+            block = q if k is None else b.add(b.mul(k, i64(plan.chunks), flags=("nsw", "nuw")),
+                                              q, flags=("nsw", "nuw"))
+            carry = trailing_ones(b, block)
+            with for_range(b, i64(0), carry, f"c{d}.carry", unroll=False) as t:
+                for_block_outputs(level, lambda b, at: [r.carry(b, t, at) for r in blocked], "cc")
+            for_block_outputs(level, lambda b, at: [r.settle(b, carry, at) for r in blocked], "cs")
+
+    def nest(level, rows, k):
         if level == len(order):
             accumulate(rows)
             return
         d = order[level]
+        if d == split_dim:
+            chunked(level, k)
+            return
         if d == row_dim:
-            _row_steps(b, in_shape.dims[d], per_step, f"c{d}", lambda rows: nest(level + 1, rows))
+            _row_steps(b, in_shape.dims[d], per_step, f"c{d}", lambda rows: nest(level + 1, rows, k))
             return
         bounds = part.bounds(kept.index(d)) if d in kept else (0, in_shape.dims[d])
         with for_range(b, *bounds, f"c{d}") as i:
             full[d] = i
-            nest(level + 1, rows)
-    nest(0, None)
+            if d in digits:
+                k = i if k is None else b.add(b.mul(k, i64(in_shape.dims[d]), flags=("nsw", "nuw")),
+                                              i, flags=("nsw", "nuw"))
+            nest(level + 1, rows, k)
+    nest(0, None, None)
+    if any(r.levels is not None or r.wide is not None for r in reduces):
+        def finish(b, index):
+            for r, values in zip(reduces, init_values):
+                r.finish(b, index, values)
+        _for_partition(kernel, b, out_shape, part, finish, "cf")
     if epilogue is not None:
         _for_partition(kernel, b, out_shape, part, epilogue, "ce")
     return part.extent
@@ -352,6 +494,21 @@ def _row_steps(b, size: int, per_step: int, name: str, body) -> None:
             body([i] + [b.add(i, i64(k), flags=("nsw", "nuw")) for k in range(1, per_step)])
     if main < size:
         with for_range(b, main, size, f"{name}.rest") as i:
+            body([i])
+
+
+def _row_steps_between(b, lo, hi, per_step: int, whole: bool, name: str, body) -> None:
+    """body(rows) for [lo, hi) (run-time bounds) in steps of `per_step` rows, then the
+    rest one by one; `whole`: hi - lo is always a multiple of `per_step` (no rest)."""
+    if whole:
+        main = hi
+    else:
+        count = b.sub(hi, lo, flags=("nsw", "nuw"))
+        main = b.add(lo, b.sub(count, b.urem(count, i64(per_step))), flags=("nsw", "nuw"))
+    with for_range(b, lo, main, name, step=per_step) as i:
+        body([i] + [b.add(i, i64(k), flags=("nsw", "nuw")) for k in range(1, per_step)])
+    if not whole:
+        with for_range(b, main, hi, f"{name}.rest") as i:
             body([i])
 
 

@@ -20,9 +20,12 @@ per output element, not once per padded position), and is never read from memory
 """
 from __future__ import annotations
 
+import llvmlite.ir as ir
+
 from .kernel_ir import KernelIR
 from .llvm_types import compute_type, is_float
-from .loops import for_range, i64, major_to_minor
+from .loops import LONG_LOOP_INTERLEAVE, NO_UNROLL_TRIP_COUNT, for_range, i64, major_to_minor
+from .pairwise_sum import BLOCK_CHAIN, LLVM_ACCUMULATORS, Levels, is_pairwise, wide_type
 from .scalar_ops import BINARY
 
 # Vector bodies per iteration of a reduction's innermost loop: None lets LLVM choose
@@ -102,6 +105,9 @@ def _reduce(kernel, instr, srcs):
     kept = [d for d in range(in_shape.rank) if d not in reduced]
     order = [d for d in major_to_minor(in_shape) if d in reduced]
     etypes = [o.shape.element_type for o in instr.operands[:n]]
+    reducer = simple_reducer(instr.to_apply) if n == 1 else None
+    if is_pairwise(reducer, etypes[0]) or (reducer == "multiply" and wide_type(etypes[0])):
+        return _float_reduce(kernel, instr, srcs, reducer, kept, order)
     step = make_reducer(kernel, instr.to_apply, etypes)
 
     def gen(b, index):
@@ -120,6 +126,138 @@ def _reduce(kernel, instr, srcs):
         result = accs.load(b)
         return result[0] if n == 1 else result
     return gen
+
+
+def _float_reduce(kernel, instr, srcs, reducer: str, kept: list[int], order: list[int]):
+    """A float sum (or an f16 product): accumulated in the wide type (f32 for f16), and
+    for a sum longer than one block, in blocks combined pairwise (pairwise_sum.py)."""
+    source, init = srcs
+    in_shape = instr.operands[0].shape
+    etype = in_shape.element_type
+    ty = compute_type(etype)
+    wide = wide_type(etype) or ty
+    sizes = [in_shape.dims[d] for d in order]
+    plan = BlockPlan(sizes, block_elements(etype, sizes)) if reducer == "add" else None
+    op = "fadd" if reducer == "add" else "fmul"
+
+    def widen(b, value):
+        return b.fpext(value, wide) if wide is not ty else value
+
+    def gen(b, index):
+        full = [None] * in_shape.rank
+        for d, i in zip(kept, index):
+            full[d] = i
+
+        def element(b, loop):
+            for d, i in loop.items():
+                full[d] = i
+            return widen(b, source(b, list(full)))
+        start = widen(b, init(b, []))
+        if plan is not None and plan.blocks > 1:
+            total = blocked_sum(kernel, b, order, sizes, plan, element, wide, "r")
+            result = b.fadd(start, total)
+        else:
+            acc = kernel.alloca(wide, "acc")
+            b.store(start, acc)
+
+            def body(b, loop):
+                b.store(getattr(b, op)(b.load(acc), element(b, loop), flags=("reassoc",)), acc)
+            _loop_over(kernel, b, order, in_shape.dims, body, "r")
+            result = b.load(acc)
+        return b.fptrunc(result, ty) if wide is not ty else result
+    return gen
+
+
+def block_elements(etype: str, sizes: list[int], interleave: int = LLVM_ACCUMULATORS) -> int:
+    """Elements per block of a generator's sum: BLOCK_CHAIN additions per accumulator
+    lane, counting the accumulators LLVM's vectorizer keeps (`interleave` vectors of the
+    target's width) when the innermost loop is long enough to fill them (else one: a
+    short innermost loop stays scalar)."""
+    from .vector_gen import lanes_for      # vector_gen imports this module
+    lanes = lanes_for(etype)
+    inner = sizes[-1] if sizes else 1
+    accumulators = next((a for a in (interleave * lanes, lanes) if inner >= a), 1)
+    return BLOCK_CHAIN * accumulators
+
+
+class BlockPlan:
+    """How a nest of reduced loops (`sizes`, outermost first) is cut into blocks of at
+    most `block` elements: the loops above `split` run whole, loop `split` runs in
+    `chunks` chunks of `chunk` iterations (the last one shorter if it does not divide),
+    and the loops below it run whole inside each chunk. `blocks` counts them all
+    (1: the whole nest fits one block, and there is no split)."""
+
+    def __init__(self, sizes: list[int], block: int):
+        inner, j = 1, len(sizes)
+        while j > 0 and inner * sizes[j - 1] <= block:
+            inner *= sizes[j - 1]
+            j -= 1
+        self.blocks, self.split = 1, None
+        if j == 0:
+            return
+        self.split = j - 1
+        self.chunk = max(1, block // inner)
+        self.chunks = -(-sizes[self.split] // self.chunk)
+        self.blocks = self.chunks
+        for size in sizes[:self.split]:
+            self.blocks *= size
+
+
+def blocked_sum(kernel, b, order: list[int], sizes: list[int], plan: BlockPlan, element,
+                ty: ir.Type, name: str, interleave: int | None = None) -> ir.Value:
+    """The float sum of `element(b, {dim: index})` over the reduced loops `order` (sizes
+    `sizes`), in the blocks of `plan`, each summed by a reassociable loop that LLVM
+    vectorizes, combined pairwise. Block number = (outer loop indices, chunk) read as
+    one mixed-radix number, so the pairwise counter needs no state of its own.
+    `interleave`: the innermost loop's vector bodies (None: REDUCE_INTERLEAVE, or a
+    long loop's for a long chunk loop)."""
+    levels = Levels(kernel, ty, plan.blocks, name)
+    acc = kernel.alloca(ty, f"{name}.block")
+    loop: dict = {}
+    last = len(sizes) - 1
+
+    def inner(level):
+        if level > last:
+            with kernel.scope():
+                b.store(b.fadd(b.load(acc), element(b, dict(loop)), flags=("reassoc",)), acc)
+            return
+        with for_range(b, 0, sizes[level], f"{name}{order[level]}",
+                       interleave=(interleave or REDUCE_INTERLEAVE) if level == last else None) as i:
+            loop[order[level]] = i
+            inner(level + 1)
+
+    def chunked(k):
+        size, chunk = sizes[plan.split], plan.chunk
+        with for_range(b, 0, plan.chunks, f"{name}.chunk", unroll=False) as q:
+            b.store(ir.Constant(ty, -0.0), acc)          # -0.0: the identity of a float sum
+            lo = b.mul(q, i64(chunk), flags=("nsw", "nuw"))
+            hi = b.add(lo, i64(chunk), flags=("nsw", "nuw"))
+            if size % chunk:
+                hi = b.select(b.icmp_signed("<", hi, i64(size)), hi, i64(size))
+            # The chunk loop's trip count is not a constant LLVM sees: give an innermost
+            # one the interleave of a long loop (loops.NO_UNROLL_TRIP_COUNT) by hand.
+            innermost = plan.split == last
+            hint = interleave if innermost else None
+            if hint is None and innermost:
+                hint = LONG_LOOP_INTERLEAVE if chunk >= NO_UNROLL_TRIP_COUNT else REDUCE_INTERLEAVE
+            with for_range(b, lo, hi, f"{name}{order[plan.split]}", interleave=hint) as i:
+                loop[order[plan.split]] = i
+                inner(plan.split + 1)
+            block = q if k is None else b.add(b.mul(k, i64(plan.chunks), flags=("nsw", "nuw")), q,
+                                              flags=("nsw", "nuw"))
+            levels.push(b, block, b.load(acc))
+
+    def outer(level, k):
+        if level == plan.split:
+            chunked(k)
+            return
+        with for_range(b, 0, sizes[level], f"{name}{order[level]}", unroll=False) as i:
+            loop[order[level]] = i
+            outer(level + 1, i if k is None else
+                  b.add(b.mul(k, i64(sizes[level]), flags=("nsw", "nuw")), i, flags=("nsw", "nuw")))
+    with kernel.scope():
+        outer(0, None)
+    return levels.total(b)
 
 
 def _reduce_window(kernel, instr, srcs):

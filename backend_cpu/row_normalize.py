@@ -27,7 +27,7 @@ from .hoisting import make_hoister
 from .kernel_ir import Buffer
 from .llvm_types import PTR, compute_type, storage_type
 from .loops import emit_loop_nest, for_range, nest_order, partition_extent
-from .reduction import simple_reducer
+from .reduction import BlockPlan, block_elements, blocked_sum, simple_reducer
 from .vector_gen import accumulate_row, horizontal_sum, lanes_for, splat, vector_generator
 
 _TYPES = ("f32", "f64")
@@ -157,13 +157,22 @@ def _stash_and_sum(kernel, b, num, reduce, gens, index, shape, output,
             return value
         total = accumulate_row(kernel, size, lanes, vector_at,
                                lambda b, acc, v: b.fadd(acc, v, flags=("reassoc",)),
-                               ir.Constant(ty, -0.0), "rowsum")
+                               ir.Constant(ty, -0.0), "rowsum", pairwise=True)
         b.store(b.fadd(b.load(acc), horizontal_sum(b, total), flags=("reassoc",)), acc)
+        return b.fdiv(ir.Constant(ty, 1.0), b.load(acc))
+
+    def element(b, loop):
+        at = list(index[:inner]) + [loop[inner]]
+        value = gens[num](b, at)
+        output.store(b, at, value)
+        return value
+    plan = BlockPlan([size], block_elements(shape.element_type, [size], ROW_INTERLEAVE))
+    if plan.blocks > 1:       # a long row: blocks combined pairwise (pairwise_sum.py)
+        total = blocked_sum(kernel, b, [inner], [size], plan, element, ty, "row",
+                            interleave=ROW_INTERLEAVE)
+        b.store(b.fadd(b.load(acc), total), acc)
         return b.fdiv(ir.Constant(ty, 1.0), b.load(acc))
     with for_range(b, 0, size, "row.k", interleave=ROW_INTERLEAVE) as k:
         with kernel.scope():
-            at = list(index[:inner]) + [k]
-            value = gens[num](b, at)
-            output.store(b, at, value)
-            b.store(b.fadd(b.load(acc), value, flags=("reassoc",)), acc)
+            b.store(b.fadd(b.load(acc), element(b, {inner: k}), flags=("reassoc",)), acc)
     return b.fdiv(ir.Constant(ty, 1.0), b.load(acc))
