@@ -15,14 +15,14 @@ shape declares, and each side of a boundary reads it in the layout *it* declares
 Where a value crosses into a declaration of another layout -- an element of a
 tuple, a get-tuple-element, a copy or opt-barrier, the operands and results of a
 conditional branch or call, the state of a while loop (kept in the body
-parameter's layouts: the init, the body's root and the final state convert), the
-caller's arguments of a sub-program -- `ProgramBuilder._conform` puts a relayout
-kernel (a layout-changing copy) in between, once per slot and layout. Layouts that
-order the dimensions of size > 1 alike store the same bytes and share the slot. A
-bitcast reinterprets bytes: it always aliases, and its value is in its own layout.
-Inside a fusion, generators index operands logically, so fused parameters and roots
-need no copy (the memory views of dot_emitter.resolve_view check the layout). The
-entry's results keep the root's layouts; CpuExecutable converts them to numpy's.
+parameter's layouts: the init, the body's root and the final state convert) --
+`ProgramBuilder._conform` puts a relayout kernel (a layout-changing copy) in
+between, once per slot and layout. Layouts that order the dimensions of size > 1
+alike store the same bytes and share the slot. A bitcast reinterprets bytes: it
+always aliases, and its value is in its own layout. Inside a fusion, generators
+index operands logically, so fused parameters and roots need no copy (the memory
+views of dot_emitter.resolve_view check the layout). The entry's results keep the
+root's layouts; CpuExecutable converts them to numpy's.
 
 Compile time is part of the first call, so the driver avoids work that does
 not change the machine code: Python's cyclic garbage collector is paused
@@ -341,7 +341,7 @@ class ProgramBuilder:
         self.value: dict = {}            # instruction -> its leaf slots
         self._constants: dict[int, int] = {}
         self.arg_shapes, self.result_shapes = arg_shapes, result_shapes
-        self._relayouts: dict = {}       # (slot, physical order) -> slot in that layout
+        self._relayouts: dict = {}       # (slot, its shape, target order) -> the copy's slot
 
     # --- slots ------------------------------------------------------------------------------
     def _new_slot(self, kind: str, shape, **extra) -> int:

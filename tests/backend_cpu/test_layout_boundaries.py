@@ -108,6 +108,17 @@ def test_issue14_conditional_returns_transposed_layout(branch, pipeline):
 
 # --- conditional -------------------------------------------------------------------------
 
+@pytest.mark.parametrize("etype", ["f64", "f16", "s8", "s32", "u64", "pred"])
+def test_relayout_of_every_element_size(etype):
+    """The relayout copy moves elements of every width (pred and s8 are bytes)."""
+    text = ISSUE_14.replace("f32[", f"{etype}[")
+    dtype = hlo.numpy_dtype(etype)
+    x = (np.arange(9) % 2 == 1) if etype == "pred" else np.arange(9).astype(dtype)
+    x = x.reshape(3, 3)
+    (out,) = run_and_compare(text, [np.int32(0), x])
+    np.testing.assert_array_equal(out, x.T)
+
+
 COND_RESULT = """
 HloModule cond_result
 
