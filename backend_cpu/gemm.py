@@ -228,9 +228,12 @@ def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan) -> None:
     # The helpers are routines of the process-wide library (gemm_library.py): the
     # module only declares them, by names that encode every parameter.
     may_accumulate = spec.k > plan.kc
+    # The target is part of the names too: routines compiled for one target in this
+    # process are never called by code compiled for another.
+    prefix = f"xlapy.gemm.{targets.current().tag}"
     shape = f"{arith.type}.{tile.mr}x{tile.nrv}x{tile.lanes}"
     micro = gemm_library.declare(module, gemm_library.Routine(
-        f"xlapy.gemm.micro.{shape}.{spec.out_dtype}{'.acc' * may_accumulate}", "micro",
+        f"{prefix}.micro.{shape}.{spec.out_dtype}{'.acc' * may_accumulate}", "micro",
         spec.out_dtype, tile, may_accumulate))
     # A's rows and B's columns are the panels' x axis (gemm_packing.py).
     a_strides = [const(s) for s in spec.lhs_strides]            # (s_x, s_k)
@@ -242,7 +245,7 @@ def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan) -> None:
     b_layout = PackLayout.of(spec.rhs_dtype, *reversed(spec.rhs_strides), width=tile.nr,
                              lanes=tile.lanes)
     pack_a, pack_b = (gemm_library.declare(module, gemm_library.Routine(
-        f"xlapy.gemm.pack.{arith.type}.{layout.key()}", "pack", spec.out_dtype, layout))
+        f"{prefix}.pack.{arith.type}.{layout.key()}", "pack", spec.out_dtype, layout))
         for layout in (a_layout, b_layout))
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     lhs, rhs, out, m_begin, m_end, scratch = fn.args

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import hashlib
 import os
 from dataclasses import dataclass
 
@@ -111,6 +112,13 @@ class Target:
     def fingerprint(self) -> str:
         """Everything that changes the machine code: part of both cache keys."""
         return f"{self.triple}|{self.cpu}|{self.features}|{self.vector_bits}"
+
+    @property
+    def tag(self) -> str:
+        """A short name unique to the target, for symbols of process-wide code that
+        several targets may compile (the GEMM library): "avx2_1a2b3c4d"."""
+        digest = hashlib.sha256(self.fingerprint().encode()).hexdigest()[:8]
+        return f"{self.isa.replace('.', '')}_{digest}"
 
     def describe(self) -> str:
         """One line for headers and messages: "avx2 (rocketlake, 256-bit vectors)"."""

@@ -157,3 +157,27 @@ def test_jit_compile_takes_a_level(isa):
         np.testing.assert_allclose(f(x), np.exp(x) * 2, rtol=2e-6)
     with pytest.raises(targets.TargetError):
         jit_compile(lambda x: x, max_isa="mmx")
+
+
+def test_gemm_library_routines_are_compiled_per_target():
+    """The process-wide GEMM routines carry the target in their names: a dot compiled
+    for AVX2 never calls the micro-kernel compiled for AVX-512, or the reverse."""
+    import re as _re
+    text = """HloModule dot_per_target
+ENTRY e {
+  a = f32[96,128] parameter(0)
+  b = f32[128,80] parameter(1)
+  ROOT d = f32[96,80] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}"""
+    rng = np.random.default_rng(4)
+    a = rng.uniform(-1, 1, (96, 128)).astype(np.float32)
+    b = rng.uniform(-1, 1, (128, 80)).astype(np.float32)
+    called = {}
+    for level in ISA_LEVELS:
+        case = IsaCase(level)
+        exe = case.compile(hlo.parse_module(text))
+        called[level] = set(_re.findall(r"declare void @\"?(xlapy\.gemm\.[\w.]+)", exe.as_llvm_ir()))
+        assert called[level] and all(case.target.tag in name for name in called[level])
+        if case.runs:
+            np.testing.assert_allclose(exe.run(a, b)[0], a @ b, rtol=1e-5, atol=1e-5)
+    assert not called["avx2"] & called["avx512"]
