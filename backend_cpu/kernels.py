@@ -55,6 +55,10 @@ def _emit_fusion(kernel, comp, operand_gens, views, outputs) -> int:
     in_place = [root] if root.opcode in _IN_PLACE else []
     if root.opcode == "tuple":
         in_place = [root] + [e for e in root.operands if e.opcode in _IN_PLACE]
+    if any(i.opcode in _IN_PLACE and (all(i is not e for e in in_place)
+                                      or any(u is not root for u in i.users))
+           for i in comp.instructions):
+        return _emit_with_inner_in_place(kernel, comp, operand_gens, outputs)
     # Building generators emits no IR yet: only the ones the kernel calls cost code.
     gens = elemental.build_generators(kernel, comp, operand_gens, skip=set(in_place))
     extent = _try_gemm(kernel, root, lambda i: gens[root.operands[i]],
@@ -226,6 +230,46 @@ def _for_each_index(kernel, shape, body, skip_dim=None) -> None:
 
 
 # --- in-place kernels ---------------------------------------------------------------------
+
+def _emit_with_inner_in_place(kernel, comp, operand_gens, outputs) -> int:
+    """A fusion that uses the result of a scatter, sort or select-and-scatter inside
+    (xlapy's passes never make one; other producers of HLO may): each such op is
+    computed first into a scratch buffer of this kernel, which the rest then reads.
+    The scratch buffer is shared by the whole launch, so the kernel runs as one
+    partition (returns 1)."""
+    if kernel.scratch_slot is None:
+        raise NotImplementedError("backend_cpu: a scatter, sort or select-and-scatter inside "
+                                  "a fusion needs scratch memory")
+    root = comp.root
+    roots = list(root.operands) if root.opcode == "tuple" else [root]
+    # In-place ops whose value something in the fusion reads go to scratch memory;
+    # one that is only an output is written straight into its output.
+    to_scratch = {id(i) for i in comp.instructions if i.opcode in _IN_PLACE
+                  and (all(i is not r for r in roots) or any(u is not root for u in i.users))}
+    gens: dict = {}
+    for instr in comp.post_order():
+        if instr.opcode == "parameter":
+            gens[instr] = operand_gens[instr.parameter_number]
+        elif id(instr) in to_scratch:
+            leaves = instr.shape.leaves()
+            scratch = [kernel.buffer(kernel.scratch_slot(s), s) for s in leaves]
+            _IN_PLACE[instr.opcode](kernel, instr, [gens[o] for o in instr.operands], scratch)
+            readers = [elemental.buffer_reader(buf) for buf in scratch]
+            gens[instr] = readers[0] if instr.shape.is_array else \
+                (lambda b, index, rs=readers: [r(b, index) for r in rs])
+        elif instr.opcode not in _IN_PLACE and not (instr is root and root.opcode == "tuple"):
+            gens[instr] = elemental.make_generator(kernel, instr, [gens[o] for o in instr.operands])
+    rest = list(outputs)
+    for e in roots:                      # serial: one whole nest (or in-place op) each
+        count = len(e.shape.leaves())
+        outs, rest = rest[:count], rest[count:]
+        if e.opcode in _IN_PLACE and id(e) not in to_scratch:
+            _IN_PLACE[e.opcode](kernel, e, [gens[o] for o in e.operands], outs)
+            continue
+        for k, out in enumerate(outs):
+            _fill(kernel, out, lambda b, index, g=gens[e], k=k: _as_list(g(b, index))[k])
+    return 1
+
 
 def _sort(kernel, instr, gens, outputs, partitioned=False) -> int:
     emit_sort(kernel, instr, gens, outputs, _for_each_index)

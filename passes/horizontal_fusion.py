@@ -5,7 +5,7 @@ from hlo import HloComputation, HloInstruction, HloModule
 
 from .fusion_utils import LOOP, create_fusion, fusion_kind, merge_siblings, outputs
 from .hlo_utils import Reachability
-from .instruction_fusion import fusible_computations, is_loop_fusible
+from .instruction_fusion import fusible_computations, is_loop_body, is_loop_fusible
 from .pass_base import HloModulePass, register_pass
 
 
@@ -28,7 +28,7 @@ def _is_candidate(instr: HloInstruction) -> bool:
             or sum(v.shape.nbytes for v in values) > MAX_OUTPUT_BYTES:
         return False
     if instr.opcode == "fusion":
-        return fusion_kind(instr) == "loop"
+        return fusion_kind(instr) == "loop" and is_loop_body(instr)
     return is_loop_fusible(instr) and instr.opcode != "constant"
 
 

@@ -83,6 +83,19 @@ def is_loop_fusible(instr: HloInstruction) -> bool:
     return instr.info.is_elementwise or instr.opcode in LOOP_MOVEMENT
 
 
+# Inside a fused body, besides loop-fusible ops: what a loop or input fusion also holds.
+_BODY_OPCODES = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "reduce"})
+
+
+def is_loop_body(fusion: HloInstruction) -> bool:
+    """True if a fusion's body is computed element by element like the fusions this
+    pass makes. False for a body that writes in place or contracts (XLA's
+    `wrapped_scatter`, a sort, a dot): such a fusion stays a kernel of its own, never
+    merged into another one where its root would no longer be the root."""
+    return all(i.opcode in _BODY_OPCODES or is_loop_fusible(i)
+               for i in fusion.fused_computation.instructions)
+
+
 def is_cheap(instr: HloInstruction) -> bool:
     """Cheap enough to recompute in every consumer that fuses it."""
     return (is_loop_fusible(instr) and not instr.info.expensive

@@ -5,7 +5,7 @@ from hlo import HloComputation, HloInstruction, HloModule
 
 from .fusion_utils import fuse_producer, fusion_kind, merge_siblings, outputs
 from .hlo_utils import Reachability
-from .instruction_fusion import fusible_computations
+from .instruction_fusion import fusible_computations, is_loop_body
 from .pass_base import HloModulePass, register_pass
 
 
@@ -30,7 +30,8 @@ def iteration_space(fusion: HloInstruction) -> tuple | None:
 
 
 def _is_candidate(instr: HloInstruction) -> bool:
-    return instr.opcode == "fusion" and not instr.is_root and iteration_space(instr) is not None
+    return (instr.opcode == "fusion" and not instr.is_root and iteration_space(instr) is not None
+            and is_loop_body(instr))
 
 
 def fuse_siblings(comp: HloComputation) -> bool:
