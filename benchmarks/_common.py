@@ -83,6 +83,22 @@ def timed_ms(fn, repeat: int, inner: int = 1, warmup: int = 1) -> Timing:
                   statistics.median(busiest) * 1e3)
 
 
+def host_line() -> str:
+    """The machine and the target xlapy compiles for: "host: Intel(R) Xeon(R) ...
+    (rocketlake, avx512); xlapy target: avx2 (rocketlake, 256-bit vectors)"."""
+    from backend_cpu import target as targets
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f
+                          if line.startswith("model name")), model)
+    except OSError:
+        pass
+    host = targets.host()
+    return (f"host: {model} ({host.cpu}, {host.isa}); xlapy target: "
+            f"{targets.default().describe()}")
+
+
 def load_average() -> str:
     try:
         return "load average %.2f %.2f %.2f" % os.getloadavg()

@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (PEAK_GFLOPS_2_CORES, CheckError, check, fmt_ms,  # noqa: E402
-                     fmt_ratio, import_jax, load_average, timed_ms)
+                     fmt_ratio, host_line, import_jax, load_average, timed_ms)
 
 
 @dataclass(frozen=True)
@@ -201,6 +201,7 @@ def main(argv=None) -> int:
     if unknown:
         raise SystemExit(f"bench_conv: unknown case(s) {', '.join(sorted(unknown))}")
     note = "" if jax else "; --no-jax" if args.no_jax else "; JAX not installed"
+    print(host_line())
     print(load_average() + (note and note + ": no XLA column"))
     ok = True
     for case in CASES:

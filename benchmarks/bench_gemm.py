@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from llvmlite import ir  # noqa: E402
 
 from backend_cpu import gemm_library, llvm_target  # noqa: E402
+from benchmarks._common import host_line  # noqa: E402
 from backend_cpu.gemm import (emit_gemm, gemm_partitions, gemm_row_split,  # noqa: E402
                               gemm_scratch_bytes)
 
@@ -139,6 +140,7 @@ def main() -> None:
     load = " ".join(loadavg.read_text().split()[:3]) if loadavg.exists() else "?"
     blas_env = [v for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if v in os.environ]
     note = f"; {', '.join(blas_env)} set (numpy may be slow)" if blas_env else ""
+    print(host_line())
     print(f"load average {load}{note}")
     with ThreadPoolExecutor(max_workers=2) as pool:
         for shape in args.shapes:

@@ -39,7 +39,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import CheckError, fmt_ms, fmt_ratio, import_jax, load_average, timed_ms  # noqa: E402
+from _common import (CheckError, fmt_ms, fmt_ratio, host_line, import_jax,  # noqa: E402
+                     load_average, timed_ms)
 
 _ADD = """
 add {
@@ -256,6 +257,7 @@ def parse_args(argv):
 def main(argv=None) -> int:
     args = parse_args(argv)
     jax, jnp = (None, None) if args.no_jax else import_jax()
+    print(host_line())
     print(f"{load_average()}; median of {args.repeat}{'; SMALL shapes' if args.small else ''}")
     print(f"JAX {jax.__version__} on {jax.devices()[0]}" if jax else "JAX not importable: "
           "no XLA column (pip install jax jaxlib)")

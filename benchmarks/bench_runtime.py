@@ -22,6 +22,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import runtime  # noqa: E402
+from benchmarks._common import host_line  # noqa: E402
 from runtime import LaunchDims, Stream, ThreadPool, launch, make_buffer_table  # noqa: E402
 from tests.runtime.llvm_kernels import (add_one_kernel, iterate_fma_kernel,  # noqa: E402
                                         iterate_fma_reference)
@@ -39,6 +40,7 @@ def median_seconds(fn, repeats: int, inner: int = 1) -> float:
 
 
 def bench_launch_overhead(quick: bool) -> None:
+    print(host_line())
     print("== launch overhead: x + 1 on f32[4] (per call, median) ==")
     kernel = add_one_kernel()
     x = np.arange(4, dtype=np.float32)

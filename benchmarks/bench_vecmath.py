@@ -28,6 +28,7 @@ from llvmlite import ir
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from backend_cpu.vecmath_kernel import MathKernel, math_kernel  # noqa: E402
+from benchmarks._common import host_line  # noqa: E402
 
 # opcode -> (input range of x, range of y for binary ops, numpy function name, libm name)
 CASES = {
@@ -104,6 +105,7 @@ def main(argv=None) -> None:
         if op not in CASES:
             parser.error(f"unknown op {op!r}; choose from {', '.join(CASES)}")
     rng = np.random.default_rng(0)
+    print(host_line())
     print(f"{args.dtype}[{args.size}], xlapy and libm on {args.threads} thread(s), "
           f"median of {args.repeat}, load average {os.getloadavg()[0]:.2f}")
     print(f"{'opcode':<12}{'xlapy M/s':>11}{'libm M/s':>10}{'numpy M/s':>11}{'jax M/s':>9}"

@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (DRAM_GBS, PEAK_GFLOPS_2_CORES, CheckError, check, fmt_ms,  # noqa: E402
-                     fmt_ratio, import_jax, load_average, median_ms, openblas_note,
+                     fmt_ratio, host_line, import_jax, load_average, median_ms, openblas_note,
                      timed_ms)
 
 SQRT_2_OVER_PI = 0.7978845608028654
@@ -404,6 +404,7 @@ def main(argv=None) -> int:
 def run(args) -> int:
     jax, jnp = (None, None) if args.no_jax else import_jax()
     bench = Bench(args, jax, jnp)
+    print(host_line())
     print(f"{load_average()}; {os.cpu_count()} cpus; xlapy intra-op threads "
           f"{os.environ.get('XLAPY_INTRA_OP_THREADS', 'default')}; median of {args.repeat}"
           f"{'; SMALL shapes' if args.small else ''}")
