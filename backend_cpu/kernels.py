@@ -55,9 +55,7 @@ def _emit_fusion(kernel, comp, operand_gens, views, outputs) -> int:
     in_place = [root] if root.opcode in _IN_PLACE else []
     if root.opcode == "tuple":
         in_place = [root] + [e for e in root.operands if e.opcode in _IN_PLACE]
-    if any(i.opcode in _IN_PLACE and (all(i is not e for e in in_place)
-                                      or any(u is not root for u in i.users))
-           for i in comp.instructions):
+    if _materialized(comp):
         return _emit_with_inner_in_place(kernel, comp, operand_gens, outputs)
     # Building generators emits no IR yet: only the ones the kernel calls cost code.
     gens = elemental.build_generators(kernel, comp, operand_gens, skip=set(in_place))
@@ -231,21 +229,33 @@ def _for_each_index(kernel, shape, body, skip_dim=None) -> None:
 
 # --- in-place kernels ---------------------------------------------------------------------
 
-def _emit_with_inner_in_place(kernel, comp, operand_gens, outputs) -> int:
-    """A fusion that uses the result of a scatter, sort or select-and-scatter inside
-    (xlapy's passes never make one; other producers of HLO may): each such op is
-    computed first into a scratch buffer of this kernel, which the rest then reads.
-    The scratch buffer is shared by the whole launch, so the kernel runs as one
-    partition (returns 1)."""
-    if kernel.scratch_slot is None:
-        raise NotImplementedError("backend_cpu: a scatter, sort or select-and-scatter inside "
-                                  "a fusion needs scratch memory")
+def _read_inside(comp) -> list:
+    """The instructions of `comp` in _MATERIALIZED whose value something in it reads
+    (not only the root, or a root tuple, as an output)."""
     root = comp.root
     roots = list(root.operands) if root.opcode == "tuple" else [root]
-    # In-place ops whose value something in the fusion reads go to scratch memory;
-    # one that is only an output is written straight into its output.
-    to_scratch = {id(i) for i in comp.instructions if i.opcode in _IN_PLACE
-                  and (all(i is not r for r in roots) or any(u is not root for u in i.users))}
+    return [i for i in comp.instructions if i.opcode in _MATERIALIZED
+            and (all(i is not r for r in roots) or any(u is not root for u in i.users))]
+
+
+def _materialized(comp) -> bool:
+    return bool(_read_inside(comp))
+
+
+def _emit_with_inner_in_place(kernel, comp, operand_gens, outputs) -> int:
+    """A fusion that reads the result of a scatter, sort, select-and-scatter, dot or
+    convolution inside (xlapy's passes never make one; XLA's YNNPACK fusions chain
+    convolutions): each such op is computed once, first, into a scratch buffer of
+    this kernel, which the rest then reads. The scratch buffer is shared by the whole
+    launch, so the kernel runs as one partition (returns 1)."""
+    if kernel.scratch_slot is None:
+        raise NotImplementedError("backend_cpu: a scatter, sort, select-and-scatter, dot or "
+                                  "convolution read inside a fusion needs scratch memory")
+    root = comp.root
+    roots = list(root.operands) if root.opcode == "tuple" else [root]
+    # What something in the fusion reads goes to scratch memory; an in-place op that
+    # is only an output is written straight into its output.
+    to_scratch = {id(i) for i in _read_inside(comp)}
     gens: dict = {}
     for instr in comp.post_order():
         if instr.opcode == "parameter":
@@ -253,7 +263,11 @@ def _emit_with_inner_in_place(kernel, comp, operand_gens, outputs) -> int:
         elif id(instr) in to_scratch:
             leaves = instr.shape.leaves()
             scratch = [kernel.buffer(kernel.scratch_slot(s), s) for s in leaves]
-            _IN_PLACE[instr.opcode](kernel, instr, [gens[o] for o in instr.operands], scratch)
+            srcs = [gens[o] for o in instr.operands]
+            if instr.opcode in _IN_PLACE:
+                _IN_PLACE[instr.opcode](kernel, instr, srcs, scratch)
+            else:
+                _fill(kernel, scratch[0], elemental.make_generator(kernel, instr, srcs))
             readers = [elemental.buffer_reader(buf) for buf in scratch]
             gens[instr] = readers[0] if instr.shape.is_array else \
                 (lambda b, index, rs=readers: [r(b, index) for r in rs])
@@ -277,5 +291,10 @@ def _sort(kernel, instr, gens, outputs, partitioned=False) -> int:
 
 
 _IN_PLACE = {"scatter": emit_scatter, "sort": _sort, "select-and-scatter": emit_select_and_scatter}
+
+# Ops whose result a fusion must not recompute per element that reads it: the in-place
+# ops have no element generator at all, and a contraction's generator is a whole dot
+# product (a convolution read by a convolution is quadratic).
+_MATERIALIZED = frozenset(_IN_PLACE) | {"dot", "convolution"}
 
 KERNEL_OPCODES = elemental.GENERATOR_OPCODES | set(_IN_PLACE)

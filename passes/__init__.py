@@ -11,6 +11,7 @@ from .dce import DCE
 from .cse import CSE
 from .tuple_simplifier import TupleSimplifier
 from .call_inliner import CallInliner
+from .fusion_inliner import FusionInliner
 from .constant_folding import ConstantFolding
 from .algebraic_simplifier import AlgebraicSimplifier
 from . import simplify_movement  # noqa: F401  (registers rules of the simplifier)
@@ -24,7 +25,8 @@ from .pipeline import cpu_pipeline, o0_pipeline, named_pipeline
 __all__ = [
     "PASS_REGISTRY", "HloModulePass", "HloPassFix", "HloPassPipeline", "PassError",
     "PassRecord", "make_pass", "pass_names", "pipeline_from_text", "register_pass",
-    "DCE", "CSE", "TupleSimplifier", "CallInliner", "ConstantFolding", "AlgebraicSimplifier",
+    "DCE", "CSE", "TupleSimplifier", "CallInliner", "FusionInliner", "ConstantFolding",
+    "AlgebraicSimplifier",
     "CpuInstructionFusion", "FusionDecision", "InstructionFusion", "RowFusion",
     "MultiOutputFusion", "HorizontalFusion", "count_kernels", "cpu_pipeline", "o0_pipeline",
     "named_pipeline",

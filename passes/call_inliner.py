@@ -9,16 +9,18 @@ from .hlo_utils import clone_instruction, move_before
 from .pass_base import HloModulePass, register_pass
 
 
-def inline_call(call: HloInstruction, only_caller: bool = False) -> HloInstruction:
+def inline_call(call: HloInstruction, only_caller: bool = False,
+                callee: HloComputation | None = None) -> HloInstruction:
     """Puts the callee's instructions before `call`, with its parameters bound to the
     call's operands; the call's users then read the callee's root. Returns that root.
 
     With `only_caller` (no other instruction refers to the callee) the
     instructions are moved, keeping their names, and the callee is removed;
-    otherwise they are cloned.
+    otherwise they are cloned. `callee`: the called computation when `call` is not a
+    `call` (a fusion's `calls`).
     """
     comp = call.parent
-    callee = call.to_apply
+    callee = callee if callee is not None else call.to_apply
     value: dict[int, HloInstruction] = {}
     for instr in callee.post_order():
         if instr.opcode == "parameter":

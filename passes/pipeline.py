@@ -6,6 +6,7 @@ from .call_inliner import CallInliner
 from .constant_folding import ConstantFolding
 from .cse import CSE
 from .dce import DCE
+from .fusion_inliner import FusionInliner
 from .horizontal_fusion import HorizontalFusion
 from .instruction_fusion import CpuInstructionFusion
 from .multi_output_fusion import MultiOutputFusion
@@ -26,6 +27,8 @@ def cpu_pipeline(**options) -> HloPassPipeline:
     ])
     return HloPassPipeline("default", [
         CallInliner(),            # first: later passes see one flat entry computation
+        FusionInliner(),          # fusions of another compiler that read a dot or conv
+                                  # inside come apart: the contraction is a kernel of its own
         DCE(),                    # the inlined callees are now unreachable
         HloPassFix(simplify),     # rewrites enable each other (a fold exposes x * 1, ...)
         # Fusion runs on simplified code: producers are already minimal.

@@ -44,7 +44,47 @@ def adamw_step():
     return step, (params, opt.init(params), ids, y)
 
 
-CASES = {"adamw_step": adamw_step}
+def resnet_forward():
+    """A small Flax ResNet (two residual blocks, BatchNorm in eval mode) on a 32x32
+    batch: XLA fuses convolutions, batch norm and the mean into YNNPACK fusions
+    (`kind=kCustom`), whose chained convolutions our generators recomputed."""
+    import flax.linen as nn
+
+    class Block(nn.Module):
+        features: int
+        stride: int = 1
+
+        @nn.compact
+        def __call__(self, x):
+            s = (self.stride, self.stride)
+            y = nn.Conv(self.features, (3, 3), s, use_bias=False)(x)
+            y = nn.relu(nn.BatchNorm(use_running_average=True)(y))
+            y = nn.Conv(self.features, (3, 3), use_bias=False)(y)
+            y = nn.BatchNorm(use_running_average=True)(y)
+            if x.shape != y.shape:
+                x = nn.Conv(self.features, (1, 1), s, use_bias=False)(x)
+                x = nn.BatchNorm(use_running_average=True)(x)
+            return nn.relu(x + y)
+
+    class ResNet(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            x = nn.relu(nn.BatchNorm(use_running_average=True)(
+                nn.Conv(16, (3, 3), use_bias=False)(x)))
+            x = Block(32, 2)(Block(16)(x))
+            return nn.Dense(10)(jnp.mean(x, axis=(1, 2)))
+
+    model = ResNet()
+    x = jax.random.normal(jax.random.PRNGKey(1), (2, 32, 32, 3))
+    variables = model.init(jax.random.PRNGKey(0), x)
+    # Batch statistics away from (0, 1), so that batch norm does something.
+    noise = jax.random.PRNGKey(2)
+    variables = jax.tree_util.tree_map(
+        lambda v: v + 0.1 * jax.random.normal(noise, v.shape), variables)
+    return model.apply, (variables, x)
+
+
+CASES = {"adamw_step": adamw_step, "resnet_forward": resnet_forward}
 
 
 def save(name: str) -> None:
