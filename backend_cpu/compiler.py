@@ -51,6 +51,7 @@ import re
 import sys
 import threading
 import time
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
@@ -190,17 +191,24 @@ def _load_from_disk(disk_key: str, start: float) -> CpuExecutable | None:
     payload = disk_cache.load(disk_key)
     if payload is None:
         return None
-    # The GEMM routines the module calls live in the process-wide library.
-    gemm_library.ensure_compiled(payload.get("gemm_routines", []))
-    jit = disk_cache.jit_object(payload["object"])
-    program = payload["program"]
-    program.link(jit.lookup)
-    return CpuExecutable(program, payload["params"], jit=jit, llvm_source=payload["llvm_source"],
-                         target=targets.current(),
-                         hlo_text=payload["hlo_text"],
-                         compile_seconds=time.perf_counter() - start,
-                         strength_reduction=payload.get("strength_reduction", True),
-                         light_pipeline=payload.get("light_pipeline", False))
+    try:
+        # The GEMM routines the module calls live in the process-wide library.
+        gemm_library.ensure_compiled(payload.get("gemm_routines", []))
+        jit = disk_cache.jit_object(payload["object"])
+        program = payload["program"]
+        program.link(jit.lookup)
+        return CpuExecutable(program, payload["params"], jit=jit,
+                             llvm_source=payload["llvm_source"], target=targets.current(),
+                             hlo_text=payload["hlo_text"],
+                             compile_seconds=time.perf_counter() - start,
+                             strength_reduction=payload.get("strength_reduction", True),
+                             light_pipeline=payload.get("light_pipeline", False))
+    except Exception as error:
+        # An intact entry of ours always links: say so, since this hides a bug.
+        warnings.warn(f"xlapy disk cache: a cached executable did not link "
+                      f"({type(error).__name__}: {error}); compiling it again",
+                      RuntimeWarning, stacklevel=2)
+        return None
 
 
 def _run_pipeline(module, text: str, pipeline, copy=None):

@@ -469,6 +469,19 @@ def test_a_well_formed_entry_smuggling_a_pickle_is_recompiled(how, folder, compi
     assert not marker.exists()
 
 
+def test_an_entry_that_does_not_link_is_recompiled_with_a_warning(folder, compiles):
+    """A well-formed entry whose thunk names a function its object code lacks (only a
+    bug could write one): a warning, and the module compiled again."""
+    compile_text(TEXT)
+
+    def edit(header, blobs):
+        thunk = _find(header["payload"], lambda d: d.get("$obj") == "KernelThunk")
+        thunk["state"]["name"] = "no_such_kernel"
+    _rewrite(only_entry(folder), edit)
+    with pytest.warns(RuntimeWarning, match="did not link"):
+        expect_recompiled(folder, compiles, 1)
+
+
 def test_an_entry_stored_under_another_key_is_recompiled(folder, compiles):
     """Copying module A's entry to module B's name does not make B run A's code."""
     other = TEXT.replace("exponential", "negate").replace("cached", "other")
