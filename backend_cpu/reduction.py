@@ -137,7 +137,11 @@ def _float_reduce(kernel, instr, srcs, reducer: str, kept: list[int], order: lis
     ty = compute_type(etype)
     wide = wide_type(etype) or ty
     sizes = [in_shape.dims[d] for d in order]
-    plan = BlockPlan(sizes, block_elements(etype, sizes)) if reducer == "add" else None
+    # A kept minor dimension (a column reduce computed per element, in a fusion that
+    # could not take column_reduce.py's walk) leaves a strided inner loop: one chain.
+    strided = in_shape.rank > 0 and in_shape.minor_to_major()[0] in kept
+    plan = BlockPlan(sizes, block_elements(etype, sizes, 0 if strided else LLVM_ACCUMULATORS)) \
+        if reducer == "add" else None
     op = "fadd" if reducer == "add" else "fmul"
 
     def widen(b, value):
@@ -172,11 +176,12 @@ def block_elements(etype: str, sizes: list[int], interleave: int = LLVM_ACCUMULA
     """Elements per block of a generator's sum: BLOCK_CHAIN additions per accumulator
     lane, counting the accumulators LLVM's vectorizer keeps (`interleave` vectors of the
     target's width) when the innermost loop is long enough to fill them (else one: a
-    short innermost loop stays scalar)."""
+    short innermost loop stays scalar; `interleave` 0: the loop is not vectorized)."""
     from .vector_gen import lanes_for      # vector_gen imports this module
     lanes = lanes_for(etype)
     inner = sizes[-1] if sizes else 1
-    accumulators = next((a for a in (interleave * lanes, lanes) if inner >= a), 1)
+    accumulators = next((a for a in (interleave * lanes, lanes) if a and inner >= a), 1) \
+        if interleave else 1
     return BLOCK_CHAIN * accumulators
 
 
