@@ -22,7 +22,11 @@ like a row reduce); sixteen were slower again. An input expression computed in
 the kernel is copied once per row of a step, so an expensive one gets fewer rows.
 
 Summation order: each output element adds its rows in row order, R at a time
-combined as a balanced tree (which also keeps the rounding error low). It never
+combined as a balanced tree. A float sum over more than BLOCK_CHAIN steps of
+rows is cut into blocks of rows: each block accumulates from -0.0, and the
+block rows join per-output scratch levels pairwise (pairwise_sum.py; the error
+grows like log(rows), and 2^24 is no ceiling), the init added last. An f16 sum
+or product accumulates in an f32 scratch row, rounded once. The order never
 depends on the thread count: the partitions split a kept dimension, not the
 rows (`_Partition`). A reducer that is not one simple associative op (argmax)
 is applied row by row, in order.

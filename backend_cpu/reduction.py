@@ -10,6 +10,14 @@ parameters) the step is one instruction, and float add/multiply carry the
 accumulators and combine them with a tree at the end (XLA reassociates too).
 Variadic reducers (argmax: value and index) run their computation per element.
 
+A float sum longer than one block (`BlockPlan`: BLOCK_CHAIN additions per
+accumulator lane LLVM's vectorizer keeps) is cut into blocks at one reduced
+loop; each block is summed from -0.0 by that same vectorized loop, the block
+sums are combined pairwise (pairwise_sum.py), and the init is added last, so
+the error grows like log(n) instead of n / lanes. An f16 sum or product
+accumulates in f32 and is rounded once. Integer sums, max, min and f32/f64
+products keep the one-accumulator loop: exact, or (products) no better in a tree.
+
 A column reduce (the input's minor dimension kept) is not a generator: its
 kernel streams the input once in memory order (column_reduce.py).
 
@@ -180,7 +188,7 @@ def block_elements(etype: str, sizes: list[int], interleave: int = LLVM_ACCUMULA
     from .vector_gen import lanes_for      # vector_gen imports this module
     lanes = lanes_for(etype)
     inner = sizes[-1] if sizes else 1
-    accumulators = next((a for a in (interleave * lanes, lanes) if a and inner >= a), 1) \
+    accumulators = next((a for a in (interleave * lanes, lanes) if inner >= a), 1) \
         if interleave else 1
     return BLOCK_CHAIN * accumulators
 

@@ -367,6 +367,26 @@ def test_softmax_of_long_rows(rows, cols):
 
 # --- what does not change ------------------------------------------------------------------
 
+@pytest.mark.parametrize("dims,reduced", [([300_000], [0]), ([50_000, 16], [0]),
+                                          ([4, 100_000], [1])], ids=["full", "column", "rows"])
+def test_blocked_sums_keep_special_values(dims, reduced):
+    """-0.0 sums stay -0.0 (blocks start from -0.0, not +0.0); inf and NaN propagate
+    through the levels; init +0.0 turns a -0.0 sum into +0.0 (XLA: init + sum)."""
+    text = reduce_text("f32", dims, reduced, init="-0")
+    x = np.full(dims, -0.0, np.float32)
+    out = run(text, x)
+    assert np.all(out == 0) and np.all(np.signbit(out))
+    plus = run(reduce_text("f32", dims, reduced, init="0"), x)
+    assert np.all(plus == 0) and not np.any(np.signbit(plus))
+    y = data("uniform", dims)
+    flat = y.reshape(-1)
+    flat[7] = np.inf                       # the first block
+    flat[-3] = np.nan                      # the last one
+    expected = y.astype(np.float64).sum(axis=tuple(reduced))
+    np.testing.assert_array_equal(np.isnan(run(text, y)), np.isnan(expected))
+    np.testing.assert_array_equal(np.isinf(run(text, y)), np.isinf(expected))
+
+
 def test_integer_sums_stay_exact():
     """Integer sums are not blocked: exact (wrapping) in any order."""
     x = np.random.default_rng(1).integers(-2 ** 31, 2 ** 31, 1 << 20, dtype=np.int64)
