@@ -46,6 +46,7 @@ from pathlib import Path
 import llvmlite.binding as llvm
 
 from . import llvm_target
+from . import target as targets
 
 FORMAT = "xlapy-compiled-3"   # 3: plain data (cache_format.py) instead of pickles
 SUFFIX = ".xlc"
@@ -65,16 +66,10 @@ def cache_dir() -> Path | None:
 
 
 def _target_fingerprint() -> str:
-    """The machine the cached code is generated for, for every key (of modules and of
-    GEMM library routines): the one place to put the compile target's fingerprint.
-    For now the host CPU's name and features."""
-    return _host_cpu()
-
-
-@functools.lru_cache(maxsize=None)
-def _host_cpu() -> str:
-    llvm_target.initialize()
-    return f"{llvm.get_host_cpu_name()} {llvm.get_host_cpu_features().flatten()}"
+    """The target the cached code is generated for (target.py: the current compile's,
+    its triple, CPU name and exact feature string), for every key (of modules and of
+    GEMM library routines)."""
+    return targets.current().fingerprint()
 
 
 @functools.lru_cache(maxsize=None)

@@ -181,3 +181,12 @@ ENTRY e {
         if case.runs:
             np.testing.assert_allclose(exe.run(a, b)[0], a @ b, rtol=1e-5, atol=1e-5)
     assert not called["avx2"] & called["avx512"]
+
+
+def test_the_target_is_part_of_the_disk_cache_key():
+    from backend_cpu import disk_cache
+    keys = set()
+    for level in ISA_LEVELS:
+        with targets.using(targets.resolve(max_isa=level)):
+            keys.add(disk_cache.key(ADD_ONE, "pipeline=None"))
+    assert len(keys) == len(ISA_LEVELS)
