@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from . import target as targets
 from .kernel_ir import KernelIR
 from .llvm_types import compute_type, is_float
 from .loops import LONG_LOOP_INTERLEAVE, NO_UNROLL_TRIP_COUNT, for_range, i64, major_to_minor
@@ -188,8 +189,14 @@ def block_elements(etype: str, sizes: list[int], interleave: int = LLVM_ACCUMULA
     from .vector_gen import lanes_for      # vector_gen imports this module
     lanes = lanes_for(etype)
     inner = sizes[-1] if sizes else 1
-    accumulators = next((a for a in (interleave * lanes, lanes) if inner >= a), 1) \
-        if interleave else 1
+    if not interleave:
+        return BLOCK_CHAIN
+    if inner % (interleave * lanes) and not targets.current().has("avx"):
+        # A loop whose length is not whole vector bodies needs a tail: in an optsize
+        # kernel (a small output, compiler.py) LLVM may only fold it into masked
+        # vectors, which SSE4.2 (and NEON) lack: the loop may then stay one scalar chain.
+        return BLOCK_CHAIN
+    accumulators = next((a for a in (interleave * lanes, lanes) if inner >= a), 1)
     return BLOCK_CHAIN * accumulators
 
 
@@ -239,26 +246,37 @@ def blocked_sum(kernel, b, order: list[int], sizes: list[int], plan: BlockPlan, 
             loop[order[level]] = i
             inner(level + 1)
 
-    def chunked(k):
-        size, chunk = sizes[plan.split], plan.chunk
-        with for_range(b, 0, plan.chunks, f"{name}.chunk", unroll=False) as q:
-            b.store(ir.Constant(ty, -0.0), acc)          # -0.0: the identity of a float sum
-            lo = b.mul(q, i64(chunk), flags=("nsw", "nuw"))
-            hi = b.add(lo, i64(chunk), flags=("nsw", "nuw"))
-            if size % chunk:
-                hi = b.select(b.icmp_signed("<", hi, i64(size)), hi, i64(size))
-            # The chunk loop's trip count is not a constant LLVM sees: give an innermost
-            # one the interleave of a long loop (loops.NO_UNROLL_TRIP_COUNT) by hand.
-            innermost = plan.split == last
-            hint = interleave if innermost else None
-            if hint is None and innermost:
-                hint = LONG_LOOP_INTERLEAVE if chunk >= NO_UNROLL_TRIP_COUNT else REDUCE_INTERLEAVE
+    def one_block(lo, hi, q, k, hint):
+        """The block of chunk `q` (iterations [lo, hi) of the split loop)."""
+        b.store(ir.Constant(ty, -0.0), acc)              # -0.0: the identity of a float sum
+        with kernel.scope():
             with for_range(b, lo, hi, f"{name}{order[plan.split]}", interleave=hint) as i:
                 loop[order[plan.split]] = i
                 inner(plan.split + 1)
-            block = q if k is None else b.add(b.mul(k, i64(plan.chunks), flags=("nsw", "nuw")), q,
-                                              flags=("nsw", "nuw"))
-            levels.push(b, block, b.load(acc))
+        block = q if k is None else b.add(b.mul(k, i64(plan.chunks), flags=("nsw", "nuw")), q,
+                                          flags=("nsw", "nuw"))
+        levels.push(b, block, b.load(acc))
+
+    def chunked(k):
+        size, chunk = sizes[plan.split], plan.chunk
+        innermost = plan.split == last
+        # The chunk loop's trip count is not a constant LLVM sees: give an innermost
+        # one the interleave of a long loop (loops.NO_UNROLL_TRIP_COUNT) by hand.
+        hint = interleave if innermost else None
+        if hint is None and innermost:
+            hint = LONG_LOOP_INTERLEAVE if chunk >= NO_UNROLL_TRIP_COUNT else REDUCE_INTERLEAVE
+        # An innermost loop of a run-time length may need its tail folded into masked
+        # vectors, which optsize kernels on targets without masked loads (SSE4.2) turn
+        # into a scalar loop: the short last chunk is emitted on its own instead.
+        whole = plan.chunks - 1 if innermost and size % chunk else plan.chunks
+        with for_range(b, 0, whole, f"{name}.chunk", unroll=False) as q:
+            lo = b.mul(q, i64(chunk), flags=("nsw", "nuw"))
+            hi = b.add(lo, i64(chunk), flags=("nsw", "nuw"))
+            if size % chunk and not innermost:
+                hi = b.select(b.icmp_signed("<", hi, i64(size)), hi, i64(size))
+            one_block(lo, hi, q, k, hint)
+        if whole < plan.chunks:
+            one_block(i64(whole * chunk), i64(size), i64(whole), k, interleave)
 
     def outer(level, k):
         if level == plan.split:
