@@ -219,6 +219,10 @@ def test_column_sums_f16_and_f64():
     x16 = np.full((50_000, 8), 0.1, np.float16)
     out = run(reduce_text("f16", [50_000, 8], [0]), x16)
     assert rel_error(out, np.full(8, float(np.float16(0.1)) * 50_000)) <= 2.0 ** -11
+    p16 = np.full((300, 8), 1.01, np.float16)
+    text = reduce_text("f16", [300, 8], [0], init="1").replace("add(a, b)", "multiply(a, b)")
+    out = run(text, p16)
+    assert rel_error(out, np.full(8, float(np.float16(1.01)) ** 300)) <= 2.0 ** -11
     x64 = data("shifted", (200_000, 8), np.float64, seed=3)
     out = run(reduce_text("f64", [200_000, 8], [0]), x64)
     assert rel_error(out, [math.fsum(c) for c in x64.T]) < 1e-14
