@@ -5,7 +5,7 @@ from collections import Counter
 
 from hlo import HloComputation, HloInstruction, HloModule
 
-from .hlo_utils import clone_instruction, move_before
+from .hlo_utils import clone_instruction, in_layout, move_before
 from .pass_base import HloModulePass, register_pass
 
 
@@ -24,7 +24,10 @@ def inline_call(call: HloInstruction, only_caller: bool = False,
     value: dict[int, HloInstruction] = {}
     for instr in callee.post_order():
         if instr.opcode == "parameter":
-            value[id(instr)] = call.operands[instr.parameter_number]
+            # A parameter declared in another layout than its argument's: the callee's
+            # instructions (a bitcast) read it in the parameter's layout (`in_layout`).
+            value[id(instr)] = in_layout(call.operands[instr.parameter_number], instr.shape,
+                                         comp, before=call)
         elif only_caller:
             for i, op in enumerate(list(instr.operands)):
                 instr.replace_operand(i, value[id(op)])
@@ -36,7 +39,8 @@ def inline_call(call: HloInstruction, only_caller: bool = False,
         else:
             value[id(instr)] = clone_instruction(instr, comp, [value[id(o)] for o in instr.operands],
                                                  before=call)
-    root = value[id(callee.root)]
+    # The call's users read its declared layout, which the callee's root need not have.
+    root = in_layout(value[id(callee.root)], call.shape, comp, before=call)
     call.replace_all_uses_with(root)
     comp.remove_instruction(call)
     if only_caller:

@@ -51,6 +51,15 @@ the fusion instruction, and whatever had to run after it runs after the fusion
 that something else must follow is not fused (`control_successors`), and
 sibling merges check reachability over data and control edges.
 
+Layouts: a fused parameter, a fusion's root and the fusion instruction may each
+declare a layout of their own (XLA's text does; the backend converts at those
+boundaries). When a function here puts one value where another was declared (a
+producer's value for the parameter that read it, a parameter of the fusion for
+another one, a fusion's output for the fusion), the readers keep the declared
+layout: a `copy` inside the body (`passes.hlo_utils.in_layout`) or a
+get-tuple-element declaring it. A `bitcast` reading the old value would otherwise
+reinterpret other bytes (issue 14).
+
 Functions here build and grow fusions; the fusion passes only decide *what*
 to fuse. They keep `users`, parameter numbering and the instruction order of
 the enclosing computation consistent, and they move instructions into a fused
@@ -61,7 +70,7 @@ from __future__ import annotations
 
 from hlo import HloComputation, HloInstruction, RawAttr, Shape
 
-from .hlo_utils import add_computation_before, clone_instruction, new_instruction, \
+from .hlo_utils import add_computation_before, clone_instruction, in_layout, new_instruction, \
     sort_topologically
 
 LOOP, INPUT, ROW = "kLoop", "kInput", "row"
@@ -117,6 +126,19 @@ def _parameter_for(fusion: HloInstruction, operand: HloInstruction) -> HloInstru
     fusion.set_operands(fusion.operands + [operand])
     return new_instruction(comp, "parameter", operand.shape, name=f"param_{number}",
                            parameter_number=number)
+
+
+def _read_operand(fusion: HloInstruction, operand: HloInstruction,
+                  shape: Shape | None = None) -> HloInstruction:
+    """Inside the fusion, the value of `operand` in the layout of `shape` (default: the
+    operand's own): its parameter, or a copy of it when that parameter was declared in
+    another layout (a fusion parsed from text may declare any; `in_layout` says why)."""
+    shape = shape or operand.shape
+    param = _parameter_for(fusion, operand)
+    for user in param.users:         # one copy per layout (the body is sorted afterwards)
+        if user.opcode == "copy" and user.shape.minor_to_major() == shape.minor_to_major():
+            return user
+    return in_layout(param, shape, fusion.fused_computation)
 
 
 def _remove_operand(fusion: HloInstruction, number: int) -> None:
@@ -193,7 +215,7 @@ def create_fusion(instr: HloInstruction, kind: str, name: str | None = None) -> 
     operands = list(instr.operands)
     instr.replace_all_uses_with(fusion)
     for i, op in enumerate(operands):
-        instr.replace_operand(i, _parameter_for(fusion, op))
+        instr.replace_operand(i, _read_operand(fusion, op))
     _carry_control_edges(instr, fusion)
     _move_into(instr, fused)
     fused.root = instr
@@ -220,17 +242,21 @@ def fuse_producer(fusion: HloInstruction, producer: HloInstruction,
         value = _inline_body(fusion, producer)
     elif move:
         for i, op in enumerate(list(producer.operands)):
-            producer.replace_operand(i, _parameter_for(fusion, op))
+            producer.replace_operand(i, _read_operand(fusion, op))
         value = producer
     else:
         value = clone_instruction(producer, fusion.fused_computation,
-                                  [_parameter_for(fusion, op) for op in producer.operands])
-    # The parameter(s) that read the producer now read its fused value.
+                                  [_read_operand(fusion, op) for op in producer.operands])
+    # The parameter(s) that read the producer now read its fused value, in the layout
+    # the parameter declared (a bitcast of it means the parameter's bytes).
     for number in reversed([i for i, op in enumerate(fusion.operands) if op is producer]):
-        fusion.fused_computation.parameter(number).replace_all_uses_with(value)
+        param = fusion.fused_computation.parameter(number)
+        param.replace_all_uses_with(in_layout(value, param.shape, fusion.fused_computation))
         _remove_operand(fusion, number)
     if keep_output and others:
-        gte = _get_tuple_element(fusion, add_output(fusion, value))
+        # The other users keep reading the producer's declared layout (a fused body's
+        # root may have another): the get-tuple-element declares it.
+        gte = _get_tuple_element(fusion, add_output(fusion, value), producer.shape)
         for user in others:
             user.replace_operand_with(producer, gte)
         if comp.root is producer:
@@ -254,7 +280,8 @@ def _inline_body(target: HloInstruction, source: HloInstruction) -> HloInstructi
     """
     body = source.fused_computation
     for param in list(body.parameters):
-        param.replace_all_uses_with(_parameter_for(target, source.operands[param.parameter_number]))
+        param.replace_all_uses_with(
+            _read_operand(target, source.operands[param.parameter_number], param.shape))
     root = body.root
     for instr in [i for i in body.post_order() if i.opcode != "parameter"]:
         _move_into(instr, target.fused_computation)
@@ -273,8 +300,12 @@ def _discard_fusion(fusion: HloInstruction, body: HloComputation) -> None:
         body.parent.remove_computation(body)
 
 
-def _get_tuple_element(fusion: HloInstruction, index: int) -> HloInstruction:
-    shape = fusion.fused_computation.root.operands[index].shape
+def _get_tuple_element(fusion: HloInstruction, index: int,
+                       shape: Shape | None = None) -> HloInstruction:
+    """get-tuple-element `index` of a multi-output fusion. `shape`: the layout its users
+    expect, when it differs from the output's (the backend converts at the get-tuple-element
+    boundary, a copy inside would break the form of an input fusion)."""
+    shape = shape or fusion.fused_computation.root.operands[index].shape
     return new_instruction(fusion.parent, "get-tuple-element", shape, [fusion],
                            attrs={"index": index})
 
@@ -290,10 +321,11 @@ def add_output(fusion: HloInstruction, value: HloInstruction) -> int:
     if root.opcode != "tuple":
         comp = fusion.parent
         users, was_root = list(fusion.users), comp.root is fusion
+        declared = fusion.shape          # what the users read; the root's layout may differ
         body.root = new_instruction(body, "tuple", Shape.tuple_of([root.shape]), [root],
                                     name="tuple")
         fusion.shape = body.root.shape
-        gte = _get_tuple_element(fusion, 0)
+        gte = _get_tuple_element(fusion, 0, declared)
         for user in users:
             user.replace_operand_with(fusion, gte)
         if was_root:
@@ -322,7 +354,8 @@ def merge_siblings(first: HloInstruction, second: HloInstruction) -> HloInstruct
         old_root.drop_operands()
         first.fused_computation.instructions.remove(old_root)
         old_root.parent = None
-    gte = _get_tuple_element(first, indices[0]) if single and second.users else None
+    gte = _get_tuple_element(first, indices[0], second.shape) if single and second.users \
+        else None
     for user in list(second.users):
         if single:
             user.replace_operand_with(second, gte)

@@ -1,5 +1,6 @@
-"""Small IR helpers shared by the passes: creating and placing instructions, ordering,
-reachability, and the kernel count of issue 3."""
+"""Small IR helpers shared by the passes: creating and placing instructions, keeping a
+declared layout when a value is replaced (`in_layout`), ordering, reachability, and
+the kernel count of issue 3."""
 from __future__ import annotations
 
 import heapq
@@ -34,6 +35,56 @@ def clone_instruction(instr: HloInstruction, comp: HloComputation,
     return new_instruction(comp, instr.opcode, instr.shape, operands, before=before,
                            name=instr.name if name is None else name, attrs=dict(instr.attrs),
                            literal=literal, parameter_number=instr.parameter_number)
+
+
+def same_bytes(have: Shape, want: Shape) -> bool:
+    """True when a value of shape `have` is stored as `want` declares: every array leaf
+    orders its dimensions of size > 1 the same way (or is empty). Layouts that differ
+    only in where size-1 dimensions go store the same bytes."""
+    have_leaves, want_leaves = have.leaves(), want.leaves()
+    return len(have_leaves) == len(want_leaves) and all(
+        h.numel == 0 or _physical_order(h) == _physical_order(w)
+        for h, w in zip(have_leaves, want_leaves) if h.is_array)
+
+
+def _physical_order(shape: Shape) -> tuple[int, ...]:
+    return tuple(d for d in shape.minor_to_major() if shape.dims[d] != 1)
+
+
+def in_layout(value: HloInstruction, shape: Shape, comp: HloComputation, *,
+              before: HloInstruction | None = None) -> HloInstruction:
+    """`value` as an instruction of `comp` stored in the layout(s) of `shape` (equal to
+    `value.shape` but for layouts): `value` itself when the bytes agree, else a `copy`
+    to `shape`'s layout (tuples: a tuple of their elements, each conformed).
+
+    For rewrites that replace an instruction I by a value V of another layout
+    (forwarding gte(tuple(v)), binding a callee's parameter, fusing a producer into a
+    fused parameter): a `bitcast` reading I means I's declared bytes, so I's users
+    must keep reading I's layout. A copy is the simplest way that is always right
+    (refusing would have to be decided by each caller, and the copy is an elementwise
+    op the loop fusions absorb); it only appears where layouts differ, which HLO from
+    JAX (default layouts nearly everywhere) seldom has.
+    """
+    if same_bytes(value.shape, shape):
+        return value
+    if not shape.is_tuple:
+        return new_instruction(comp, "copy", shape, [value], before=before)
+    elements = [in_layout(new_instruction(comp, "get-tuple-element", have, [value],
+                                          before=before, attrs={"index": i}),
+                          want, comp, before=before)
+                for i, (have, want) in enumerate(zip(value.shape.tuple_shapes,
+                                                     shape.tuple_shapes))]
+    return new_instruction(comp, "tuple", Shape.tuple_of([e.shape for e in elements]),
+                           elements, before=before)
+
+
+def replace_keeping_layout(old: HloInstruction, value: HloInstruction) -> HloInstruction:
+    """Replaces `old` (users and root) by `value` read in `old`'s layout (`in_layout`),
+    removes `old` if nothing reads it any more, and returns what took its place."""
+    comp = old.parent
+    new = in_layout(value, old.shape, comp, before=old)
+    comp.replace_instruction(old, new)
+    return new
 
 
 def copy_literal(literal):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from hlo import HloComputation, HloInstruction, HloModule
 
-from .hlo_utils import new_instruction
+from .hlo_utils import new_instruction, replace_keeping_layout, same_bytes
 from .pass_base import HloModulePass, register_pass
 
 
@@ -25,8 +25,9 @@ def _forwarded(instr: HloInstruction) -> HloInstruction | None:
         if first.opcode != "get-tuple-element":
             return None
         source = first.operands[0]
-        if len(source.shape.tuple_shapes) != len(instr.operands):
-            return None
+        if len(source.shape.tuple_shapes) != len(instr.operands) \
+                or not same_bytes(source.shape, instr.shape):
+            return None   # the tuple re-lays out an element: its users must not read t
         for i, op in enumerate(instr.operands):
             if (op.opcode != "get-tuple-element" or op.operands[0] is not source
                     or op.attrs["index"] != i):
@@ -49,7 +50,10 @@ def simplify_tuples(comp: HloComputation) -> bool:
         value = _forwarded(instr)
         if value is None:
             continue
-        comp.replace_instruction(instr, value)
+        # The forwarded value may be stored in another layout than `instr` declares
+        # (gte(tuple(x)) declared {1,0}, x {0,1}): users read it in instr's layout, via a
+        # copy where they differ, or a bitcast user would reinterpret other bytes.
+        replace_keeping_layout(instr, value)
         changed = True
     return changed
 

@@ -443,16 +443,12 @@ ENTRY e {
 """
 
 
-# Passes (not the backend) lose layouts: when a rewrite puts a value of one layout where
-# another was declared (fusing a producer into a fused parameter, inlining a call,
-# gte(tuple(x)) -> x), a bitcast reading it then reinterprets other bytes.
-PASSES_LOSE_LAYOUT = pytest.mark.xfail(
-    strict=True, reason="passes: fuse_producer / call inliner / tuple simplifier replace a "
-                        "value by one of another layout; a bitcast user then reads other bytes")
-PIPELINES_BITCAST = [None, pytest.param("default", marks=PASSES_LOSE_LAYOUT)]
+# Through the pipeline, passes put a value of one layout where another was declared
+# (fusing a producer into a fused parameter, inlining a call, gte(tuple(x)) -> x); they
+# keep the declared layout for a bitcast reading it (passes.hlo_utils.in_layout).
 
 
-@pytest.mark.parametrize("pipeline", PIPELINES_BITCAST)
+@pytest.mark.parametrize("pipeline", PIPELINES)
 def test_fusion_bitcast_reads_parameter_in_its_declared_layout(pipeline):
     """bitcast reinterprets the fused parameter's bytes as *it* declares them (row-major
     here), whatever layout the fusion's operand has."""
@@ -551,7 +547,7 @@ ENTRY e {
 """
 
 
-@pytest.mark.parametrize("pipeline", PIPELINES_BITCAST)
+@pytest.mark.parametrize("pipeline", PIPELINES)
 @pytest.mark.parametrize("text", [CALL_BITCAST, GTE_BITCAST], ids=["call", "tuple"])
 def test_bitcast_reads_boundary_value_in_declared_layout(text, pipeline):
     """A bitcast of a call parameter / a get-tuple-element declared row-major, whose value
