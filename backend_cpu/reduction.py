@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from hlo.dtypes import dtype
+
 from . import target as targets
 from .kernel_ir import KernelIR
 from .llvm_types import compute_type, is_float
@@ -299,6 +301,10 @@ def _reduce_window(kernel, instr, srcs):
     etypes = [o.shape.element_type for o in instr.operands[:n]]
     step = make_reducer(kernel, instr.to_apply, etypes)
     loop_dims = [d for d, w in enumerate(window) if w.size > 1]
+    # Padding and dilation holes must leave the accumulators as they are: a one-op
+    # reducer reads its identity there (off the accumulator's dependency chain),
+    # any other keeps the old accumulator.
+    identity = _identity(simple_reducer(instr.to_apply), etypes[0]) if n == 1 else None
 
     def gen(b, index):
         init_values = [g(b, []) for g in inits]
@@ -308,15 +314,38 @@ def _reduce_window(kernel, instr, srcs):
         def body(b, loop):
             valid, source = window_source(b, index, loop, window, in_shape.dims)
             values = [g(b, source) for g in inputs]
+            if valid is not None and identity is not None:
+                values = [b.select(valid, values[0], identity)]
             old = accs.load(b)
             new = step(b, old, values)
-            if valid is not None:       # padding and dilation holes leave the accumulators
+            if valid is not None and identity is None:
                 new = [b.select(valid, v, a) for v, a in zip(new, old)]
             accs.store(b, new)
         _loop_over(kernel, b, loop_dims, [w.size for w in window], body, "w")
         result = accs.load(b)
         return result[0] if n == 1 else result
     return gen
+
+
+def _identity(reducer: str | None, etype: str) -> ir.Constant | None:
+    """x op identity == x for every x (NaN and signed zeros included), or None."""
+    d = dtype(etype)
+    ty = compute_type(etype)
+    if reducer == "add":
+        return ir.Constant(ty, -0.0 if d.is_float else 0)
+    if reducer == "multiply":
+        return ir.Constant(ty, 1.0 if d.is_float else 1)
+    if reducer in ("and", "or") and not d.is_float:
+        return ir.Constant(ty, (1 if d.is_pred else -1) if reducer == "and" else 0)
+    if reducer in ("maximum", "minimum"):
+        if d.is_float:
+            return ir.Constant(ty, float("-inf") if reducer == "maximum" else float("inf"))
+        if d.is_pred:
+            return ir.Constant(ty, 0 if reducer == "maximum" else 1)
+        lo = -(2 ** (d.bits - 1)) if d.is_signed else 0
+        hi = 2 ** (d.bits - 1) - 1 if d.is_signed else -1      # (unsigned: all ones)
+        return ir.Constant(ty, lo if reducer == "maximum" else hi)
+    return None
 
 
 def window_source(b, index, loop: dict, window, in_dims):

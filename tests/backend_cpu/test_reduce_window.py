@@ -184,3 +184,35 @@ def test_frontend_pooling_and_cumsum():
     np.testing.assert_array_equal(mx, np.nanmax(win, axis=0).astype(np.float32))
     np.testing.assert_allclose(avg, np.nanmean(win, axis=0), rtol=2e-6, atol=1e-6)
     np.testing.assert_allclose(cs, np.cumsum(x.astype(np.float64), axis=1), rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("etype,reducer,init", [
+    ("u8", "max", "3"), ("u8", "min", "250"), ("u32", "min", "4000000000"), ("s8", "max", "-100"),
+    ("s8", "min", "100"), ("pred", "and", "true"), ("pred", "or", "false"),
+    ("s32", "and", "-1"), ("s32", "or", "0"), ("f16", "add", "1"), ("f16", "max", "-2"),
+])
+def test_padding_is_the_identity_for_every_type(etype, reducer, init):
+    """A one-op reducer reads its identity in padding: unsigned extremes, all-ones
+    masks, booleans and f16 included."""
+    body = {"max": "maximum", "min": "minimum"}.get(reducer, reducer)
+    text = f"""HloModule rw_types
+red {{
+  a = {etype}[] parameter(0)
+  b = {etype}[] parameter(1)
+  ROOT r = {etype}[] {body}(a, b)
+}}
+ENTRY e {{
+  p = {etype}[9] parameter(0)
+  i = {etype}[] constant({init})
+  ROOT w = {etype}[6] reduce-window(p, i), window={{size=4 stride=2 pad=2_3}}, to_apply=red
+}}
+"""
+    rng = np.random.default_rng(5)
+    if etype == "pred":
+        x = rng.integers(0, 2, 9).astype(bool)
+    elif etype == "f16":
+        x = rng.uniform(-3, 3, 9).astype(np.float16)
+    else:
+        info = np.iinfo(hlo.numpy_dtype(etype))
+        x = rng.integers(info.min, info.max, 9, endpoint=True).astype(hlo.numpy_dtype(etype))
+    check_against_evaluator(text, [x], f"{etype} {reducer}")
