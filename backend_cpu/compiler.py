@@ -43,8 +43,6 @@ processes.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import gc
 import hashlib
 import re
@@ -253,7 +251,6 @@ def _compile_module(module, start: float, use_disk_cache: bool = False
     jit = None
     if target.runs_on_host:     # otherwise compile and print only: nothing is JIT'd
         gemm_library.ensure_compiled(routines, use_disk_cache)
-        _check_external_symbols(ref)
         jit = disk_cache.jit_module(ref, strength_reduction=strength_reduction)
         program.link(jit.lookup)
     params = [(p.name, p.shape) for p in module.entry.parameters]
@@ -278,27 +275,6 @@ def _ensure_recursion_limit(module) -> None:
     needed = 1000 + 8 * sum(len(c.instructions) for c in module.computations)
     if sys.getrecursionlimit() < needed:
         sys.setrecursionlimit(needed)
-
-
-def _check_external_symbols(ref) -> None:
-    """Refuses to JIT calls to functions the process cannot resolve.
-
-    MCJIT would bind an unknown symbol to address 0, and the first call would
-    crash the process; a compile-time error names the function instead.
-    """
-    import llvmlite.binding as llvm
-    process = _process_symbols()
-    for fn in ref.functions:
-        if fn.is_declaration and not fn.name.startswith("llvm.") \
-                and not llvm.address_of_symbol(fn.name) and not hasattr(process, fn.name):
-            raise NotImplementedError(f"backend_cpu: kernels call {fn.name}, which is not "
-                                      f"available in this process")
-
-
-@functools.lru_cache(maxsize=None)
-def _process_symbols() -> ctypes.CDLL:
-    """The process's own symbols: what the JIT's dlsym lookup will see."""
-    return ctypes.CDLL(None)
 
 
 def _symbol(name: str) -> str:

@@ -45,7 +45,7 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
-from . import llvm_target
+from . import llvm_target, native_symbols
 from . import target as targets
 
 FORMAT = "xlapy-compiled-3"   # 3: plain data (cache_format.py) instead of pickles
@@ -291,7 +291,10 @@ def jit_module(module_ref, strength_reduction: bool = True) -> Jit:
 
 
 def jit_object(object_code: bytes) -> Jit:
-    """Loads object code into a fresh engine (no LLVM optimization or codegen)."""
+    """Loads object code into a fresh engine (no LLVM optimization or codegen), once
+    every symbol it needs resolves (native_symbols.py: an unresolved one would be
+    address zero, a crash at the first call)."""
+    native_symbols.ensure_resolvable(object_code)
     engine = llvm.create_mcjit_compiler(llvm_target.parse_and_verify(""),
                                         _engine_target_machine())
     object_file = llvm.ObjectFileRef.from_data(object_code)
