@@ -284,10 +284,10 @@ def _check_memory(params) -> None:
         if size > memory:
             raise CliError(f"parameter {p.parameter_number} (%{p.name}: {p.shape.to_text()}) "
                            f"needs {_bytes(size)}, more than this machine's "
-                           f"{_bytes(memory)} of memory")
+                           f"{_bytes(memory)} of memory: cannot allocate it")
     if total > memory:
         raise CliError(f"the {len(params)} parameters need {_bytes(total)} together, more "
-                       f"than this machine's {_bytes(memory)} of memory")
+                       f"than this machine's {_bytes(memory)} of memory: cannot allocate them")
 
 
 def _bytes(n: int) -> str:

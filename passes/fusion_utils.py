@@ -174,7 +174,7 @@ def _carry_control_edges(instr: HloInstruction, fusion: HloInstruction,
     if not moved:
         return
     instr.control_predecessors = []
-    for other in comp.instructions:
+    for other in [o for o in comp.instructions if o.control_predecessors]:
         if any(p is instr for p in other.control_predecessors):
             preds = [p for p in other.control_predecessors if p is not instr]
             if other is not fusion and not any(p is fusion for p in preds):
@@ -188,7 +188,7 @@ def control_successors(instr: HloInstruction) -> list[HloInstruction]:
     if comp is None:
         return []
     return [other for other in comp.instructions
-            if any(p is instr for p in other.control_predecessors)]
+            if other.control_predecessors and any(p is instr for p in other.control_predecessors)]
 
 
 def _move_into(instr: HloInstruction, comp: HloComputation) -> None:
