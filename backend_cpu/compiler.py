@@ -277,6 +277,13 @@ def _ensure_recursion_limit(module) -> None:
         sys.setrecursionlimit(needed)
 
 
+def _elements_touched(instr) -> int:
+    """The larger of what a kernel writes and what its largest operand holds."""
+    written = sum(leaf.numel for leaf in instr.shape.leaves())
+    read = max((leaf.numel for o in instr.operands for leaf in o.shape.leaves()), default=0)
+    return max(written, read)
+
+
 def _symbol(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", name)
 
@@ -510,9 +517,12 @@ class ProgramBuilder:
             # small it is, and there is nothing here to optimize.
             kernel.function.attributes.add("noinline")
             kernel.function.attributes.add("optnone")
-        elif sum(leaf.numel for leaf in instr.shape.leaves()) <= SMALL_KERNEL_ELEMENTS:
-            # Tiny outputs gain nothing from wide vectors and unrolling, but pay for
-            # them in compile time: optimize such kernels for size.
+        elif _elements_touched(instr) <= SMALL_KERNEL_ELEMENTS:
+            # Tiny kernels gain nothing from wide vectors and unrolling, but pay for
+            # them in compile time: optimize such kernels for size. "Tiny" counts the
+            # inputs too: a full reduction writes one element but may read millions
+            # (and under optsize LLVM vectorizes only loops it can fold the tail of,
+            # which targets without masked loads -- SSE4.2 -- cannot).
             kernel.function.attributes.add("optsize")
         # Memory traffic is the cost model: a reduction has a small output but reads a lot.
         work_bytes = sum(self.slots[s].nbytes for s in writes + reads)

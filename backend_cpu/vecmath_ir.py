@@ -113,13 +113,33 @@ class MathBuilder:
             wide = self._shaped(F64)
             a64, b64, c64 = (self.b.fpext(v, wide) for v in (a, b, c))
             return self.b.fptrunc(self.b.fadd(self.b.fmul(a64, b64), c64), self.ty)
-        p, e = self._dekker_product(a, b)
+        # Veltkamp's split needs room on both sides of the exponent range: its low
+        # halves are 2^-27 of the operand (flushed to zero below 2^-995) and its
+        # scaling by 2^27 overflows above 2^996. Far-out operands are scaled by exact
+        # powers of two first, and the product is scaled back.
+        scale_a, unscale_a = self._split_range(a)
+        scale_b, unscale_b = self._split_range(b)
+        p, e = self._dekker_product(self.b.fmul(a, scale_a), self.b.fmul(b, scale_b))
+        # One factor at a time: 2^-1200 itself is not a double.
+        p = self.b.fmul(self.b.fmul(p, unscale_a), unscale_b)
+        e = self.b.fmul(self.b.fmul(e, unscale_a), unscale_b)
         s, err = self.two_sum(p, c)
         return self.b.fadd(s, self.b.fadd(err, e))
 
+    def _split_range(self, x):
+        """(2^k, 2^-k): k = 600 for |x| < 2^-500, -600 for |x| > 2^900, else 0."""
+        ax = self.fabs(x)
+        tiny = self.cmp("<", ax, self.const(2.0 ** -500))
+        huge = self.cmp(">", ax, self.const(2.0 ** 900))
+        up = self.b.select(tiny, self.const(2.0 ** 600),
+                           self.b.select(huge, self.const(2.0 ** -600), self.const(1.0)))
+        down = self.b.select(tiny, self.const(2.0 ** -600),
+                             self.b.select(huge, self.const(2.0 ** 600), self.const(1.0)))
+        return up, down
+
     def _dekker_product(self, a, b):
         """(p, e): p = fl(a * b), a * b = p + e exactly, without an FMA (Veltkamp's split
-        into 26-bit halves; |a|, |b| below 2^996)."""
+        into 26-bit halves; for |a|, |b| within [2^-995, 2^996])."""
         def split(x):
             t = self.b.fmul(x, self.const(134217729.0))        # 2^27 + 1
             hi = self.b.fsub(t, self.b.fsub(t, x))
