@@ -351,6 +351,22 @@ class ProgramBuilder:
             self._constants[id(instr)] = self._new_slot("constant", shape, array=array)
         return self._constants[id(instr)]
 
+    def _tuple_constant(self, instr) -> list[int]:
+        """A tuple-shaped constant: one constant slot per leaf, in the leaves' order."""
+        if instr.literal is None:
+            raise NotImplementedError(f"backend_cpu: constant {instr.name} has no literal")
+
+        def flat(value):
+            if isinstance(value, (tuple, list)) and not isinstance(value, np.ndarray):
+                return [leaf for item in value for leaf in flat(item)]
+            return [value]
+        slots = []
+        for value, shape in zip(flat(instr.literal), instr.shape.leaves()):
+            literal = np.asarray(value, numpy_dtype(shape.element_type)).reshape(shape.dims)
+            slots.append(self._new_slot("constant", shape,
+                                        array=np.ascontiguousarray(to_physical(literal, shape))))
+        return slots
+
     # --- the walk ------------------------------------------------------------------------------
     def build(self) -> Program:
         declared = [leaf for p in self.comp.parameters for leaf in p.shape.leaves()]
@@ -377,6 +393,8 @@ class ProgramBuilder:
         op = instr.opcode
         operands = [self.value[o] for o in instr.operands]
         if op == "constant":
+            if instr.shape.is_tuple:
+                return self._tuple_constant(instr)
             return [self.constant_slot(instr)]
         if op == "tuple":
             have = [leaf for o in instr.operands for leaf in o.shape.leaves()]

@@ -239,10 +239,26 @@ class HloComputation:
 
     def replace_instruction(self, old: HloInstruction, new: HloInstruction) -> None:
         """Every use of `old` (and the root, if it is) becomes `new`; `old` is removed
-        once nothing reads it."""
+        once nothing reads it. Its control edges move to `new` (what had to run before
+        `old` runs before `new`, what had to wait for `old` waits for `new`), except an
+        edge that would close a cycle, whose order the data flow already fixes."""
         old.replace_all_uses_with(new)
         if not old.users and not old.is_root and old.parent is self:
+            self._move_control_edges(old, new)
             self.remove_instruction(old)
+
+    def _move_control_edges(self, old: HloInstruction, new: HloInstruction) -> None:
+        successors = [i for i in self.instructions if old in i.control_predecessors]
+        if not successors and not old.control_predecessors:
+            return
+        for before in old.control_predecessors:
+            if before is not new and before not in new.control_predecessors \
+                    and not _depends_on(before, new):
+                new.control_predecessors.append(before)
+        for after in successors:
+            if after is not new and new not in after.control_predecessors \
+                    and not _depends_on(new, after):
+                after.control_predecessors.append(new)
 
     # --- queries ----------------------------------------------------------------
     @property
@@ -369,6 +385,22 @@ class HloModule:
 
     def __repr__(self) -> str:
         return f"<HloModule {self.name}: {len(self.computations)} computations>"
+
+
+def _depends_on(a: HloInstruction, b: HloInstruction) -> bool:
+    """True if `a` must run after `b`: `b` is reachable from `a` through operands and
+    control predecessors."""
+    seen, stack = set(), [a]
+    while stack:
+        x = stack.pop()
+        if x is b:
+            return True
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        stack.extend(x.operands)
+        stack.extend(x.control_predecessors)
+    return False
 
 
 def callees_first(roots: Iterable[HloComputation]) -> list[HloComputation]:

@@ -242,3 +242,26 @@ def test_deep_fused_chains_compile():
     thread.start()
     thread.join()
     np.testing.assert_array_equal(results[0], np.arange(16, dtype=np.float32))
+
+
+@pytest.mark.parametrize("pipeline", [None, "default"])
+def test_tuple_shaped_constants_compile_without_passes_too(pipeline):
+    """A tuple constant is one constant slot per leaf (no pipeline used to raise
+    KeyError 'tuple' in the compiler)."""
+    module = hlo.parse_module("""HloModule tuple_constant
+ENTRY e {
+  x = f32[2] parameter(0)
+  c = ((f32[2], s32[]), pred[3]) constant((({1, 2}, 3), {1, 0, 1}))
+  t = (f32[2], s32[]) get-tuple-element(c), index=0
+  g = f32[2] get-tuple-element(t), index=0
+  i = s32[] get-tuple-element(t), index=1
+  p = pred[3] get-tuple-element(c), index=1
+  a = f32[2] add(g, x)
+  ROOT r = (f32[2], s32[], pred[3], (f32[2], s32[])) tuple(a, i, p, t)
+}""")
+    x = np.float32([10, 20])
+    got = backend_cpu.compile(module, backend_cpu.CompileOptions(pipeline=pipeline)).run(x)
+    expected = hlo.evaluate(module, [x])          # tuple results flattened, as run's
+    assert len(got) == len(expected) == 5
+    for a, e in zip(got, expected):
+        np.testing.assert_array_equal(a, np.asarray(e))
