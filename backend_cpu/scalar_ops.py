@@ -361,10 +361,14 @@ def _f64_to_f16(b, x):
 
 
 def emit_bitcast_convert(b, x, src: str, dst: str) -> ir.Value:
+    # pred is a byte in memory (0 or 1) and i1 in registers: to a byte type it is that
+    # byte; a byte read as pred is true when nonzero, as loading a stored pred is.
+    if is_pred(src) and not is_pred(dst) and bits(dst) == 8:
+        return b.zext(x, like(x.type, compute_type(dst)))
+    if is_pred(dst) and not is_pred(src) and bits(src) == 8:
+        return b.icmp_unsigned("!=", x, ir.Constant(x.type, None))
     if bits(src) != bits(dst):
         raise NotImplementedError("backend_cpu: bitcast-convert between different widths")
-    if is_pred(src) or is_pred(dst):
-        raise NotImplementedError("backend_cpu: bitcast-convert of pred")
     return b.bitcast(x, like(x.type, compute_type(dst)))
 
 

@@ -265,3 +265,22 @@ ENTRY e {
     assert len(got) == len(expected) == 5
     for a, e in zip(got, expected):
         np.testing.assert_array_equal(a, np.asarray(e))
+
+
+@pytest.mark.parametrize("src,dst,values", [
+    ("pred", "u8", [True, False, True, True]), ("pred", "s8", [False, True, False, True]),
+    ("u8", "pred", [0, 1, 2, 255]), ("s8", "pred", [0, -1, 2, -128])])
+def test_bitcast_convert_of_pred_and_bytes(src, dst, values):
+    """pred is one byte: to u8/s8 it is 0 or 1; a byte read as pred is true when nonzero."""
+    module = hlo.parse_module(f"""HloModule bitcast_pred
+ENTRY e {{
+  x = {src}[4] parameter(0)
+  y = {dst}[4] bitcast-convert(x)
+  ROOT t = ({dst}[4], {dst}[4]) tuple(y, {dst}[4] bitcast-convert(x))
+}}""".replace(f"{dst}[4] bitcast-convert(x))", "y)"))
+    x = np.array(values, hlo.numpy_dtype(src))
+    expected = hlo.evaluate(module, [x])
+    for pipeline in (None, "default"):
+        got = backend_cpu.compile(module, backend_cpu.CompileOptions(pipeline=pipeline)).run(x)
+        for a, e in zip(got, expected):
+            np.testing.assert_array_equal(a, np.asarray(e))
