@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from hlo.shape import Shape
+from ..hlo.shape import Shape
 
 from .kernel_ir import KernelIR, delinearize, linearize
 from .llvm_types import compute_type, element_bytes

@@ -57,9 +57,9 @@ from typing import Callable
 import llvmlite.ir as ir
 import numpy as np
 
-import runtime
-from hlo import HloInstruction
-from hlo.dtypes import numpy_dtype
+from .. import runtime
+from ..hlo import HloInstruction
+from ..hlo.dtypes import numpy_dtype
 
 from . import disk_cache, gemm_library, inter_op, ir_policy, kernels, llvm_target, sort_thunk
 from . import target as targets
@@ -215,10 +215,10 @@ def _run_pipeline(module, text: str, pipeline, copy=None):
     if copy is not None:
         module = copy()                  # passes mutate: work on a copy
     else:
-        from hlo import parse_module
+        from ..hlo import parse_module
         module = parse_module(text)
     if pipeline == "default":
-        from passes import cpu_pipeline
+        from ..passes import cpu_pipeline
         cpu_pipeline().run(module)
     elif callable(pipeline):
         pipeline(module)
@@ -275,13 +275,6 @@ def _ensure_recursion_limit(module) -> None:
     needed = 1000 + 8 * sum(len(c.instructions) for c in module.computations)
     if sys.getrecursionlimit() < needed:
         sys.setrecursionlimit(needed)
-
-
-def _elements_touched(instr) -> int:
-    """The larger of what a kernel writes and what its largest operand holds."""
-    written = sum(leaf.numel for leaf in instr.shape.leaves())
-    read = max((leaf.numel for o in instr.operands for leaf in o.shape.leaves()), default=0)
-    return max(written, read)
 
 
 def _symbol(name: str) -> str:
@@ -535,12 +528,10 @@ class ProgramBuilder:
             # small it is, and there is nothing here to optimize.
             kernel.function.attributes.add("noinline")
             kernel.function.attributes.add("optnone")
-        elif _elements_touched(instr) <= SMALL_KERNEL_ELEMENTS:
-            # Tiny kernels gain nothing from wide vectors and unrolling, but pay for
-            # them in compile time: optimize such kernels for size. "Tiny" counts the
-            # inputs too: a full reduction writes one element but may read millions
-            # (and under optsize LLVM vectorizes only loops it can fold the tail of,
-            # which targets without masked loads -- SSE4.2 -- cannot).
+        elif sum(leaf.numel for leaf in instr.shape.leaves()) <= SMALL_KERNEL_ELEMENTS:
+            # Tiny outputs gain nothing from wide vectors and unrolling, but pay for
+            # them in compile time: optimize such kernels for size. (A full reduction
+            # is one of them: its float sums are blocked for this, reduction.py.)
             kernel.function.attributes.add("optsize")
         # Memory traffic is the cost model: a reduction has a small output but reads a lot.
         work_bytes = sum(self.slots[s].nbytes for s in writes + reads)

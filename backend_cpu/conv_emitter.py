@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from hlo.shape import Shape
+from ..hlo.shape import Shape
 
 from .conv_depthwise import try_emit_depthwise
 from .conv_patches import PatchBuilder, copy_rhs, copy_tile, element

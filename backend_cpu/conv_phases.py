@@ -23,8 +23,8 @@ import itertools
 from dataclasses import dataclass, replace
 from math import ceil
 
-from hlo.ir import Window, WindowDim
-from hlo.shape import Shape
+from ..hlo.ir import Window, WindowDim
+from ..hlo.shape import Shape
 
 from .conv_plan import parse_dim_labels
 from .dot_emitter import View

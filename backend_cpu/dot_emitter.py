@@ -164,7 +164,7 @@ def run_units(kernel, cuts: list[int], scratch_bytes: int, body, pass_unit: bool
 
 def _aligned_scratch(kernel, nbytes: int) -> ir.Value:
     """A pointer to `nbytes` of this kernel's scratch slot, rounded up to 64 bytes."""
-    from hlo.shape import Shape
+    from ..hlo.shape import Shape
     from .gemm_packing import ALIGN
     slot = kernel.scratch_slot(Shape("u8", (nbytes + ALIGN,)))
     e, pointer = kernel.entry, kernel.slot_pointer(slot)
@@ -178,5 +178,5 @@ def _offset(b, pointer, elements, etype):
 
 
 def _threads() -> int:
-    import runtime
+    from .. import runtime
     return runtime.get_options().intra_op_threads

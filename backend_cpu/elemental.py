@@ -19,7 +19,7 @@ from typing import Callable
 
 import llvmlite.ir as ir
 
-from hlo.shape import Shape
+from ..hlo.shape import Shape
 
 from . import contraction, reduction
 from .kernel_ir import KernelIR, delinearize, linearize

@@ -19,8 +19,8 @@ import ctypes
 
 import numpy as np
 
-import runtime
-from hlo.dtypes import numpy_dtype
+from .. import runtime
+from ..hlo.dtypes import numpy_dtype
 
 from . import inter_op
 from .buffer_assignment import Slot

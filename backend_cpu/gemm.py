@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from hlo.dtypes import DTYPES
+from ..hlo.dtypes import DTYPES
 from .gemm_gemv import emit_gemv
 from .gemm_ir import (I64, PTR, VOID, Arith, GemmSpec, const,
                       element_ptr, entry_alloca, for_range, imin, storage_type)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from hlo.dtypes import dtype as hlo_dtype
+from ..hlo.dtypes import dtype as hlo_dtype
 
 I1 = ir.IntType(1)
 I32 = ir.IntType(32)

@@ -28,7 +28,7 @@ import functools
 import os
 from dataclasses import dataclass
 
-import runtime
+from .. import runtime
 
 from .thunks import CopyThunk, KernelThunk
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from hlo.dtypes import dtype
+from ..hlo.dtypes import dtype
 
 from . import target as targets
 from .kernel_ir import KernelIR

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from hlo.shape import Shape
+from ..hlo.shape import Shape
 
 from . import streaming
 from .hoisting import make_hoister

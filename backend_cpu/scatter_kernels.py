@@ -42,7 +42,7 @@ from itertools import product
 
 import llvmlite.ir as ir
 
-from hlo.shape import Shape
+from ..hlo.shape import Shape
 
 from .elemental import apply_computation, in_range, index_to_i64
 from .kernel_ir import linearize

@@ -42,10 +42,10 @@ import sys
 
 import numpy as np
 
-import runtime
-from hlo.dtypes import numpy_dtype
-from hlo.eval_sort import sort_order
-from hlo.evaluator import EvalContext, evaluate_instruction
+from .. import runtime
+from ..hlo.dtypes import numpy_dtype
+from ..hlo.eval_sort import sort_order
+from ..hlo.evaluator import EvalContext, evaluate_instruction
 
 from .executable import physical_dims
 from .thunks import array_at

@@ -23,7 +23,7 @@ strictly less (which keeps equal elements in order: stable).
 """
 from __future__ import annotations
 
-from hlo.shape import Shape
+from ..hlo.shape import Shape
 
 from .llvm_types import I1, I64
 from .loops import for_range, i64

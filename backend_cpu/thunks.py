@@ -16,7 +16,7 @@ import ctypes
 
 import numpy as np
 
-import runtime
+from .. import runtime
 
 # Below this many bytes read and written a kernel runs as one partition on the caller.
 PARALLEL_MIN_BYTES = 128 * 1024

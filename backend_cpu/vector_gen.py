@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from hlo.dtypes import dtype
+from ..hlo.dtypes import dtype
 
 from . import target as targets
 from .elemental import memo_key, nondegenerate_dims

@@ -86,7 +86,7 @@ def timed_ms(fn, repeat: int, inner: int = 1, warmup: int = 1) -> Timing:
 def host_line() -> str:
     """The machine and the target xlapy compiles for: "host: Intel(R) Xeon(R) ...
     (rocketlake, avx512); xlapy target: avx2 (rocketlake, 256-bit vectors)"."""
-    from backend_cpu import target as targets
+    from xlapy.backend_cpu import target as targets
     model = "unknown CPU"
     try:
         with open("/proc/cpuinfo") as f:

@@ -156,8 +156,8 @@ def shrink(case: Case) -> Case:
 
 
 def run_case(case: Case, repeat: int, jax) -> bool:
-    import backend_cpu
-    import hlo
+    from xlapy import backend_cpu
+    from xlapy import hlo
     rng = np.random.default_rng(0)
     x = rng.standard_normal(case.lhs, dtype=np.float32)
     w = rng.standard_normal(case.rhs, dtype=np.float32)

@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from llvmlite import ir  # noqa: E402
 
-from backend_cpu import gemm_library, llvm_target  # noqa: E402
-from benchmarks._common import host_line  # noqa: E402
-from backend_cpu.gemm import (emit_gemm, gemm_partitions, gemm_row_split,  # noqa: E402
+from xlapy.backend_cpu import gemm_library, llvm_target  # noqa: E402
+from _common import host_line  # noqa: E402
+from xlapy.backend_cpu.gemm import (emit_gemm, gemm_partitions, gemm_row_split,  # noqa: E402
                               gemm_scratch_bytes)
 
 # 2 Zen 5 cores x 2 FMA pipes x 16 f32 lanes x 2 flops x ~4 GHz (issue 9's figure).

@@ -192,9 +192,9 @@ def check(label: str, got, expected) -> None:
 
 
 def xlapy_ms(row: Row, text: str, inputs, expected, threads: int, repeat: int):
-    import backend_cpu
-    import hlo
-    import runtime
+    from xlapy import backend_cpu
+    from xlapy import hlo
+    from xlapy import runtime
     previous = runtime.get_options().intra_op_threads
     runtime.configure(intra_op_threads=threads)
     try:             # partitions are fixed when the executable links: compile per count

@@ -21,9 +21,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import runtime  # noqa: E402
-from benchmarks._common import host_line  # noqa: E402
-from runtime import LaunchDims, Stream, ThreadPool, launch, make_buffer_table  # noqa: E402
+from xlapy import runtime  # noqa: E402
+from _common import host_line  # noqa: E402
+from xlapy.runtime import LaunchDims, Stream, ThreadPool, launch, make_buffer_table  # noqa: E402
 from tests.runtime.llvm_kernels import (add_one_kernel, iterate_fma_kernel,  # noqa: E402
                                         iterate_fma_reference)
 

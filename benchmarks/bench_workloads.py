@@ -161,8 +161,8 @@ _CHILD = """
 import sys, time
 sys.path.insert(0, {root!r})
 import numpy as np
-import backend_cpu  # noqa: F401  (imports are process start-up, not compile time)
-from frontend import jit_compile, ops
+from xlapy import backend_cpu  # noqa: F401  (imports are process start-up, not compile time)
+from xlapy.frontend import jit_compile, ops
 x = np.zeros({shape!r}, np.float32)
 f = jit_compile(lambda x: ops.softmax(x, axis=-1), name="softmax_disk_cache")
 cpu, start = time.thread_time(), time.perf_counter()
@@ -219,7 +219,7 @@ class Bench:
     """Holds the options, the libraries and the results of one run."""
 
     def __init__(self, args, jax, jnp):
-        from frontend import jit_compile, ops
+        from xlapy.frontend import jit_compile, ops
         self.args, self.jax, self.jnp = args, jax, jnp
         self.jit_compile, self.ops_fns = jit_compile, xlapy_functions(ops)
         self.rng = np.random.default_rng(0)

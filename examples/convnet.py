@@ -7,14 +7,9 @@ against the interpreter (the numpy reference evaluator).
 """
 from __future__ import annotations
 
-import os
-import sys
-
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from frontend import jit_compile, ops  # noqa: E402
+from xlapy.frontend import jit_compile, ops
 
 
 def init_params(rng, channels: int = 3, classes: int = 10):

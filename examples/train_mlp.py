@@ -15,14 +15,9 @@ steps and the final accuracy.
 """
 from __future__ import annotations
 
-import os
-import sys
-
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from frontend import jit_compile, ops, value_and_grad  # noqa: E402
+from xlapy.frontend import jit_compile, ops, value_and_grad
 
 
 def make_dataset(rng, n: int = 1024, dim: int = 16, classes: int = 4):

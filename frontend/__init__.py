@@ -1,6 +1,6 @@
 """frontend: tf2xla-style op kernels, tracing and the jit_compile decorator.
 
-    from frontend import jit_compile, ops
+    from xlapy.frontend import jit_compile, ops
 
     @jit_compile
     def predict(x, w, b):

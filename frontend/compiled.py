@@ -19,7 +19,7 @@ def check_pipeline(pipeline) -> None:
     if pipeline in _NO_PASSES or pipeline == "default":
         return
     if isinstance(pipeline, str):
-        from passes import PassError, named_pipeline
+        from ..passes import PassError, named_pipeline
         try:
             named_pipeline(pipeline)
         except PassError as e:
@@ -36,18 +36,18 @@ def _pipeline_callable(pipeline):
     if pipeline == "default":
         return "default"
     if isinstance(pipeline, str):
-        from passes import named_pipeline
+        from ..passes import named_pipeline
         return named_pipeline(pipeline)
     return pipeline
 
 
 def _run_pipeline(module, pipeline):
     """A copy of `module` after `pipeline` (for the interpreter backend)."""
-    from hlo import parse_module
+    from ..hlo import parse_module
     copy = parse_module(module.to_text())
     p = _pipeline_callable(pipeline)
     if p == "default":
-        from passes import cpu_pipeline
+        from ..passes import cpu_pipeline
         p = cpu_pipeline()
     if p is not None:
         p.run(copy) if hasattr(p, "run") else p(copy)
@@ -84,7 +84,7 @@ class Compiled:
         if self._executable is not None:
             results = self._executable.run(*arrays)
         else:
-            from hlo import evaluate
+            from ..hlo import evaluate
             results = evaluate(self._optimized, arrays)
         return pytree.unflatten(self.lowered.out_tree, list(results))
 
@@ -94,7 +94,7 @@ class Compiled:
 
     def as_hlo_module(self):
         if self._optimized is None:
-            from hlo import parse_module
+            from ..hlo import parse_module
             self._optimized = parse_module(self._optimized_text)
         return self._optimized
 
@@ -128,7 +128,7 @@ def _plain_avals(sig):
 
 
 def _compile_cpu(lowered, pipeline, intra_op_threads, max_isa=None):
-    import backend_cpu
+    from .. import backend_cpu
     import dataclasses
     fields = {f.name for f in dataclasses.fields(backend_cpu.CompileOptions)}
     options = {"pipeline": _pipeline_callable(pipeline), "max_isa": max_isa}
@@ -147,7 +147,7 @@ def _compile_cpu(lowered, pipeline, intra_op_threads, max_isa=None):
     # The backend fixes each kernel's work units and partition count from the
     # runtime's options: compile and link under the requested count (the backend's
     # caches key on it).
-    import runtime
+    from .. import runtime
     previous = runtime.get_options().intra_op_threads
     runtime.configure(intra_op_threads=intra_op_threads)
     try:

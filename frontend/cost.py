@@ -17,7 +17,7 @@ Counted the way XLA's HloCostAnalysis counts, on the optimized module:
 """
 from __future__ import annotations
 
-from hlo import OPCODES
+from ..hlo import OPCODES
 
 TRANSCENDENTAL = frozenset({
     "exponential", "exponential-minus-one", "log", "log-plus-one", "tanh", "logistic",

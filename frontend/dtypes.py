@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlo.dtypes import DTYPES, from_numpy
+from ..hlo.dtypes import DTYPES, from_numpy
 
 DEFAULT_FLOAT = np.dtype(np.float32)
 DEFAULT_INT = np.dtype(np.int32)

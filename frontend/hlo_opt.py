@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-import hlo
-import passes
-from passes.graphviz import to_dot
-from passes.hlo_utils import count_kernels
+from .. import hlo
+from .. import passes
+from ..passes.graphviz import to_dot
+from ..passes.hlo_utils import count_kernels
 
 
 class CliError(Exception):
@@ -157,8 +157,8 @@ def _emit(kind: str, module: hlo.HloModule, args) -> str:
 
 def _compile(module: hlo.HloModule, args):
     _check_constants(module)
-    import backend_cpu
-    from backend_cpu.target import TargetError
+    from .. import backend_cpu
+    from ..backend_cpu.target import TargetError
     try:
         options = backend_cpu.CompileOptions(max_isa=args.max_isa, cpu=args.cpu,
                                              triple=args.target_triple)

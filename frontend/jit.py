@@ -64,7 +64,7 @@ class JitFunction:
         self.pipeline = pipeline
         self.intra_op_threads = intra_op_threads
         if max_isa is not None:
-            from backend_cpu.target import resolve
+            from ..backend_cpu.target import resolve
             resolve(max_isa=max_isa)          # an unknown level fails here, clearly
         self.max_isa = max_isa
         self.backend = backend
@@ -170,7 +170,7 @@ class Lowered:
 
     def evaluate(self, *args, **kwargs):
         """Runs the unoptimized module on the reference evaluator (numpy in, numpy out)."""
-        from hlo import evaluate
+        from ..hlo import evaluate
         arrays = self.check_call(args, kwargs)
         return pytree.unflatten(self.out_tree, evaluate(self.module, arrays))
 

@@ -9,7 +9,7 @@ trace time).
 """
 from __future__ import annotations
 
-from hlo import HloBuilder, Shape
+from ..hlo import HloBuilder, Shape
 
 from . import dtypes, registry
 from .trace import Graph, describe_error

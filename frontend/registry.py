@@ -27,7 +27,7 @@ import difflib
 
 import numpy as np
 
-from hlo import HloBuilder, Shape
+from ..hlo import HloBuilder, Shape
 
 from . import dtypes
 

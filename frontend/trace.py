@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hlo import ShapeError
+from ..hlo import ShapeError
 
 from . import registry
 from .tensor import Tensor

@@ -2,7 +2,7 @@
 
 Importing the package registers every pass by name (see `pass_base`):
 
-    from passes import make_pass, pipeline_from_text, cpu_pipeline
+    from xlapy.passes import make_pass, pipeline_from_text, cpu_pipeline
     cpu_pipeline().run(module)
 """
 from .pass_base import (PASS_REGISTRY, HloModulePass, HloPassFix, HloPassPipeline, PassError,

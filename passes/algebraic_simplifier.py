@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from hlo import OPCODES, HloComputation, HloInstruction, HloModule, Shape, numpy_dtype
+from ..hlo import OPCODES, HloComputation, HloInstruction, HloModule, Shape, numpy_dtype
 
 from .hlo_utils import new_instruction
 from .pass_base import HloModulePass, register_pass

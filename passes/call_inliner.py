@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from hlo import HloComputation, HloInstruction, HloModule
+from ..hlo import HloComputation, HloInstruction, HloModule
 
 from .hlo_utils import clone_instruction, in_layout, move_before
 from .pass_base import HloModulePass, register_pass

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlo import EvaluationError, HloComputation, HloInstruction, HloModule, numpy_dtype
-from hlo.evaluator import evaluate_instruction
+from ..hlo import EvaluationError, HloComputation, HloInstruction, HloModule, numpy_dtype
+from ..hlo.evaluator import evaluate_instruction
 
 from .hlo_utils import new_instruction
 from .pass_base import HloModulePass, register_pass

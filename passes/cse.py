@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from hlo import HloComputation, HloInstruction, HloModule
+from ..hlo import HloComputation, HloInstruction, HloModule
 
 from .pass_base import HloModulePass, register_pass
 

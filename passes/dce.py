@@ -1,7 +1,7 @@
 """Dead code elimination."""
 from __future__ import annotations
 
-from hlo import HloComputation, HloModule
+from ..hlo import HloComputation, HloModule
 
 from .pass_base import HloModulePass, register_pass
 

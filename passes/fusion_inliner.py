@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from hlo import HloInstruction, HloModule
+from ..hlo import HloInstruction, HloModule
 
 from .call_inliner import inline_call
 from .fusion_utils import fusion_kind

@@ -68,7 +68,7 @@ which case it is cloned.
 """
 from __future__ import annotations
 
-from hlo import HloComputation, HloInstruction, RawAttr, Shape
+from ..hlo import HloComputation, HloInstruction, RawAttr, Shape
 
 from .hlo_utils import add_computation_before, clone_instruction, in_layout, new_instruction, \
     sort_topologically

@@ -11,7 +11,7 @@ constants are left out to keep pictures readable.
 """
 from __future__ import annotations
 
-from hlo import HloComputation, HloInstruction, HloModule
+from ..hlo import HloComputation, HloInstruction, HloModule
 
 from .fusion_utils import fusion_kind
 

@@ -8,7 +8,7 @@ from typing import Iterable
 
 import numpy as np
 
-from hlo import HloComputation, HloInstruction, HloModule, Shape
+from ..hlo import HloComputation, HloInstruction, HloModule, Shape
 
 # Top-level instructions that launch no kernel (see `count_kernels`): issue 3's list,
 # plus opt-barrier, which only orders scheduling and aliases its operand (XLA's CPU

@@ -1,7 +1,7 @@
 """Horizontal fusion: independent loop kernels become one kernel launch."""
 from __future__ import annotations
 
-from hlo import HloComputation, HloInstruction, HloModule
+from ..hlo import HloComputation, HloInstruction, HloModule
 
 from .fusion_utils import LOOP, create_fusion, fusion_kind, merge_siblings, outputs
 from .hlo_utils import Reachability

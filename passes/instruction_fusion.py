@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hlo import HloComputation, HloInstruction, HloModule
+from ..hlo import HloComputation, HloInstruction, HloModule
 
 from .fusion_utils import INPUT, LOOP, control_successors, create_fusion, fuse_producer, \
     fusion_kind

@@ -1,7 +1,7 @@
 """Multi-output fusion: one kernel computes several results from one pass over the data."""
 from __future__ import annotations
 
-from hlo import HloComputation, HloInstruction, HloModule
+from ..hlo import HloComputation, HloInstruction, HloModule
 
 from .fusion_utils import fuse_producer, fusion_kind, merge_siblings, outputs
 from .hlo_utils import Reachability

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from hlo import HloModule, print_module, verify
+from ..hlo import HloModule, print_module, verify
 
 
 class PassError(Exception):
@@ -165,4 +165,4 @@ def pipeline_from_text(text: str, name: str = "custom", **options) -> HloPassPip
 
 def _load_all() -> None:
     # Importing the package imports every pass module, which registers them.
-    import passes  # noqa: F401
+    from .. import passes  # noqa: F401

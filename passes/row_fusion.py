@@ -28,7 +28,7 @@ nothing is computed twice; the fusion must contain at least one reduce.
 """
 from __future__ import annotations
 
-from hlo import HloInstruction, HloModule
+from ..hlo import HloInstruction, HloModule
 
 from .fusion_utils import ROW, control_successors, create_fusion, fuse_producer
 from .instruction_fusion import fusible_computations

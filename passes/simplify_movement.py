@@ -5,7 +5,7 @@ reduce rules keep the exact sequence of reducer applications.
 """
 from __future__ import annotations
 
-from hlo import HloInstruction, Shape, SliceDim
+from ..hlo import HloInstruction, Shape, SliceDim
 
 from .algebraic_simplifier import can_forward, make, rule
 from .hlo_utils import new_instruction

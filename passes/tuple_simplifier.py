@@ -1,7 +1,7 @@
 """Tuple simplification: forwards values through tuple / get-tuple-element pairs."""
 from __future__ import annotations
 
-from hlo import HloComputation, HloInstruction, HloModule
+from ..hlo import HloComputation, HloInstruction, HloModule
 
 from .hlo_utils import new_instruction, replace_keeping_layout, same_bytes
 from .pass_base import HloModulePass, register_pass

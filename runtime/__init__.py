@@ -20,15 +20,15 @@ Environment variables (read once, on first use; `configure()` overrides them in-
     XLAPY_ALLOCATOR_CACHE_BYTES  bound on freed memory kept for reuse (default: 1 GiB
                                  or a quarter of RAM; accepts 512M, 2G; 0 = no cache)
 """
-from runtime.allocator import (CachingAllocator, Lease, default_allocator, empty,
+from .allocator import (CachingAllocator, Lease, default_allocator, empty,
                                empty_with_address)
-from runtime.config import RuntimeOptions, configure, get_options
-from runtime.executor import (DeviceDescription, Platform, StreamExecutor, describe_host,
+from .config import RuntimeOptions, configure, get_options
+from .executor import (DeviceDescription, Platform, StreamExecutor, describe_host,
                               get_platform)
-from runtime.kernel import KERNEL_SIGNATURE, Kernel, LaunchDims, launch, make_buffer_table
-from runtime.memory import DeviceMemory
-from runtime.stream import Event, Stream
-from runtime.thread_pool import ThreadPool, default_thread_pool, inter_op_thread_pool
+from .kernel import KERNEL_SIGNATURE, Kernel, LaunchDims, launch, make_buffer_table
+from .memory import DeviceMemory
+from .stream import Event, Stream
+from .thread_pool import ThreadPool, default_thread_pool, inter_op_thread_pool
 
 __all__ = [
     "CachingAllocator", "DeviceDescription", "DeviceMemory", "Event", "KERNEL_SIGNATURE",

@@ -35,7 +35,7 @@ import threading
 
 import numpy as np
 
-from runtime import config
+from . import config
 
 PAGE_SIZE = mmap.PAGESIZE
 MIN_ALIGNMENT = 64

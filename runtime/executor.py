@@ -14,10 +14,10 @@ import weakref
 
 import numpy as np
 
-from runtime import config
-from runtime.allocator import MIN_ALIGNMENT, CachingAllocator, default_allocator
-from runtime.memory import DeviceMemory, copy_bytes
-from runtime.stream import Stream
+from . import config
+from .allocator import MIN_ALIGNMENT, CachingAllocator, default_allocator
+from .memory import DeviceMemory, copy_bytes
+from .stream import Stream
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ctypes
 
-from runtime.thread_pool import ThreadPool, default_thread_pool
+from .thread_pool import ThreadPool, default_thread_pool
 
 # ctypes drops the GIL for the duration of a foreign call, which is what lets
 # several partitions (and several streams) run native code at the same time.

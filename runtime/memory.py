@@ -13,7 +13,7 @@ import ctypes
 
 import numpy as np
 
-from runtime.thread_pool import default_thread_pool
+from .thread_pool import default_thread_pool
 
 
 class DeviceMemory:

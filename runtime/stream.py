@@ -31,9 +31,9 @@ from __future__ import annotations
 import collections
 import threading
 
-from runtime.kernel import Kernel, LaunchDims, launch
-from runtime.memory import address_of, copy_bytes
-from runtime.thread_pool import ThreadPool, inter_op_thread_pool
+from .kernel import Kernel, LaunchDims, launch
+from .memory import address_of, copy_bytes
+from .thread_pool import ThreadPool, inter_op_thread_pool
 
 _IDLE, _SCHEDULED, _RUNNING, _BLOCKED = "idle", "scheduled", "running", "blocked"
 # Work item kinds: (_WORK, fn, args) | (_RECORD, signal) | (_SYNC, signal) | (_WAIT, signal)

@@ -26,7 +26,7 @@ import threading
 import traceback
 import weakref
 
-from runtime import config
+from . import config
 
 
 class _ParallelJob:

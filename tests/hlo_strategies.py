@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 from hypothesis import strategies as st
 
-from hlo import numpy_dtype
+from xlapy.hlo import numpy_dtype
 
 FLOAT_TYPES = ("f16", "bf16", "f32", "f64")
 SIGNED_TYPES = ("s8", "s16", "s32", "s64")

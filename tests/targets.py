@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-import backend_cpu
-from backend_cpu import target as targets
+from xlapy import backend_cpu
+from xlapy.backend_cpu import target as targets
 
 ISA_LEVELS = targets.ISA_LEVELS
 

@@ -1,6 +1,6 @@
 """frontend.autodiff: reverse-mode automatic differentiation of traced functions.
 
-    from frontend import grad, value_and_grad, register_gradient
+    from xlapy.frontend import grad, value_and_grad, register_gradient
 
 A TensorFlow-style gradient registry (`register_gradient`) maps op names to
 functions that build each op's gradient with frontend ops; `backprop.vjp`

@@ -16,8 +16,8 @@ are an error naming the op.
 """
 from __future__ import annotations
 
-from hlo import Shape
-from hlo.builder import make_window
+from ...hlo import Shape
+from ...hlo.builder import make_window
 
 from ..kernels.common import full, normalize_axis, require_float
 from ..kernels.conv import spatial_pair, spatial_padding

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlo import Shape
+from ...hlo import Shape
 
 FLOAT_TYPES = ("f16", "bf16", "f32", "f64")
 

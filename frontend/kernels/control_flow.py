@@ -18,7 +18,7 @@ range, as HLO dynamic-slice is).
 """
 from __future__ import annotations
 
-from hlo import Shape
+from ...hlo import Shape
 
 from .. import registry
 from ..registry import XlaOpKernel, register_xla_op

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from hlo.builder import make_window
+from ...hlo.builder import make_window
 
 from ..registry import XlaOpKernel, register_xla_op
 from .common import full, lowest, require_float, require_same_types

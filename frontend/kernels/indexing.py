@@ -7,7 +7,7 @@ slice and a reshape that drops the int-indexed dims and adds the new axes.
 """
 from __future__ import annotations
 
-from hlo import Shape
+from ...hlo import Shape
 
 from ..registry import XlaOpKernel, register_xla_op
 from .common import is_integer, normalize_axis

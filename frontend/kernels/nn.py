@@ -7,7 +7,7 @@ pattern the row fusion pass keeps in one kernel.
 """
 from __future__ import annotations
 
-from hlo import Shape
+from ...hlo import Shape
 
 from ..registry import XlaOpKernel, register_xla_op
 from .common import (broadcast_to, count, expand_reduced, normalize_axes, normalize_axis,

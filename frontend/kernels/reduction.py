@@ -7,8 +7,8 @@ as XLA's frontends do, and round once at the end.
 from __future__ import annotations
 
 
-from hlo import Shape
-from hlo.builder import make_window
+from ...hlo import Shape
+from ...hlo.builder import make_window
 
 from ..registry import XlaOpKernel, register_xla_op
 from .common import (count, highest, is_float, keepdims_shape, lowest, normalize_axes,

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from hlo import Shape
+from ...hlo import Shape
 
 from ..registry import XlaOpKernel, register_xla_op
 from .common import broadcast_to, normalize_axis, require_same_types

@@ -8,8 +8,8 @@ from textwrap import dedent
 
 import numpy as np
 
-import backend_cpu
-import hlo
+from xlapy import backend_cpu
+from xlapy import hlo
 from tests.corpus_util import assert_close
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import backend_cpu
-import hlo
-import passes
+from xlapy import backend_cpu
+from xlapy import hlo
+from xlapy import passes
 from tests.backend_cpu.helpers import edge_values
 
 

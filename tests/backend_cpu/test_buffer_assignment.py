@@ -2,7 +2,7 @@
 reused only by writers that run after all of the bytes' users."""
 from __future__ import annotations
 
-from backend_cpu.buffer_assignment import Slot, assign_arena
+from xlapy.backend_cpu.buffer_assignment import Slot, assign_arena
 
 
 def _temps(n: int, nbytes: int = 64) -> list[Slot]:

@@ -10,9 +10,9 @@ import re
 import llvmlite.ir as ir
 import numpy as np
 
-import backend_cpu
-import hlo
-from backend_cpu import compiler, ir_policy
+from xlapy import backend_cpu
+from xlapy import hlo
+from xlapy.backend_cpu import compiler, ir_policy
 
 TEXT = """HloModule compile_time
 ENTRY e {
@@ -126,7 +126,7 @@ def test_loops_without_hints_get_no_runtime_unrolling():
     assert "llvm.loop" not in plain.blocks[1].terminator.metadata
     assert '"mine"' in str(hinted.blocks[2].terminator.metadata["llvm.loop"])
     # The loop ID is self-referential (unique to its loop) and LLVM accepts it.
-    from backend_cpu import llvm_target
+    from xlapy.backend_cpu import llvm_target
     llvm_target.parse_and_verify(text)
 
 
@@ -200,7 +200,7 @@ exit:
 
 
 def test_strength_reduction_is_switched_off_for_one_emission_only():
-    from backend_cpu import llvm_target
+    from xlapy.backend_cpu import llvm_target
 
     def emit(strength_reduction):
         module = llvm_target.parse_and_verify(ROW_LOOP)
@@ -212,7 +212,7 @@ def test_strength_reduction_is_switched_off_for_one_emission_only():
 
 
 def test_modules_that_only_stream_are_generated_without_strength_reduction():
-    from backend_cpu import llvm_target
+    from xlapy.backend_cpu import llvm_target
     from tests.backend_cpu.test_streaming_stores import CHAIN, _compile
     _, streamed = _compile(CHAIN.format(n=4099), threshold=4096)
     _, ordinary = _compile(CHAIN.format(n=4099))

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-import backend_cpu
-import hlo
-from backend_cpu import conv_plan
-from hlo import Shape, Window, WindowDim
-from hlo.builder import HloBuilder
+from xlapy import backend_cpu
+from xlapy import hlo
+from xlapy.backend_cpu import conv_plan
+from xlapy.hlo import Shape, Window, WindowDim
+from xlapy.hlo.builder import HloBuilder
 from tests.corpus_util import assert_close
 
 
@@ -244,8 +244,8 @@ def test_transposed_convolutions_by_phase(module, chunk_bytes):
 
 
 def test_stride2_input_gradient_splits_into_phases():
-    from backend_cpu.conv_phases import split_phases
-    from backend_cpu.dot_emitter import View
+    from xlapy.backend_cpu.conv_phases import split_phases
+    from xlapy.backend_cpu.dot_emitter import View
     window = window_of([3, 3], pads=[(1, 2), (1, 2)], lhs_dil=[2, 2], rev=[True, True])
     module = conv_module("b01f", "01oi", "b01f", dict(SIZES, **{"0": 4, "1": 3}), window)
     conv = module.entry.root

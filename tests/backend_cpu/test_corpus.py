@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import backend_cpu
-import hlo
+from xlapy import backend_cpu
+from xlapy import hlo
 from tests.corpus_util import CORPUS, TOLERANCES, assert_close, case_names, load_case
 
 # Cases whose expected failure is known; strict, so a fix forces an update here.
@@ -47,8 +47,6 @@ def _compare(name, actual, expected):
 
 @pytest.mark.parametrize("name,suffix,pipeline", list(_params()))
 def test_corpus_case(name, suffix, pipeline):
-    if pipeline == "default":
-        pytest.importorskip("passes").cpu_pipeline   # the pipeline is another issue's work
     module = hlo.parse_module((CORPUS / f"{name}{suffix}").read_text())
     executable = backend_cpu.compile(module, backend_cpu.CompileOptions(pipeline=pipeline))
     args, expected = load_case(name)

@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import backend_cpu
-import hlo
-from backend_cpu import cache_format, compiler, disk_cache
+from xlapy import backend_cpu
+from xlapy import hlo
+from xlapy.backend_cpu import cache_format, compiler, disk_cache
 from tests.backend_cpu.helpers import uniquify
 from tests.corpus_util import assert_close
 
@@ -233,7 +233,7 @@ def test_round_trip_loads_from_disk_and_gives_the_same_numbers(kind, folder, com
 
 
 def test_the_loaded_sort_keeps_its_comparator(folder, compiles):
-    from backend_cpu.sort_thunk import SortThunk
+    from xlapy.backend_cpu.sort_thunk import SortThunk
     text, args = MODULES["sort"]
     compile_text(text)
     loaded = compile_text(text)
@@ -283,8 +283,8 @@ ENTRY e {
 import sys
 sys.path.insert(0, {str(ROOT)!r})
 import numpy as np
-import backend_cpu, hlo
-from backend_cpu import disk_cache, llvm_target
+from xlapy import backend_cpu, hlo
+from xlapy.backend_cpu import disk_cache, llvm_target
 if sys.argv[1] == "load":
     def refuse(*args, **kwargs):
         raise AssertionError("compiled instead of loading")
@@ -616,7 +616,7 @@ def test_eviction_removes_old_pickles_first(folder, monkeypatch):
 def test_the_thread_count_is_part_of_the_key(folder):
     """Kernels cut their work units for the intra-op thread count: a module compiled
     for one thread is not what a two-thread process should load (nor get from memory)."""
-    import runtime
+    from xlapy import runtime
     saved = runtime.get_options().intra_op_threads
     try:
         runtime.configure(intra_op_threads=1)
@@ -674,7 +674,7 @@ def test_plain_values_round_trip_exactly():
 
 
 def test_a_field_of_plain_data_added_to_a_thunk_is_stored():
-    from backend_cpu.thunks import KernelThunk
+    from xlapy.backend_cpu.thunks import KernelThunk
     thunk = KernelThunk("k", 4, 100, [0], [1])
     thunk.new_field = {"layout": (1, 0), "scale": 0.5, "names": ["a"]}
     back = _round_trip(thunk)
@@ -683,7 +683,7 @@ def test_a_field_of_plain_data_added_to_a_thunk_is_stored():
 
 
 def test_a_field_the_format_cannot_store_fails_loudly_at_store_time(folder):
-    from backend_cpu.thunks import KernelThunk
+    from xlapy.backend_cpu.thunks import KernelThunk
     thunk = KernelThunk("k", 4, 100, [0], [1])
     thunk.callback = print
     with pytest.raises(cache_format.FormatError, match=r"KernelThunk\.callback"):
@@ -710,12 +710,12 @@ def test_an_unregistered_thunk_kind_fails_loudly():
 def test_every_thunk_kind_of_the_backend_is_registered():
     """A class with `link` and `run` in backend_cpu is a thunk kind: the disk cache must
     know how to store it (else every compile that uses it fails at store time)."""
-    import backend_cpu as package
+    from xlapy import backend_cpu as package
     import importlib
     registered = set(cache_format.registered_classes())
     thunk_kinds = set()
     for info in pkgutil.iter_modules(package.__path__):
-        module = importlib.import_module(f"backend_cpu.{info.name}")
+        module = importlib.import_module(f"xlapy.backend_cpu.{info.name}")
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if cls.__module__ == module.__name__ and callable(getattr(cls, "link", None)) \
                     and callable(getattr(cls, "run", None)):

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import hlo
-from backend_cpu import scalar_ops
+from xlapy import hlo
+from xlapy.backend_cpu import scalar_ops
 from tests.backend_cpu.helpers import check_against_evaluator, edge_values
 
 N = 96

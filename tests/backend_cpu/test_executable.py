@@ -7,9 +7,9 @@ import re
 import numpy as np
 import pytest
 
-import backend_cpu
-import hlo
-import runtime
+from xlapy import backend_cpu
+from xlapy import hlo
+from xlapy import runtime
 from tests.backend_cpu.helpers import compiled
 
 ELEMENTWISE = """HloModule ew
@@ -211,7 +211,7 @@ ENTRY e {{
 
 
 def test_memory_cache_is_a_bounded_lru(monkeypatch):
-    from backend_cpu import compiler
+    from xlapy.backend_cpu import compiler
     monkeypatch.setattr(compiler, "CACHE_CAPACITY", 3)
     texts = [f"HloModule lru{k}\nENTRY e {{\n  x = f32[2] parameter(0)\n  c = f32[] constant({k})\n"
              f"  b = f32[2] broadcast(c), dimensions={{}}\n  ROOT r = f32[2] add(x, b)\n}}\n"

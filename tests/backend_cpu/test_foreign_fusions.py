@@ -13,11 +13,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import backend_cpu
-import hlo
-import passes
-from backend_cpu import kernels
-from passes.fusion_inliner import reads_a_contraction
+from xlapy import backend_cpu
+from xlapy import hlo
+from xlapy import passes
+from xlapy.backend_cpu import kernels
+from xlapy.passes.fusion_inliner import reads_a_contraction
 from tests.corpus_util import assert_all_close
 
 YNN_LIKE = """HloModule ynn

@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 from llvmlite import ir
 
-from backend_cpu import gemm_library, llvm_target
-from backend_cpu.gemm import (BIG_GEMM_FLOPS, K_PANEL_BYTES, emit_gemm, gemm_partitions, gemm_row_split,
+from xlapy.backend_cpu import gemm_library, llvm_target
+from xlapy.backend_cpu.gemm import (BIG_GEMM_FLOPS, K_PANEL_BYTES, emit_gemm, gemm_partitions, gemm_row_split,
                               gemm_scratch_bytes, host_vector_bits, plan_gemm)
-from backend_cpu.gemm_ir import GemmSpec
-from backend_cpu.gemm_microkernel import choose_tile
-from backend_cpu.gemm_packing import transpose_square
-from hlo.dtypes import numpy_dtype
+from xlapy.backend_cpu.gemm_ir import GemmSpec
+from xlapy.backend_cpu.gemm_microkernel import choose_tile
+from xlapy.backend_cpu.gemm_packing import transpose_square
+from xlapy.hlo.dtypes import numpy_dtype
 
 KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                           ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
@@ -290,7 +290,7 @@ def test_microkernel_uses_full_registers_with_broadcast_operands(isa):
     """The micro-kernel's tile fills the target's register file: 6 x 4 zmm accumulators
     with AVX-512's 32 registers, 6 x 2 ymm with AVX2's 16 (FMAs on both), 6 x 2 packed
     xmm multiply-adds on SSE4.2."""
-    from backend_cpu import target as targets
+    from xlapy.backend_cpu import target as targets
     kernel_module, module = ir.Module(), ir.Module()
     with targets.using(isa.target):
         _emit(kernel_module, "g", GemmSpec("f32", "f32", "f32", 64, 64, 64, (64, 1), (64, 1)),

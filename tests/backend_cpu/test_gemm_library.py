@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from backend_cpu import gemm_library
+from xlapy.backend_cpu import gemm_library
 from tests.backend_cpu.helpers import compiled
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,8 +62,8 @@ _CHILD = """
 import sys
 sys.path.insert(0, {root!r})
 import numpy as np
-import backend_cpu, hlo
-from backend_cpu import gemm_library
+from xlapy import backend_cpu, hlo
+from xlapy.backend_cpu import gemm_library
 module = hlo.parse_module({text!r})
 exe = backend_cpu.compile(module)
 a = np.full((40, 96), 0.5, np.float32)

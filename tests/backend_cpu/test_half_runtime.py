@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from llvmlite import ir
 
-import backend_cpu
-import hlo
-from backend_cpu import disk_cache, llvm_target, native_symbols
+from xlapy import backend_cpu
+from xlapy import hlo
+from xlapy.backend_cpu import disk_cache, llvm_target, native_symbols
 
 CONVERT = """HloModule halves
 ENTRY e {{

@@ -8,10 +8,10 @@ import threading
 import numpy as np
 import pytest
 
-import backend_cpu
-import hlo
-import runtime
-from backend_cpu import inter_op
+from xlapy import backend_cpu
+from xlapy import hlo
+from xlapy import runtime
+from xlapy.backend_cpu import inter_op
 
 FRESH = backend_cpu.CompileOptions(cache=False, disk_cache=False)
 
@@ -159,7 +159,7 @@ def test_one_inter_op_thread_runs_in_order():
 
 def test_arena_reuse_is_a_dependency():
     """Temps placed at the same arena offset conflict even though their slots differ."""
-    from backend_cpu.buffer_assignment import Slot
+    from xlapy.backend_cpu.buffer_assignment import Slot
 
     class Fake:
         def __init__(self, reads, writes):
@@ -174,7 +174,7 @@ def test_arena_reuse_is_a_dependency():
 
 def test_one_pass_slot_dependencies_give_the_pairwise_order():
     """The one-pass edges may skip ones implied by others: the orders (ancestors) agree."""
-    from backend_cpu.buffer_assignment import Slot
+    from xlapy.backend_cpu.buffer_assignment import Slot
 
     class Fake:
         def __init__(self, reads, writes):

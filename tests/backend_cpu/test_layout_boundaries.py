@@ -19,8 +19,8 @@ from string import Template
 import numpy as np
 import pytest
 
-import backend_cpu
-import hlo
+from xlapy import backend_cpu
+from xlapy import hlo
 from tests.backend_cpu.helpers import uniquify
 from tests.corpus_util import assert_close
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from backend_cpu import llvm_target
+from xlapy.backend_cpu import llvm_target
 
 
 def test_libm_opens_by_soname_without_find_library(monkeypatch):

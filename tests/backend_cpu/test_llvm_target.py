@@ -5,7 +5,7 @@ import gc
 import llvmlite.binding as llvm
 import pytest
 
-from backend_cpu import llvm_target
+from xlapy.backend_cpu import llvm_target
 
 SQUARE = """
 define double @square(double %x) {

@@ -56,7 +56,7 @@ ENTRY e {{
 
 
 def _np(t):
-    import hlo
+    from xlapy import hlo
     return hlo.numpy_dtype(t)
 
 

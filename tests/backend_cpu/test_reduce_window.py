@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import hlo
-from frontend import jit_compile, ops
+from xlapy import hlo
+from xlapy.frontend import jit_compile, ops
 from tests.backend_cpu.helpers import check_against_evaluator
 
 REDUCERS = {

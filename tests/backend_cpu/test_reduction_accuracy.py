@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import backend_cpu
-import hlo
-import runtime
+from xlapy import backend_cpu
+from xlapy import hlo
+from xlapy import runtime
 from tests.backend_cpu.helpers import check_against_evaluator, compiled, uniquify
 
 F32_BOUND = 1e-6

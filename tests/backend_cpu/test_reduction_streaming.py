@@ -15,10 +15,10 @@ import re
 import numpy as np
 import pytest
 
-import backend_cpu
-import hlo
-import runtime
-from backend_cpu import column_reduce as reduction
+from xlapy import backend_cpu
+from xlapy import hlo
+from xlapy import runtime
+from xlapy.backend_cpu import column_reduce as reduction
 from tests.backend_cpu.helpers import check_against_evaluator, compiled, uniquify
 
 ADD = """

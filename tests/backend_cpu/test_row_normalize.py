@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import hlo
-from backend_cpu import row_normalize
-from backend_cpu.hoisting import plan_hoisting
+from xlapy import hlo
+from xlapy.backend_cpu import row_normalize
+from xlapy.backend_cpu.hoisting import plan_hoisting
 from tests.backend_cpu.helpers import check_against_evaluator, uniquify
 
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import backend_cpu
-import hlo
-import passes
+from xlapy import backend_cpu
+from xlapy import hlo
+from xlapy import passes
 from tests.corpus_util import assert_all_close
 
 ADD = """HloModule m

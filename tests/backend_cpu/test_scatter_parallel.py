@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import backend_cpu
-import hlo
-import runtime
-from backend_cpu.thunks import KernelThunk
+from xlapy import backend_cpu
+from xlapy import hlo
+from xlapy import runtime
+from xlapy.backend_cpu.thunks import KernelThunk
 from tests.backend_cpu.helpers import uniquify
 from tests.corpus_util import assert_close
 

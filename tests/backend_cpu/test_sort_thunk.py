@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import hlo
-from backend_cpu.sort_thunk import SortThunk, match_sort, stable_order
+from xlapy import hlo
+from xlapy.backend_cpu.sort_thunk import SortThunk, match_sort, stable_order
 from tests.backend_cpu.helpers import compiled, edge_values
 
 # Comparators: (name, HLO body over parameters a, b [, c, d]) for element type T.
@@ -238,7 +238,7 @@ ENTRY e {
 
 def test_rows_sorted_on_several_threads():
     """Enough rows to be split between threads; one row has a NaN (the reference)."""
-    import runtime
+    from xlapy import runtime
     text = _module("f32", (300, 256), 1, PLAIN, "GT", with_iota=True)
     x = np.random.default_rng(8).integers(-20, 20, (300, 256)).astype(np.float32)
     x[123, 7] = np.nan

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import backend_cpu
-import hlo
-from backend_cpu import streaming
+from xlapy import backend_cpu
+from xlapy import hlo
+from xlapy.backend_cpu import streaming
 from tests.backend_cpu.helpers import uniquify
 from tests.corpus_util import assert_close
 
@@ -107,7 +107,7 @@ def test_large_output_streams_and_small_does_not():
 
 
 def test_wants_streaming_needs_one_large_output_with_long_rows():
-    from hlo.shape import Shape
+    from xlapy.hlo.shape import Shape
 
     class Out:
         def __init__(self, shape):

@@ -12,9 +12,9 @@ import sys
 import numpy as np
 import pytest
 
-import backend_cpu
-import hlo
-from backend_cpu import target as targets
+from xlapy import backend_cpu
+from xlapy import hlo
+from xlapy.backend_cpu import target as targets
 from tests.targets import ISA_LEVELS, IsaCase
 
 ADD_ONE = """HloModule add_one
@@ -133,7 +133,7 @@ def test_every_corpus_case_compiles_for_aarch64():
 def test_hlo_opt_emits_assembly_for_a_target(tmp_path):
     path = tmp_path / "add_one.hlo"
     path.write_text(ADD_ONE)
-    hlo_opt = [sys.executable, "-c", "from frontend.hlo_opt import main; raise SystemExit(main())"]
+    hlo_opt = [sys.executable, "-c", "from xlapy.frontend.hlo_opt import main; raise SystemExit(main())"]
     done = subprocess.run(hlo_opt + [str(path), "--emit=asm", "--target-triple=aarch64-linux-gnu"],
                           capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr
@@ -148,7 +148,7 @@ def test_hlo_opt_emits_assembly_for_a_target(tmp_path):
 
 
 def test_jit_compile_takes_a_level(isa):
-    from frontend import jit_compile, ops
+    from xlapy.frontend import jit_compile, ops
     f = jit_compile(lambda x: ops.exp(x) * 2.0, max_isa=isa.level)
     x = np.linspace(-3, 3, 4096, dtype=np.float32)
     compiled = f.lower(x).compile()
@@ -184,7 +184,7 @@ ENTRY e {
 
 
 def test_the_target_is_part_of_the_disk_cache_key():
-    from backend_cpu import disk_cache
+    from xlapy.backend_cpu import disk_cache
     keys = set()
     for level in ISA_LEVELS:
         with targets.using(targets.resolve(max_isa=level)):

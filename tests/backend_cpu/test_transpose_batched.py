@@ -14,11 +14,11 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-import backend_cpu
-import hlo
-import runtime
-from backend_cpu import streaming
-from backend_cpu.thunks import KernelThunk
+from xlapy import backend_cpu
+from xlapy import hlo
+from xlapy import runtime
+from xlapy.backend_cpu import streaming
+from xlapy.backend_cpu.thunks import KernelThunk
 
 # Every test here inspects code: once per ISA level (tests/targets.py).
 pytestmark = pytest.mark.usefixtures("isa_env")

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from llvmlite import ir
 
-from backend_cpu.vecmath import BINARY, SUPPORTED, emit_math
-from backend_cpu.vecmath_kernel import assembly, math_kernel
+from xlapy.backend_cpu.vecmath import BINARY, SUPPORTED, emit_math
+from xlapy.backend_cpu.vecmath_kernel import assembly, math_kernel
 
 from .test_vecmath_accuracy import random_bits, reference, ulp_error
 
@@ -191,7 +191,7 @@ def test_kernel_restores_the_callers_fp_mode():
 def test_exp_loop_is_vectorized_on_full_registers_without_calls(isa):
     """A scalar exp in a loop, vectorized by LLVM: the target's widest registers (zmm on
     AVX-512, ymm on AVX2, packed xmm on SSE4.2), no libm call."""
-    from backend_cpu import target as targets
+    from xlapy.backend_cpu import target as targets
     with targets.using(isa.target):
         asm = assembly("exponential", np.float32, lanes=None)
     body = [line.strip() for line in asm.splitlines()]
@@ -226,8 +226,8 @@ def test_scalar_and_vector_emission_agree(op, dtype):
 def test_scaling_without_avx512_matches(level):
     """Targets without AVX-512 get 2^n scaling by two multiplications, not vscalef
     (compiled and checked on every host, run where the host can)."""
-    from backend_cpu import target as targets
-    from backend_cpu.vecmath_kernel import MathKernel, build_module
+    from xlapy.backend_cpu import target as targets
+    from xlapy.backend_cpu.vecmath_kernel import MathKernel, build_module
     with targets.using(targets.resolve(max_isa=level)):
         assert "llvm.ldexp" not in build_module("exponential", np.float32, 16)
     if level not in targets.levels_on_host():

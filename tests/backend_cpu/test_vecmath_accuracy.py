@@ -17,8 +17,8 @@ import math
 import numpy as np
 import pytest
 
-from backend_cpu.vecmath import BINARY, SUPPORTED
-from backend_cpu.vecmath_kernel import math_kernel
+from xlapy.backend_cpu.vecmath import BINARY, SUPPORTED
+from xlapy.backend_cpu.vecmath_kernel import math_kernel
 
 F32_BOUND_VS_EXACT = 3.5
 F64_BOUND = 4.0

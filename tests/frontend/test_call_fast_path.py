@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from frontend import jit_compile
+from xlapy.frontend import jit_compile
 
 
 def test_repeated_calls_take_the_fast_path_and_stay_right():

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from frontend import cond, fori_loop, grad, jit_compile, ops, while_loop
-from frontend.autodiff import NoGradientError
+from xlapy.frontend import cond, fori_loop, grad, jit_compile, ops, while_loop
+from xlapy.frontend.autodiff import NoGradientError
 
 from .autodiff.util import check_grads
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from frontend import ops
+from xlapy.frontend import ops
 
 from .util import assert_close, compiled, interpret, random_array, seeds
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from frontend import ops
+from xlapy.frontend import ops
 
 from .util import (F32_F64, FLOATS, INTS, NUMBERS, assert_close, broadcastable_pair,
                    compiled, interpret, random_array, seeds, shapes, upcast)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from frontend import hlo_opt
-from frontend.hlo_opt import main
+from xlapy.frontend import hlo_opt
+from xlapy.frontend.hlo_opt import main
 
 SMALL = """HloModule s
 ENTRY e {

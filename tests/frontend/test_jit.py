@@ -8,8 +8,8 @@ from collections import namedtuple
 import numpy as np
 import pytest
 
-from frontend import jit_compile, ops
-from frontend.tensor import Tensor
+from xlapy.frontend import jit_compile, ops
+from xlapy.frontend.tensor import Tensor
 
 from .util import assert_close
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from frontend import (Graph, XlaOpKernel, jit_compile, lookup, ops, register_xla_op,
+from xlapy.frontend import (Graph, XlaOpKernel, jit_compile, lookup, ops, register_xla_op,
                       registered_ops, tracing)
-from frontend import dtypes
-from frontend.lowering import lower_graph
+from xlapy.frontend import dtypes
+from xlapy.frontend.lowering import lower_graph
 
 from .util import interpret
 

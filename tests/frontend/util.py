@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-from frontend import jit_compile
+from xlapy.frontend import jit_compile
 
 FLOATS = (np.float32, np.float64, np.float16)
 F32_F64 = (np.float32, np.float64)

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import hlo
-import passes
+from xlapy import hlo
+from xlapy import passes
 from tests.corpus_util import assert_all_close
 
 GOLDEN = Path(__file__).parent

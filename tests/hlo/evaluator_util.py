@@ -5,8 +5,8 @@ from textwrap import dedent
 
 import numpy as np
 
-from hlo import HloComputation, HloInstruction, HloModule, Shape, from_numpy, parse_module
-from hlo.evaluator import evaluate
+from xlapy.hlo import HloComputation, HloInstruction, HloModule, Shape, from_numpy, parse_module
+from xlapy.hlo.evaluator import evaluate
 
 
 def shape_of(array: np.ndarray, element_type: str | None = None) -> Shape:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from hlo import HloBuilder, Shape
-from hlo.builder import make_window  # noqa: F401  (re-exported for the tests)
+from xlapy.hlo import HloBuilder, Shape
+from xlapy.hlo.builder import make_window  # noqa: F401  (re-exported for the tests)
 
 _ARRAY = re.compile(r"^([a-z0-9]+)\[([0-9,]*)\]$")
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hlo import HloBuilder, Shape, evaluate, parse_module, print_module, verify
-from hlo.builder import make_window
-from hlo.shape_inference import ShapeError
+from xlapy.hlo import HloBuilder, Shape, evaluate, parse_module, print_module, verify
+from xlapy.hlo.builder import make_window
+from xlapy.hlo.shape_inference import ShapeError
 
 from .shape_helpers import S
 

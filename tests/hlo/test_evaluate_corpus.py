@@ -6,8 +6,8 @@ give XLA's outputs on the recorded arguments, within DESIGN.md's tolerances.
 """
 import pytest
 
-from hlo import parse_module
-from hlo.evaluator import evaluate
+from xlapy.hlo import parse_module
+from xlapy.hlo.evaluator import evaluate
 from tests.corpus_util import assert_all_close, hlo_paths, load_case
 
 

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-import hlo
-from hlo import OPCODES, HloComputation, HloInstruction, HloModule, Shape
-from hlo.evaluator import (EvaluationError, evaluate, evaluate_computation,
+from xlapy import hlo
+from xlapy.hlo import OPCODES, HloComputation, HloInstruction, HloModule, Shape
+from xlapy.hlo.evaluator import (EvaluationError, evaluate, evaluate_computation,
                            evaluate_instruction)
 from tests.hlo.evaluator_util import binary_computation, run_text
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, strategies as st
 from numpy.lib.stride_tricks import sliding_window_view
 
-from hlo import Shape, Window, WindowDim
+from xlapy.hlo import Shape, Window, WindowDim
 from tests.hlo.evaluator_util import run_op
 
 

@@ -4,7 +4,7 @@ import itertools
 import numpy as np
 import pytest
 
-from hlo import Shape, Window, WindowDim
+from xlapy.hlo import Shape, Window, WindowDim
 from tests.hlo.evaluator_util import run_op
 
 

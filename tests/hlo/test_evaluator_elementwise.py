@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from hlo import Shape
+from xlapy.hlo import Shape
 from tests.hlo.evaluator_util import run_op, run_text
 
 INT_MIN, INT_MAX = -2**31, 2**31 - 1

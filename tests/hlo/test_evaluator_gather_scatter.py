@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from hlo import HloComputation, HloInstruction, Shape
+from xlapy.hlo import HloComputation, HloInstruction, Shape
 from tests.hlo.evaluator_util import binary_computation, run_op
 
 

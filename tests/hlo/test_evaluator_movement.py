@@ -4,7 +4,7 @@ import itertools
 import numpy as np
 import pytest
 
-from hlo import PadDim, Shape, SliceDim
+from xlapy.hlo import PadDim, Shape, SliceDim
 from tests.hlo.evaluator_util import run_op, run_text
 
 X = np.arange(24, dtype=np.float32).reshape(2, 3, 4)

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from hlo import Shape, Window, WindowDim
+from xlapy.hlo import Shape, Window, WindowDim
 from tests.hlo.evaluator_util import binary_computation, run_op, run_text
 
 nan, inf = float("nan"), float("inf")

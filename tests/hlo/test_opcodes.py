@@ -10,7 +10,7 @@ import inspect
 
 import pytest
 
-from hlo import OPCODES
+from xlapy.hlo import OPCODES
 
 from .test_shape_inference import OK
 

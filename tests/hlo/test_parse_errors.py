@@ -1,7 +1,7 @@
 """Malformed HLO: each input gives a ParseError at the right place with a clear message."""
 import pytest
 
-from hlo import ParseError, parse_module
+from xlapy.hlo import ParseError, parse_module
 
 GOOD = """HloModule m
 

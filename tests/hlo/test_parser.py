@@ -4,7 +4,7 @@ from textwrap import dedent
 import numpy as np
 import pytest
 
-from hlo import (HloComputation, PadDim, RawAttr, Shape, SliceDim, Window, WindowDim,
+from xlapy.hlo import (HloComputation, PadDim, RawAttr, Shape, SliceDim, Window, WindowDim,
                  parse_module)
 
 

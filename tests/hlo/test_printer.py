@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
 
-from hlo import (HloComputation, HloInstruction, HloModule, RawAttr, Shape, parse_module,
+from xlapy.hlo import (HloComputation, HloInstruction, HloModule, RawAttr, Shape, parse_module,
                  print_module)
-from hlo.literal import format_float
-from hlo.printer import print_computation, print_instruction
+from xlapy.hlo.literal import format_float
+from xlapy.hlo.printer import print_computation, print_instruction
 from tests.hlo.test_roundtrip_corpus import assert_modules_equal
 
 SOURCE = dedent("""

@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from hlo import HloComputation, RawAttr, parse_module, print_module
+from xlapy.hlo import HloComputation, RawAttr, parse_module, print_module
 from tests.corpus_util import hlo_paths
 
 PATHS = hlo_paths()

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from hlo import OPCODES, PadDim, SliceDim, infer_shape
-from hlo.shape_inference import ShapeError
+from xlapy.hlo import OPCODES, PadDim, SliceDim, infer_shape
+from xlapy.hlo.shape_inference import ShapeError
 
 from .shape_helpers import (S, argmax_reducer, const_fn, identity_fn, make_window, scalar_fn,
                             unary_fn)
@@ -378,7 +378,7 @@ def test_malformed_attribute_is_a_clean_error():
 
 
 def test_layout_does_not_matter():
-    from hlo import Shape
+    from xlapy.hlo import Shape
     a = Shape("f32", (2, 3), layout=(0, 1))
     assert infer_shape("negate", [a], {}) == S("f32[2,3]")
 

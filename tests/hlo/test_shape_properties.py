@@ -11,9 +11,9 @@ import numpy as np
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from hlo import HloBuilder, Shape, evaluate
-from hlo.builder import make_window
-from hlo.shape_inference import ShapeError
+from xlapy.hlo import HloBuilder, Shape, evaluate
+from xlapy.hlo.builder import make_window
+from xlapy.hlo.shape_inference import ShapeError
 
 small = st.integers(1, 5)
 

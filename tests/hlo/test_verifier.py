@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hlo import HloBuilder, HloComputation, HloInstruction, HloModule, Shape, VerifyError, verify
+from xlapy.hlo import HloBuilder, HloComputation, HloInstruction, HloModule, Shape, VerifyError, verify
 
 from .shape_helpers import S
 

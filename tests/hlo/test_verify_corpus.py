@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hlo import Shape, VerifyError, parse_module, verify
+from xlapy.hlo import Shape, VerifyError, parse_module, verify
 from tests.corpus_util import hlo_paths
 
 PATHS = hlo_paths()

@@ -5,7 +5,7 @@ from textwrap import dedent
 
 import numpy as np
 
-import hlo
+from xlapy import hlo
 from tests.corpus_util import assert_all_close
 
 

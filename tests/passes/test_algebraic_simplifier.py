@@ -4,10 +4,10 @@ import itertools
 import numpy as np
 import pytest
 
-import hlo
-import passes
-from passes import DCE, AlgebraicSimplifier
-from passes.algebraic_simplifier import is_splat, splat_value
+from xlapy import hlo
+from xlapy import passes
+from xlapy.passes import DCE, AlgebraicSimplifier
+from xlapy.passes.algebraic_simplifier import is_splat, splat_value
 from tests.passes.helpers import parse
 
 SPECIALS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 2.5, -3e38, 1e-30],

@@ -1,7 +1,7 @@
 """Constant folding: evaluator semantics, size threshold, what is never folded."""
 import numpy as np
 
-from passes import DCE, ConstantFolding
+from xlapy.passes import DCE, ConstantFolding
 from tests.passes.helpers import parse
 
 

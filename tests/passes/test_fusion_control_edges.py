@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-import backend_cpu
-import hlo
-import passes
+from xlapy import backend_cpu
+from xlapy import hlo
+from xlapy import passes
 from tests import hlo_strategies as hs
 from tests.robustness.compare import assert_same_numbers, output_types
 

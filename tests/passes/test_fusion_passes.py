@@ -1,8 +1,8 @@
 """Fusion policies: what is fused, what is refused and why, and no cycles."""
-from passes import (CpuInstructionFusion, FusionDecision, HorizontalFusion, MultiOutputFusion,
+from xlapy.passes import (CpuInstructionFusion, FusionDecision, HorizontalFusion, MultiOutputFusion,
                     RowFusion)
-from passes.fusion_utils import fusion_kind
-from passes.row_fusion import grow_row_region
+from xlapy.passes.fusion_utils import fusion_kind
+from xlapy.passes.row_fusion import grow_row_region
 from tests.passes.helpers import assert_same_results, opcodes, parse
 
 SUM = """

@@ -1,6 +1,6 @@
 """Fusion building blocks: create, fuse (move/clone), multi-output, sibling merge, kinds."""
-import hlo
-from passes.fusion_utils import (INPUT, LOOP, ROW, add_output, create_fusion, fuse_producer,
+from xlapy import hlo
+from xlapy.passes.fusion_utils import (INPUT, LOOP, ROW, add_output, create_fusion, fuse_producer,
                                  fusion_kind, merge_siblings, output_groups, outputs, row_reduces)
 from tests.passes.helpers import assert_same_results, opcodes, parse
 

@@ -21,10 +21,10 @@ from textwrap import dedent
 import numpy as np
 import pytest
 
-import backend_cpu
-import hlo
-from passes import HloPassFix, pipeline_from_text
-from passes.fusion_utils import add_output, fuse_producer, merge_siblings
+from xlapy import backend_cpu
+from xlapy import hlo
+from xlapy.passes import HloPassFix, pipeline_from_text
+from xlapy.passes.fusion_utils import add_output, fuse_producer, merge_siblings
 from tests.corpus_util import assert_close
 
 GROUPS = [((3, 4), [(0, 1), (1, 0)]),

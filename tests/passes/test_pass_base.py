@@ -1,8 +1,8 @@
 """The pass infrastructure: pipelines, fixed points, dumps, verification, the registry."""
 import pytest
 
-import hlo
-from passes import (DCE, HloModulePass, HloPassFix, HloPassPipeline, PassError, make_pass,
+from xlapy import hlo
+from xlapy.passes import (DCE, HloModulePass, HloPassFix, HloPassPipeline, PassError, make_pass,
                     pass_names, pipeline_from_text)
 from tests.passes.helpers import parse
 

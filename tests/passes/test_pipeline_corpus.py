@@ -12,9 +12,9 @@ import functools
 
 import pytest
 
-import hlo
-import passes
-from passes import count_kernels
+from xlapy import hlo
+from xlapy import passes
+from xlapy.passes import count_kernels
 from tests.corpus_util import CORPUS, assert_all_close, case_names, load_case
 
 CASES = case_names()

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, strategies as st
 
-import hlo
-import passes
+from xlapy import hlo
+from xlapy import passes
 from tests.corpus_util import assert_all_close
 
 R, N = 3, 5

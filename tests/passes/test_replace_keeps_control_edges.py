@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-import hlo
-import passes
+from xlapy import hlo
+from xlapy import passes
 
 CSE_CASE = """HloModule edges
 ENTRY e {

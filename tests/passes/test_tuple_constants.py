@@ -13,9 +13,9 @@ from textwrap import dedent
 import numpy as np
 import pytest
 
-import backend_cpu
-import hlo
-import passes
+from xlapy import backend_cpu
+from xlapy import hlo
+from xlapy import passes
 from tests.passes.helpers import assert_same_results, opcodes, parse, random_args
 
 TWO_EQUAL = """

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import backend_cpu
-import hlo
+from xlapy import backend_cpu
+from xlapy import hlo
 from tests.corpus_util import assert_all_close
 
 HERE = Path(__file__).parent / "jax"

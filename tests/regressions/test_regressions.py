@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import backend_cpu
-import hlo
-import passes
+from xlapy import backend_cpu
+from xlapy import hlo
+from xlapy import passes
 from tests.hlo_strategies import special_values
 from tests.robustness.compare import assert_same_numbers, output_types
 

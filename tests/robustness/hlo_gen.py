@@ -16,8 +16,8 @@ from math import prod
 import numpy as np
 from hypothesis import strategies as st
 
-from hlo import HloBuilder, HloInstruction, HloModule, Shape, verify
-from hlo.builder import make_window
+from xlapy.hlo import HloBuilder, HloInstruction, HloModule, Shape, verify
+from xlapy.hlo.builder import make_window
 from tests import hlo_strategies as hs
 
 MAX_PARAMETERS = 5

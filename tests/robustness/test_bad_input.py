@@ -14,8 +14,8 @@ from textwrap import dedent
 import numpy as np
 import pytest
 
-import backend_cpu
-import hlo
+from xlapy import backend_cpu
+from xlapy import hlo
 from tests.robustness.compare import assert_same_numbers, output_types
 
 ADD = """
@@ -211,12 +211,12 @@ def test_float_to_int_saturates():
 # --- the same through jit_compile ---------------------------------------------------------------
 
 def _relu_sum(x, y):
-    from frontend import ops
+    from xlapy.frontend import ops
     return ops.relu(x + y)
 
 
 def _huge(a):
-    from frontend import ops
+    from xlapy.frontend import ops
     return ops.broadcast_to(a, (1 << 20, 1 << 20))
 
 
@@ -242,7 +242,7 @@ JIT_CASES = [
 
 @pytest.mark.parametrize("name,fn,make_args,expected", JIT_CASES, ids=[c[0] for c in JIT_CASES])
 def test_jit_compile_bad_input_table(name, fn, make_args, expected):
-    from frontend import jit_compile
+    from xlapy.frontend import jit_compile
     f = jit_compile(fn)
     args = make_args()
     if expected is not None:

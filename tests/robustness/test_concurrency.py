@@ -22,9 +22,9 @@ import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
-import backend_cpu
-import hlo
-from backend_cpu import compiler
+from xlapy import backend_cpu
+from xlapy import hlo
+from xlapy.backend_cpu import compiler
 
 JOIN_SECONDS = 120
 WIDTH = 64
@@ -250,7 +250,7 @@ def test_memory_flat_over_fifty_thousand_calls():
 
 def test_threads_trace_jit_functions_at_the_same_time():
     """jit_compile traces in each calling thread; traces must not see each other."""
-    from frontend import jit_compile
+    from xlapy.frontend import jit_compile
 
     def make(k):
         @jit_compile

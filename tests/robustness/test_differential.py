@@ -29,9 +29,9 @@ import numpy as np
 import pytest
 from hypothesis import event, given, note, settings, strategies as st
 
-import backend_cpu
-import hlo
-import passes
+from xlapy import backend_cpu
+from xlapy import hlo
+from xlapy import passes
 from tests.hlo_strategies import ALL_TYPES, FLOAT_TYPES, TRANSCENDENTAL_UNARY, GenOptions, arrays, \
     hlo_cases, hlo_modules
 from tests.robustness.compare import assert_same_numbers, output_types

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import hlo
-from frontend import hlo_opt
+from xlapy import hlo
+from xlapy.frontend import hlo_opt
 from tests.robustness.mutations import mutated_corpus_texts, small_corpus_texts
 
 WATCHDOG_SECONDS = 20
@@ -144,7 +144,7 @@ def test_hlo_opt_missing_file_and_stdin():
 def test_hlo_opt_subprocess(tmp_path, content):
     path = tmp_path / "bad.hlo"
     path.write_bytes(content)
-    proc = subprocess.run([sys.executable, "-m", "frontend.hlo_opt", str(path)], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "xlapy.frontend.hlo_opt", str(path)], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert_clean_failure(proc.returncode, proc.stderr)
@@ -167,7 +167,7 @@ def test_hlo_opt_run_too_large_to_allocate(tmp_path, root):
 
 @pytest.mark.parametrize("content", [b"", b"\xff\xfe HloModule m"])
 def test_hlo_opt_subprocess_stdin(content):
-    proc = subprocess.run([sys.executable, "-m", "frontend.hlo_opt", "-"], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "xlapy.frontend.hlo_opt", "-"], cwd=REPO,
                           input=content, capture_output=True, timeout=120)
     stderr = proc.stderr.decode("utf-8", errors="replace")
     assert proc.returncode != 0

@@ -13,7 +13,7 @@ import functools
 import llvmlite.binding as llvm
 import numpy as np
 
-from runtime import Kernel
+from xlapy.runtime import Kernel
 
 # Loads buffers[0] (input) and buffers[1] (output), then loops i over [begin, end).
 _PROLOGUE = """

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-import runtime
-from runtime.allocator import MMAP_THRESHOLD, PAGE_SIZE, CachingAllocator, size_class
+from xlapy import runtime
+from xlapy.runtime.allocator import MMAP_THRESHOLD, PAGE_SIZE, CachingAllocator, size_class
 
 
 @given(st.integers(0, 1 << 34))

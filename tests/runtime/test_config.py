@@ -1,7 +1,7 @@
 """Runtime options from the environment: defaults, parsing and clear errors."""
 import pytest
 
-from runtime import config
+from xlapy.runtime import config
 
 
 def test_defaults_are_the_usable_cores():

@@ -4,9 +4,9 @@ import gc
 import numpy as np
 import pytest
 
-import runtime
-from runtime.executor import describe_host, vector_width_from_flags
-from runtime.memory import DeviceMemory
+from xlapy import runtime
+from xlapy.runtime.executor import describe_host, vector_width_from_flags
+from xlapy.runtime.memory import DeviceMemory
 
 
 def test_platform_has_one_host_executor():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from runtime import Kernel, LaunchDims, ThreadPool, launch, make_buffer_table
+from xlapy.runtime import Kernel, LaunchDims, ThreadPool, launch, make_buffer_table
 from tests.runtime.llvm_kernels import add_one_kernel, iterate_fma_kernel, iterate_fma_reference
 
 

@@ -5,8 +5,8 @@ import time
 import numpy as np
 import pytest
 
-import runtime
-from runtime import Event, Kernel, LaunchDims, Stream, ThreadPool, make_buffer_table
+from xlapy import runtime
+from xlapy.runtime import Event, Kernel, LaunchDims, Stream, ThreadPool, make_buffer_table
 from tests.runtime.llvm_kernels import add_one_kernel
 
 

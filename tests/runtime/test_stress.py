@@ -6,8 +6,8 @@ import time
 
 import numpy as np
 
-import runtime
-from runtime import LaunchDims, make_buffer_table
+from xlapy import runtime
+from xlapy.runtime import LaunchDims, make_buffer_table
 from tests.runtime.llvm_kernels import add_one_kernel
 
 N = 1024

@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from runtime import ThreadPool, default_thread_pool, inter_op_thread_pool
-from runtime import config
+from xlapy.runtime import ThreadPool, default_thread_pool, inter_op_thread_pool
+from xlapy.runtime import config
 
 
 @pytest.fixture(scope="module")

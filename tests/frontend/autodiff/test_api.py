@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from frontend import grad, jit_compile, ops, value_and_grad
+from xlapy.frontend import grad, jit_compile, ops, value_and_grad
 
 
 def loss(w, x):

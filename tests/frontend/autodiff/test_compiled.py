@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from frontend import cond, fori_loop, ops
+from xlapy.frontend import cond, fori_loop, ops
 
 from .util import compiled_grads, values
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import frontend
-from frontend import grad, ops, register_gradient, registered_ops
-from frontend.autodiff import (NO_GRADIENT, NON_DIFFERENTIABLE, NoGradientError,
+from xlapy import frontend
+from xlapy.frontend import grad, ops, register_gradient, registered_ops
+from xlapy.frontend.autodiff import (NO_GRADIENT, NON_DIFFERENTIABLE, NoGradientError,
                                gradient_function, registered_gradients)
 
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from frontend import ops
+from xlapy.frontend import ops
 
 from .util import check_grads, values
 
@@ -40,7 +40,7 @@ def test_reduction_gradient(name, case, seed):
 
 
 def test_max_gradient_is_shared_by_ties():
-    from frontend import grad
+    from xlapy.frontend import grad
     g = grad(lambda x: ops.reduce_max(x), backend="interpreter")(np.array([1.0, 3.0, 3.0]))
     np.testing.assert_allclose(g, [0.0, 0.5, 0.5])
 
@@ -58,7 +58,7 @@ def _product_of_others(x: np.ndarray, axis: int) -> np.ndarray:
 def test_prod_gradient_with_zeros(backend):
     """No zero, one zero and two zeros in a row: the product of the other elements,
     never nan (prod / x would divide 0 by 0)."""
-    from frontend import grad
+    from xlapy.frontend import grad
     x = np.array([[2.0, 3.0, 4.0], [2.0, 0.0, 4.0], [0.0, 3.0, 0.0], [0.0, 0.0, 0.0]])
     g = grad(lambda t: ops.reduce_sum(ops.reduce_prod(t, 1)), backend=backend)(x)
     np.testing.assert_array_equal(g, _product_of_others(x, 1))
@@ -182,7 +182,7 @@ def test_concat_of_several_inputs_and_split_sizes():
 
 
 def test_gather_gradient_adds_repeated_indices():
-    from frontend import grad
+    from xlapy.frontend import grad
     idx = np.array([0, 2, 2, -1], np.int32)
     g = grad(lambda x: ops.reduce_sum(ops.gather(x, idx)), backend="interpreter")(np.zeros(4))
     np.testing.assert_allclose(g, [1.0, 0.0, 2.0, 1.0])

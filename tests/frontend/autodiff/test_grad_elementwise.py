@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from frontend import ops
+from xlapy.frontend import ops
 
 from .util import broadcast_partner, check_grads, values
 
@@ -71,7 +71,7 @@ def test_clip_gradient_reaches_the_bounds():
 
 
 def test_cast_between_floats_passes_the_gradient_back():
-    from frontend import grad
+    from xlapy.frontend import grad
     g = grad(lambda x: ops.reduce_sum(ops.cast(x, "float32") * 3.0),
              backend="interpreter")(np.ones(3))
     assert g.dtype == np.float64
@@ -79,7 +79,7 @@ def test_cast_between_floats_passes_the_gradient_back():
 
 
 def test_cast_to_int_and_comparisons_give_zero_gradient():
-    from frontend import grad
+    from xlapy.frontend import grad
     g = grad(lambda x: ops.reduce_sum(ops.cast(ops.cast(x, "int32"), "float64") * x
                                       + ops.cast(x > 0, "float64")),
              backend="interpreter")(np.array([1.5, -2.5]))

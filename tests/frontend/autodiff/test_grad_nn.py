@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from frontend import grad, ops
+from xlapy.frontend import grad, ops
 
 from .util import check_grads, values
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from frontend import grad, jit_compile, ops
+from xlapy.frontend import grad, jit_compile, ops
 
 STEP = 1e-6
 RTOL, ATOL = 1e-5, 1e-6

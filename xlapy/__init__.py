@@ -1,0 +1,33 @@
+"""xlapy: an XLA-like tensor compiler in Python.
+
+    import numpy as np
+    import xlapy
+    from xlapy import ops
+
+    @xlapy.jit_compile
+    def layer(x, w, b):
+        return ops.softmax(ops.relu(x @ w + b), axis=-1)
+
+    layer(x, w, b)                                   # numpy in, numpy out
+    layer.lower(x, w, b).as_hlo_text()               # HLO before passes
+    layer.lower(x, w, b).compile().as_hlo_text()     # after the CPU pipeline
+
+The user API is the frontend's: `jit_compile`, `ops`, `grad`, `value_and_grad`,
+`cond`, `while_loop`, `fori_loop`. The layers are subpackages, imported from
+the top down (DESIGN.md):
+
+    xlapy.frontend     tf2xla-style op kernels, tracing, jit_compile, autodiff, hlo-opt
+    xlapy.passes       HloModulePass, pipelines, the passes
+    xlapy.hlo          the IR, parser, printer, verifier, builder, reference evaluator
+    xlapy.backend_cpu  LLVM code generation for a target CPU, the executable
+    xlapy.runtime      streams, events, memory, the thread pool (knows nothing of HLO)
+
+In the repository each subpackage is a top-level folder (`hlo/`, `passes/`, ...);
+pyproject.toml installs them under this root (setuptools' package-dir mapping).
+"""
+from . import backend_cpu, frontend, hlo, passes, runtime
+from .frontend import cond, fori_loop, grad, jit_compile, ops, value_and_grad, while_loop
+
+__version__ = "0.1.0"
+__all__ = ["jit_compile", "ops", "grad", "value_and_grad", "cond", "while_loop", "fori_loop",
+           "hlo", "passes", "backend_cpu", "frontend", "runtime"]
