@@ -59,6 +59,12 @@ from . import target as targets
 #   leaving room for the B micro-panels and C tiles passing through;
 # - the packed B panel (KC x NC), re-read once per A block: L3.
 K_PANEL_BYTES = 192 * 1024
+# ... but never a k block longer than 768: narrower tiles (AVX2's NR = 16 f32) would get
+# KC = 3072 from the budget above, whose micro-panel no longer fits L2's share and whose
+# one-run sums over k lose accuracy (a transformer's weight gradients had 2.2x XLA's
+# error on AVX2). Measured with the AVX2 target on this host, 2048^3: 88 ms at 3072,
+# 80-84 ms at 1536 and 768 (numpy's OpenBLAS, Haswell kernels: 80-83 ms).
+MAX_KC = 768
 L2_BLOCK_BYTES = 384 * 1024
 L3_PANEL_BYTES = 2 * 1024 * 1024
 # From this size on, a GEMM is worth the compile time of the fastest A packing.
@@ -100,7 +106,7 @@ def plan_gemm(spec: GemmSpec, vector_bits: int) -> GemmPlan:
     arith = spec.arith
     tile = choose_tile(vector_bits, arith, spec.n)
     esize = arith.nbytes
-    kc = max(1, K_PANEL_BYTES // (tile.nr * esize))
+    kc = max(1, min(K_PANEL_BYTES // (tile.nr * esize), MAX_KC))
     if storage_type(spec.out_dtype) != arith.type:
         # C holds a narrower type (f16): partial sums must not round through it.
         kc = spec.k
