@@ -80,9 +80,10 @@ def check(dims, perm, t: str, threshold: int, extent: int) -> str:
     x = rng.integers(-128, 128, dims).astype(dtype) if np.issubdtype(dtype, np.integer) \
         else (rng.standard_normal(dims) * 100).astype(dtype)
     expected = np.ascontiguousarray(x.transpose(perm))
-    np.testing.assert_array_equal(exe.run(x)[0], expected)
-    with split_every_unit(kernel):
+    if exe.target.runs_on_host:       # else a level this host cannot run: inspected only
         np.testing.assert_array_equal(exe.run(x)[0], expected)
+        with split_every_unit(kernel):
+            np.testing.assert_array_equal(exe.run(x)[0], expected)
     return exe.as_asm()
 
 
@@ -127,4 +128,6 @@ def test_small_head_shuffle_keeps_the_loop_nest(threads):
         exe = compile_with_threshold(transpose_text(dims, (0, 2, 1, 3)), threshold)
         assert "movnt" not in exe.as_asm()
         x = np.arange(np.prod(dims), dtype=np.float32).reshape(dims)
+        if not exe.target.runs_on_host:
+            return                  # a level this host cannot run: compiled and inspected only
         np.testing.assert_array_equal(exe.run(x)[0], x.transpose(0, 2, 1, 3))

@@ -40,4 +40,6 @@ def test_unsuitable_sizes_keep_the_loop_nest(threads):  # noqa: F811
     import numpy as np
     exe = compile_with_threshold(transpose_text((12, 3, 8), (2, 1, 0)), STREAM_ALWAYS)
     x = np.arange(12 * 3 * 8, dtype=np.float32).reshape(12, 3, 8)
+    if not exe.target.runs_on_host:
+        return                  # a level this host cannot run: compiled and inspected only
     np.testing.assert_array_equal(exe.run(x)[0], x.transpose(2, 1, 0))
