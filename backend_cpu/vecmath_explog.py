@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from . import target as targets
 from .vecmath_coeffs import atanh_tail, ln2_parts, taylor_exp, taylor_expm1_tail
 from .vecmath_ir import MathBuilder
 
@@ -64,14 +67,52 @@ def _reduce_exp(m: MathBuilder, x):
     return n_int, r
 
 
+def _normal_range(kind: str) -> tuple[float, float]:
+    """(low, high) in the format: for low <= x <= high, n = round(x / ln2) and the
+    polynomial P(r) make a normal P(r) * 2^n. low is the first value at or above
+    emin * ln2 (there r >= 0, so P(r) >= 1 keeps n = emin normal), high the last one
+    below (emax + 1) * ln2 (there r < 0, so P(r) < 1 keeps n = emax + 1 finite)."""
+    dtype, emin, emax = (np.float32, -126, 127) if kind == "float" else (np.float64, -1022, 1023)
+    low, high = dtype(emin * LN2), dtype((emax + 1) * LN2)
+    if float(low) < emin * LN2:
+        low = np.nextafter(low, dtype(0))
+    if float(high) >= (emax + 1) * LN2:
+        high = np.nextafter(high, dtype(0))
+    return float(low), float(high)
+
+
 def exp(m: MathBuilder, x, degree: int | None = None):
     """e^x. Clamping x keeps n small; overflow and underflow then come out of
     the final scaling by 2^n as inf and 0 (flushed to 0 under FTZ).
-    `degree` overrides the polynomial degree (pow needs less than full f64)."""
+    `degree` overrides the polynomial degree (pow needs less than full f64).
+
+    Without AVX-512's vscalef the scaling by 2^n would take two multiplications
+    and their exponent arithmetic (ldexp); there exp adds n to the polynomial's
+    exponent field instead and settles the ends of the range by comparisons."""
     p = _PARAMS[m.kind]
+    if not targets.current().has("avx512f"):
+        return _exp_by_exponent(m, x, degree or p["exp_degree"])
     x = m.clamp(x, p["lo"], p["hi"])
     n_int, r = _reduce_exp(m, x)
     return m.ldexp(m.horner(r, taylor_exp(degree or p["exp_degree"])), n_int)
+
+
+def _exp_by_exponent(m: MathBuilder, x, degree: int):
+    """e^x = P(r) * 2^n, the product formed by adding n to P(r)'s exponent bits.
+
+    For x in the normal range n is at least the minimum exponent where P(r) >= 1
+    (x / ln2 >= -126 rounds to n = -126 only with r >= 0) and the sum of exponents
+    stays finite below the overflow threshold, so the integer addition is the exact
+    product. Below the range the result is 0 (a subnormal, flushed: DESIGN.md);
+    above it inf, and NaN stays NaN (x * inf). The same bits as vscalef's, whose
+    product rounds to the same subnormal-then-flushed 0 or inf at the ends."""
+    low, high = _normal_range(m.kind)
+    n_int, r = _reduce_exp(m, x)
+    poly = m.horner(r, taylor_exp(degree))
+    scaled = m.as_float(m.b.add(m.as_int(poly), m.b.shl(n_int, m.iconst(m.mant_bits))))
+    scaled = m.select(m.cmp("<", x, m.const(low)), m.const(0.0), scaled)
+    beyond = m.b.fcmp_unordered("ugt", x, m.const(high))          # above, or NaN
+    return m.select(beyond, m.b.fmul(x, m.const(math.inf)), scaled)
 
 
 def exp_dd(m: MathBuilder, hi, lo):
