@@ -12,9 +12,12 @@ value, with XLA's defined semantics and no undefined behaviour:
 - float max/min propagate NaN (`llvm.maximum`/`llvm.minimum`).
 
 Everything is select-based and branch-free, so the loop vectorizer can turn a
-fused loop body into straight vector code. Transcendental functions go through
-`emit_math` only: the vector-math library when it covers the opcode, else a
-scalar fallback (LLVM intrinsic or libm) — one switch point.
+fused loop body into straight vector code. Transcendental functions (the
+opcodes the table, hlo/opcodes.py, flags `transcendental`) go through
+`emit_math` only, to their routine in the vector-math library (vecmath.py):
+never a scalar libm call, which would keep the loop from vectorizing. An
+opcode flagged but without a routine is an error here, and a test failure
+(tests/hlo/test_op_table.py).
 
 Every recipe also takes LLVM vectors (`<16 x float>`: one lane per element, see
 vector_gen.py) and returns a vector: constants are splatted to the operand's
@@ -24,12 +27,9 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from ..hlo.opcodes import OPCODES
+from . import vecmath
 from .llvm_types import FLOAT, HALF, I1, bits, compute_type, is_float, is_pred, is_signed
-
-try:
-    from . import vecmath as _vecmath
-except ImportError:
-    _vecmath = None
 
 
 # --- small helpers ------------------------------------------------------------------
@@ -73,23 +73,12 @@ def call_intrinsic(b: ir.IRBuilder, base: str, args, ret: ir.Type | None = None,
     return b.call(fn, args)
 
 
-def _call_libm(b: ir.IRBuilder, name: str, args) -> ir.Value:
-    """A scalar libm call (`expf`/`exp`), used only where no vector recipe exists."""
-    ty = args[0].type
-    symbol = name + "f" if ty == FLOAT else name
-    fn = b.module.globals.get(symbol)
-    if fn is None:
-        fn = ir.Function(b.module, ir.FunctionType(ty, [ty] * len(args)), symbol)
-    return b.call(fn, args)
-
-
 # --- transcendental functions: the one switch point to vecmath -------------------------
 
-_LIBM_NAMES = {"exponential": "exp", "exponential-minus-one": "expm1", "log": "log",
-               "log-plus-one": "log1p", "cbrt": "cbrt", "sine": "sin", "cosine": "cos",
-               "tan": "tan", "tanh": "tanh", "erf": "erf", "atan2": "atan2", "power": "pow"}
-_INTRINSICS = {"exponential": "llvm.exp", "log": "llvm.log", "sine": "llvm.sin",
-               "cosine": "llvm.cos", "power": "llvm.pow"}
+def is_math(opcode: str) -> bool:
+    """True for an opcode the table flags transcendental (computed by `emit_math`)."""
+    info = OPCODES.get(opcode)
+    return info is not None and info.transcendental
 
 
 def emit_math(b: ir.IRBuilder, opcode: str, args) -> ir.Value:
@@ -98,21 +87,7 @@ def emit_math(b: ir.IRBuilder, opcode: str, args) -> ir.Value:
     if lane_type(ty) == HALF:
         wide = [b.fpext(a, like(ty, FLOAT)) for a in args]
         return b.fptrunc(emit_math(b, opcode, wide), ty)
-    if _vecmath is not None and opcode in getattr(_vecmath, "SUPPORTED", ()):
-        return _vecmath.emit_math(b, opcode, list(args))
-    if opcode == "sqrt":
-        return call_intrinsic(b, "llvm.sqrt", args)
-    if opcode == "rsqrt":
-        return b.fdiv(const(ty, 1.0), call_intrinsic(b, "llvm.sqrt", args))
-    if opcode == "logistic":   # 1 / (1 + exp(-x))
-        e = emit_math(b, "exponential", [b.fneg(args[0])])
-        return b.fdiv(const(ty, 1.0), b.fadd(const(ty, 1.0), e))
-    if opcode in _INTRINSICS:
-        return call_intrinsic(b, _INTRINSICS[opcode], args)
-    return _call_libm(b, _LIBM_NAMES[opcode], args)
-
-
-MATH_OPS = frozenset(_LIBM_NAMES) | {"sqrt", "rsqrt", "logistic"}
+    return vecmath.emit_math(b, opcode, list(args))
 
 
 # --- unary ----------------------------------------------------------------------------
@@ -256,7 +231,6 @@ BINARY = {
     "maximum": _max_min(True),
     "minimum": _max_min(False),
     "power": _power,
-    "atan2": lambda b, x, y, t: emit_math(b, "atan2", [x, y]),
     "and": lambda b, x, y, t: b.and_(x, y),
     "or": lambda b, x, y, t: b.or_(x, y),
     "xor": lambda b, x, y, t: b.xor(x, y),
@@ -380,10 +354,10 @@ def emit_elementwise(b, instr, args, operand_types) -> ir.Value:
     t = operand_types[0]
     if op in UNARY:
         return UNARY[op](b, args[0], t)
-    if op in MATH_OPS and op not in ("power", "atan2"):
-        return emit_math(b, op, args)
-    if op in BINARY:
+    if op in BINARY:         # before the math: power has an integer recipe too
         return BINARY[op](b, args[0], args[1], t)
+    if is_math(op):
+        return emit_math(b, op, args)
     if op == "compare":
         return emit_compare(b, args[0], args[1], t, instr.attrs["direction"], instr.attrs.get("type"))
     if op == "select":
@@ -398,5 +372,5 @@ def emit_elementwise(b, instr, args, operand_types) -> ir.Value:
 
 
 def has_recipe(opcode: str) -> bool:
-    return (opcode in UNARY or opcode in BINARY or opcode in MATH_OPS
+    return (opcode in UNARY or opcode in BINARY or is_math(opcode)
             or opcode in ("compare", "select", "clamp", "convert", "bitcast-convert"))

@@ -41,6 +41,7 @@ from typing import Callable, Sequence
 
 from llvmlite import ir
 
+from ..hlo.opcodes import OPCODES
 from . import vecmath_explog as explog
 from . import vecmath_misc as misc
 from . import vecmath_pow64 as pow64
@@ -48,43 +49,34 @@ from . import vecmath_trig as trig
 from . import vecmath_trig64 as trig64
 from .vecmath_ir import MathBuilder
 
-_F32: dict[str, Callable] = {
-    "exponential": explog.exp,
-    "exponential-minus-one": explog.expm1,
-    "log": explog.log,
-    "log-plus-one": explog.log1p,
-    "tanh": explog.tanh,
-    "logistic": explog.logistic,
-    "power": explog.pow_f32,
-    "erf": misc.erf,
-    "cbrt": misc.cbrt,
-    "sqrt": misc.sqrt,
-    "rsqrt": misc.rsqrt,
-    "sine": trig.sin,
-    "cosine": trig.cos,
-    "tan": trig.tan,
-    "atan2": trig.atan2,
+# One row per opcode the table (hlo/opcodes.py) flags `transcendental`: its f32 and
+# f64 routine, each `routine(m: MathBuilder, *args) -> value`. The opcodes come from
+# the table; tests/hlo/test_op_table.py fails for a flagged opcode without a row here.
+ROUTINES: dict[str, tuple[Callable, Callable]] = {
+    #                          f32                f64
+    "exponential":            (explog.exp,        explog.exp),
+    "exponential-minus-one":  (explog.expm1,      explog.expm1),
+    "log":                    (explog.log,        explog.log),
+    "log-plus-one":           (explog.log1p,      explog.log1p),
+    "tanh":                   (explog.tanh,       explog.tanh),
+    "logistic":               (explog.logistic,   explog.logistic),
+    "power":                  (explog.pow_f32,    pow64.pow_f64),
+    "erf":                    (misc.erf,          misc.erf),
+    "cbrt":                   (misc.cbrt,         misc.cbrt),
+    "sqrt":                   (misc.sqrt,         misc.sqrt),
+    "rsqrt":                  (misc.rsqrt,        misc.rsqrt),
+    "sine":                   (trig.sin,          trig64.sin),
+    "cosine":                 (trig.cos,          trig64.cos),
+    "tan":                    (trig.tan,          trig64.tan),
+    "atan2":                  (trig.atan2,        trig64.atan2),
 }
-
-_F64: dict[str, Callable] = {
-    **{op: _F32[op] for op in ("exponential", "exponential-minus-one", "log", "log-plus-one",
-                               "tanh", "logistic", "erf", "cbrt", "sqrt", "rsqrt")},
-    "power": pow64.pow_f64,
-    "sine": trig64.sin,
-    "cosine": trig64.cos,
-    "tan": trig64.tan,
-    "atan2": trig64.atan2,
-}
-
-SUPPORTED: frozenset[str] = frozenset(_F32)
-BINARY: frozenset[str] = frozenset({"power", "atan2"})
 
 
 def emit_math(builder: ir.IRBuilder, opcode: str, args: Sequence[ir.Value]) -> ir.Value:
     """Emits `opcode` applied lane-wise to `args`; the result has the args' type."""
-    if opcode not in SUPPORTED:
+    if opcode not in ROUTINES:
         raise ValueError(f"vecmath: unsupported opcode {opcode!r}")
-    arity = 2 if opcode in BINARY else 1
+    arity = OPCODES[opcode].arity
     if len(args) != arity:
         raise ValueError(f"vecmath: {opcode} takes {arity} argument(s), got {len(args)}")
     ty = args[0].type
@@ -92,8 +84,8 @@ def emit_math(builder: ir.IRBuilder, opcode: str, args: Sequence[ir.Value]) -> i
         raise TypeError(f"vecmath: {opcode} arguments differ in type: "
                         f"{', '.join(str(a.type) for a in args)}")
     m = MathBuilder(builder, ty)
-    table = _F32 if m.kind == "float" else _F64
-    return table[opcode](m, *args)
+    f32, f64 = ROUTINES[opcode]
+    return (f32 if m.kind == "float" else f64)(m, *args)
 
 
 # The floating-point mode (flush-to-zero) lives in fp_env.py; the math kernels of

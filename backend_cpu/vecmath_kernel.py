@@ -18,9 +18,10 @@ import functools
 import numpy as np
 from llvmlite import ir
 
+from ..hlo.opcodes import OPCODES
 from . import llvm_target
 from .fp_env import emit_restore_fp_mode, emit_set_flush_denormals
-from .vecmath import BINARY, emit_math
+from .vecmath import emit_math
 
 _I64 = ir.IntType(64)
 _ELEMENT = {np.dtype(np.float32): ir.FloatType(), np.dtype(np.float64): ir.DoubleType()}
@@ -55,7 +56,7 @@ def build_module(opcode: str, dtype, lanes: int | None, ftz: bool = True,
     `emit(builder, opcode, args)` emits one element's math (benchmarks pass a
     libm-calling emitter to compare against)."""
     element = _ELEMENT[np.dtype(dtype)]
-    arity = 2 if opcode in BINARY else 1
+    arity = OPCODES[opcode].arity
     module = ir.Module(name=f"vecmath_{opcode}")
     ptr = ir.PointerType()
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr, _I64]),
@@ -94,7 +95,7 @@ class MathKernel:
     def __init__(self, opcode: str, dtype, lanes: int | None, ftz: bool = True,
                  emit=emit_math):
         self.opcode, self.dtype = opcode, np.dtype(dtype)
-        self.arity = 2 if opcode in BINARY else 1
+        self.arity = OPCODES[opcode].arity
         self.ir_text = build_module(opcode, dtype, lanes, ftz, emit)
         self._jit = llvm_target.jit_compile(self.ir_text)
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p,

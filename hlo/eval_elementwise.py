@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from .eval_common import EvaluationError, compute_dtype, float_max_min, flush, flush_all, to_result
-from .opcodes import reference
+from .opcodes import OPCODES, reference
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -34,7 +34,8 @@ def _logistic(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
-# Transcendental functions, evaluated in f64.
+# The unary transcendental functions (the rows flagged `transcendental` in opcodes.py),
+# evaluated in f64; power and atan2 are in _FLOAT_BINARY.
 _FLOAT_MATH = {
     "exponential": np.exp,
     "exponential-minus-one": np.expm1,
@@ -236,7 +237,7 @@ def _float_binary(instr, a, b, ctx):
     if a.dtype.kind == "c":
         return to_result(fn(a, b), instr)
     a, b = flush_all((a, b), ctx)
-    if instr.opcode in ("power", "atan2"):
+    if OPCODES[instr.opcode].transcendental:      # power, atan2: in f64, as the unary ones
         y = fn(a.astype(np.float64), b.astype(np.float64)).astype(compute_dtype(a))
     else:
         work = compute_dtype(a)

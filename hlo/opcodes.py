@@ -1,7 +1,9 @@
 """The opcode table: every fact about an HLO opcode lives here.
 
 One row per opcode gives its text spelling, arity, kind and the flags passes
-care about. Two more facts are attached by the modules that own them, so that
+and backends care about; a set of opcodes sharing a property (the
+transcendental functions, say) is a flag on their rows, which every layer
+reads, never a list of names kept elsewhere. Two more facts are attached by the modules that own them, so that
 those modules stay readable on their own:
 
 - `shape_rule(operand_shapes, attrs) -> Shape` — registered by `shape_inference.py`
@@ -33,6 +35,10 @@ class OpInfo:
     expensive: bool = False       # fusion must not duplicate it freely
     side_effect: bool = False     # never removed, folded or merged
     float_only: bool = False      # operands must be floating point (or complex)
+    transcendental: bool = False  # a math function with no exact short recipe: backends
+                                  # compute it with their vector-math routine (CPU:
+                                  # backend_cpu/vecmath.py, one per opcode, f32 and f64),
+                                  # cost analysis counts it as XLA's HloCostAnalysis does
     shape_rule: Callable | None = field(default=None, repr=False)
     ref: Callable | None = field(default=None, repr=False)
 
@@ -43,6 +49,7 @@ class OpInfo:
 
 def _rows():
     U, B = "unary", "binary"
+    MATH = dict(transcendental=True, float_only=True)
     yield from [
         # --- elementwise unary -------------------------------------------------
         OpInfo("abs", 1, U),
@@ -56,19 +63,19 @@ def _rows():
         OpInfo("round-nearest-afz", 1, U, float_only=True),
         OpInfo("round-nearest-even", 1, U, float_only=True),
         OpInfo("is-finite", 1, U, float_only=True),
-        OpInfo("exponential", 1, U, expensive=True, float_only=True),
-        OpInfo("exponential-minus-one", 1, U, expensive=True, float_only=True),
-        OpInfo("log", 1, U, expensive=True, float_only=True),
-        OpInfo("log-plus-one", 1, U, expensive=True, float_only=True),
-        OpInfo("sqrt", 1, U, float_only=True),
-        OpInfo("rsqrt", 1, U, float_only=True),
-        OpInfo("cbrt", 1, U, expensive=True, float_only=True),
-        OpInfo("sine", 1, U, expensive=True, float_only=True),
-        OpInfo("cosine", 1, U, expensive=True, float_only=True),
-        OpInfo("tan", 1, U, expensive=True, float_only=True),
-        OpInfo("tanh", 1, U, expensive=True, float_only=True),
-        OpInfo("logistic", 1, U, expensive=True, float_only=True),
-        OpInfo("erf", 1, U, expensive=True, float_only=True),
+        OpInfo("exponential", 1, U, expensive=True, **MATH),
+        OpInfo("exponential-minus-one", 1, U, expensive=True, **MATH),
+        OpInfo("log", 1, U, expensive=True, **MATH),
+        OpInfo("log-plus-one", 1, U, expensive=True, **MATH),
+        OpInfo("sqrt", 1, U, **MATH),       # counted as XLA does; cheap: not expensive
+        OpInfo("rsqrt", 1, U, **MATH),
+        OpInfo("cbrt", 1, U, expensive=True, **MATH),
+        OpInfo("sine", 1, U, expensive=True, **MATH),
+        OpInfo("cosine", 1, U, expensive=True, **MATH),
+        OpInfo("tan", 1, U, expensive=True, **MATH),
+        OpInfo("tanh", 1, U, expensive=True, **MATH),
+        OpInfo("logistic", 1, U, expensive=True, **MATH),
+        OpInfo("erf", 1, U, expensive=True, **MATH),
         OpInfo("real", 1, U),
         OpInfo("imag", 1, U),
         OpInfo("copy", 1, U),
@@ -80,8 +87,8 @@ def _rows():
         OpInfo("remainder", 2, B),
         OpInfo("maximum", 2, B, commutative=True),
         OpInfo("minimum", 2, B, commutative=True),
-        OpInfo("power", 2, B, expensive=True),
-        OpInfo("atan2", 2, B, expensive=True, float_only=True),
+        OpInfo("power", 2, B, expensive=True, transcendental=True),  # integers: exact
+        OpInfo("atan2", 2, B, expensive=True, **MATH),
         OpInfo("and", 2, B, commutative=True),
         OpInfo("or", 2, B, commutative=True),
         OpInfo("xor", 2, B, commutative=True),
@@ -180,6 +187,12 @@ def _resizing_row(base: OpInfo) -> OpInfo:
 def opinfo(name: str) -> OpInfo:
     """The row for `name`; KeyError lists nothing (callers word their own error)."""
     return OPCODES[name]
+
+
+def transcendental_opcodes() -> tuple[str, ...]:
+    """The opcodes whose rows are flagged `transcendental`, in table order (read when
+    called: a row registered at run time counts)."""
+    return tuple(name for name, info in OPCODES.items() if info.transcendental)
 
 
 def is_elementwise(opcode: str) -> bool:

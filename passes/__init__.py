@@ -20,6 +20,7 @@ from .row_fusion import RowFusion
 from .multi_output_fusion import MultiOutputFusion
 from .horizontal_fusion import HorizontalFusion
 from .hlo_utils import count_kernels
+from .cost_analysis import cost_analysis
 from .pipeline import cpu_pipeline, o0_pipeline, named_pipeline
 
 __all__ = [
@@ -28,6 +29,6 @@ __all__ = [
     "DCE", "CSE", "TupleSimplifier", "CallInliner", "FusionInliner", "ConstantFolding",
     "AlgebraicSimplifier",
     "CpuInstructionFusion", "FusionDecision", "InstructionFusion", "RowFusion",
-    "MultiOutputFusion", "HorizontalFusion", "count_kernels", "cpu_pipeline", "o0_pipeline",
-    "named_pipeline",
+    "MultiOutputFusion", "HorizontalFusion", "count_kernels", "cost_analysis", "cpu_pipeline",
+    "o0_pipeline", "named_pipeline",
 ]

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 from hypothesis import strategies as st
 
-from xlapy.hlo import numpy_dtype
+from xlapy.hlo import OPCODES, numpy_dtype
+from xlapy.hlo.opcodes import transcendental_opcodes
 
 FLOAT_TYPES = ("f16", "bf16", "f32", "f64")
 SIGNED_TYPES = ("s8", "s16", "s32", "s64")
@@ -43,11 +44,12 @@ ALL_TYPES = ("pred",) + INT_TYPES + FLOAT_TYPES
 # --- opcodes by operand family ("f" float, "i" integer, "b" pred) ---------------------------
 EXACT_FLOAT_UNARY = ("abs", "negate", "sign", "floor", "ceil", "round-nearest-afz",
                      "round-nearest-even", "is-finite", "sqrt", "copy")
-# Results of these are approximations: two correct implementations may differ in the
-# last bits, and later ops can magnify that (exp(a) - exp(b)); see GenOptions.
-TRANSCENDENTAL_UNARY = ("exponential", "exponential-minus-one", "log", "log-plus-one", "rsqrt",
-                        "cbrt", "sine", "cosine", "tan", "tanh", "logistic", "erf")
-TRANSCENDENTAL_BINARY = ("power", "atan2")
+# The opcodes the table flags transcendental (sqrt aside: IEEE rounds it correctly). Their
+# results are approximations: two correct implementations may differ in the last bits,
+# and later ops can magnify that (exp(a) - exp(b)); see GenOptions.
+TRANSCENDENTAL_UNARY = tuple(op for op in transcendental_opcodes()
+                             if OPCODES[op].arity == 1 and op not in EXACT_FLOAT_UNARY)
+TRANSCENDENTAL_BINARY = tuple(op for op in transcendental_opcodes() if OPCODES[op].arity == 2)
 UNARY = {
     "f": EXACT_FLOAT_UNARY,
     "i": ("abs", "negate", "sign", "not", "popcnt", "count-leading-zeros", "copy"),

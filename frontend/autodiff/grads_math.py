@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import ops
 from ..kernels.activations import SELU_ALPHA, SELU_SCALE
+from ..unary_table import ROWS, UnaryOp
 from .registry import register_gradient
 from .util import unbroadcast
 
@@ -122,20 +123,16 @@ def _unary(op: str, derivative):
     register_gradient(op)(gradient)
 
 
-_unary("Neg", lambda x, out, a: -ops.ones_like(x))
-_unary("Abs", lambda x, out, a: ops.sign(x))
+def unary_gradient(row: UnaryOp) -> None:
+    """Registers the gradient of a row of the unary table: g * row.derivative(x, y)."""
+    derivative = row.derivative
+    _unary(row.name, lambda x, out, a: derivative(ops, x, out))
+
+
+for _row in ROWS:
+    if _row.derivative is not None:      # None: non-differentiable (registry.py)
+        unary_gradient(_row)
 _unary("Square", lambda x, out, a: 2.0 * x)
-_unary("Exp", lambda x, out, a: out)
-_unary("Expm1", lambda x, out, a: out + 1.0)
-_unary("Log", lambda x, out, a: 1.0 / x)
-_unary("Log1p", lambda x, out, a: 1.0 / (x + 1.0))
-_unary("Sqrt", lambda x, out, a: 0.5 / out)
-_unary("Rsqrt", lambda x, out, a: -0.5 * out * out * out)
-_unary("Tanh", lambda x, out, a: 1.0 - out * out)
-_unary("Sigmoid", lambda x, out, a: out * (1.0 - out))
-_unary("Erf", lambda x, out, a: (2 / math.sqrt(math.pi)) * ops.exp(-x * x))
-_unary("Sin", lambda x, out, a: ops.cos(x))
-_unary("Cos", lambda x, out, a: -ops.sin(x))
 
 # --- activations --------------------------------------------------------------------
 

@@ -22,15 +22,17 @@ from __future__ import annotations
 import difflib
 from typing import Callable
 
+from ..unary_table import ROWS
+
 _GRADIENTS: dict[str, Callable] = {}
 
 # Piecewise constant, boolean or integer-valued, or without inputs: zero gradient.
+# With the rows of the unary table that have no derivative (Sign, Floor, ...).
 NON_DIFFERENTIABLE = frozenset({
     "Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual",
     "LogicalAnd", "LogicalOr", "LogicalNot", "All", "Any", "ArgMax", "ArgMin",
-    "Sign", "Floor", "Ceil", "Round", "FloorDiv", "OneHot", "Range", "Fill",
-    "ZerosLike", "OnesLike", "Const",
-})
+    "FloorDiv", "OneHot", "Range", "Fill", "ZerosLike", "OnesLike", "Const",
+} | {row.name for row in ROWS if row.derivative is None})
 
 # Gradients of these are an error naming the op (see NoGradientError).
 NO_GRADIENT: dict[str, str] = {}

@@ -2,11 +2,13 @@
 
 Binary kernels broadcast by numpy's rules (as tf2xla's binary ops do) and
 expect one element type (the ops layer promotes first). Most kernels are one
-HLO opcode and are made from the tables below; the rest are small classes.
+HLO opcode and are made from tables: the binary ones below, the unary ones from
+the rows of frontend/unary_table.py; the rest are small classes.
 """
 from __future__ import annotations
 
 from ..registry import XlaOpKernel, register_xla_op
+from ..unary_table import NUMBER, ROWS, UnaryOp
 from .common import broadcast_all, is_float, require_float, require_same_types
 
 # op name -> HLO opcode
@@ -15,12 +17,6 @@ BINARY = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide",
 LOGICAL = {"LogicalAnd": "and", "LogicalOr": "or"}
 COMPARE = {"Equal": "EQ", "NotEqual": "NE", "Less": "LT", "LessEqual": "LE",
            "Greater": "GT", "GreaterEqual": "GE"}
-UNARY = {"Neg": "negate", "Abs": "abs", "Sign": "sign"}
-FLOAT_UNARY = {"Exp": "exponential", "Log": "log", "Log1p": "log-plus-one",
-               "Expm1": "exponential-minus-one", "Sqrt": "sqrt", "Rsqrt": "rsqrt",
-               "Tanh": "tanh", "Sigmoid": "logistic", "Erf": "erf", "Sin": "sine",
-               "Cos": "cosine", "Floor": "floor", "Ceil": "ceil",
-               "Round": "round-nearest-even"}
 
 
 def binary_operands(ctx):
@@ -61,7 +57,10 @@ def _compare_kernel(name: str, direction: str):
     return register_xla_op(name)(Compare)
 
 
-def _unary_kernel(name: str, opcode: str, float_only: bool):
+def unary_kernel(row: UnaryOp):
+    """Registers the kernel of a row of the unary table: `row.opcode(x)`."""
+    name, opcode, float_only = row.name, row.opcode, row.inputs != NUMBER
+
     class Unary(XlaOpKernel):
         def compile(self, ctx):
             x = ctx.input(0)
@@ -81,10 +80,8 @@ for _name, _opcode in LOGICAL.items():
     _logical_kernel(_name, _opcode)
 for _name, _direction in COMPARE.items():
     _compare_kernel(_name, _direction)
-for _name, _opcode in UNARY.items():
-    _unary_kernel(_name, _opcode, float_only=False)
-for _name, _opcode in FLOAT_UNARY.items():
-    _unary_kernel(_name, _opcode, float_only=True)
+for _row in ROWS:
+    unary_kernel(_row)
 
 
 @register_xla_op("LogicalNot")

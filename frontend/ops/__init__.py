@@ -9,13 +9,12 @@ Each function records one (or a few) op nodes in the current trace; inside a
         return ops.softmax(h @ w2)
 """
 from .core import apply, apply_multi, cast, constant, promote, to_tensor
-from .math import (abs, add, argmax, argmin, ceil, clip_by_value, cos, cumsum, divide, equal,
-                   erf, exp, expm1, floor, floordiv, floormod, greater, greater_equal, less,
-                   less_equal, log, log1p, logical_and, logical_not, logical_or, maximum,
-                   minimum, mod, multiply, neg, negative, not_equal, pow, reduce_all,
-                   reduce_any, reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum,
-                   round, rsqrt, select, sigmoid, sign, sin, sqrt, square, subtract, tanh,
-                   truediv, where)
+from .math import (UNARY_FUNCTIONS, add, argmax, argmin, clip_by_value, cumsum, divide,
+                   equal, floordiv, floormod, greater, greater_equal, less, less_equal,
+                   logical_and, logical_not, logical_or, maximum, minimum, mod, multiply, neg,
+                   not_equal, pow, reduce_all, reduce_any, reduce_max, reduce_mean,
+                   reduce_min, reduce_prod, reduce_sum, select, square, subtract, truediv,
+                   where)
 from .array import (broadcast_to, concat, expand_dims, fill, gather, getitem, identity,
                     one_hot, ones, ones_like, pad, range, reshape, slice, split, squeeze,
                     stack, strided_slice, tile, transpose, zeros, zeros_like)
@@ -24,3 +23,6 @@ from .nn import (avg_pool2d, bias_add, conv2d, depthwise_conv2d, elu, gelu, laye
                  leaky_relu, log_softmax, max_pool2d, relu, relu6, rms_norm, selu, silu,
                  softmax, softmax_cross_entropy_with_logits, softplus,
                  sparse_softmax_cross_entropy_with_logits, swish)
+
+# One function per row of frontend/unary_table.py (negative, exp, tanh, floor, ...).
+globals().update(UNARY_FUNCTIONS)

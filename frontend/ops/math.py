@@ -7,6 +7,7 @@ first, as numpy turns them into floats.
 from __future__ import annotations
 
 from .. import dtypes
+from ..unary_table import FLOAT, ROUNDING, ROWS, UnaryOp
 from .core import apply, cast, promote, promote_for, to_float, to_tensor
 
 
@@ -60,50 +61,36 @@ def logical_or(x, y): return _logical("LogicalOr", x, y)
 def logical_not(x): return apply("LogicalNot", [cast(x, "bool")])
 
 
-def negative(x): return apply("Neg", [to_tensor(x)])
-
-
-neg = negative
-
-
-def abs(x): return apply("Abs", [to_tensor(x)])
-def sign(x): return apply("Sign", [to_tensor(x)])
 def square(x): return apply("Square", [to_tensor(x)])
 
 
-def _float_unary(op: str):
-    def fn(x):
-        return apply(op, [to_float(x)])
-    fn.__name__ = op.lower()
-    fn.__doc__ = f"Elementwise {op} (integer inputs become float32)."
+# --- unary ops that are one opcode: one function per row of frontend/unary_table.py -----
+
+def unary_function(row: UnaryOp):
+    """The `ops` function of a row of the unary table, named `row.function`."""
+    op = row.name
+    if row.inputs == FLOAT:
+        def fn(x):
+            return apply(op, [to_float(x)])
+        doc = f"Elementwise {op} (integer inputs become float32)."
+    elif row.inputs == ROUNDING:
+        def fn(x):
+            x = to_tensor(x)
+            return x if not dtypes.is_float(x.dtype) else apply(op, [x])
+        doc = f"Elementwise {op}; integers are returned unchanged."
+    else:
+        def fn(x):
+            return apply(op, [to_tensor(x)])
+        doc = f"Elementwise {op}."
+    fn.__name__ = fn.__qualname__ = row.function
+    fn.__doc__ = doc
     return fn
 
 
-exp = _float_unary("Exp")
-log = _float_unary("Log")
-log1p = _float_unary("Log1p")
-expm1 = _float_unary("Expm1")
-sqrt = _float_unary("Sqrt")
-rsqrt = _float_unary("Rsqrt")
-tanh = _float_unary("Tanh")
-sigmoid = _float_unary("Sigmoid")
-erf = _float_unary("Erf")
-sin = _float_unary("Sin")
-cos = _float_unary("Cos")
-
-
-def _rounding(op: str):
-    def fn(x):
-        x = to_tensor(x)
-        return x if not dtypes.is_float(x.dtype) else apply(op, [x])
-    fn.__name__ = op.lower()
-    fn.__doc__ = f"Elementwise {op}; integers are returned unchanged."
-    return fn
-
-
-floor = _rounding("Floor")
-ceil = _rounding("Ceil")
-round = _rounding("Round")          # half to even, as numpy.round and tf.round
+# negative, exp, tanh, floor, ...: module attributes, exported by `ops` (ops/__init__.py).
+UNARY_FUNCTIONS = {row.function: unary_function(row) for row in ROWS}
+globals().update(UNARY_FUNCTIONS)
+neg = UNARY_FUNCTIONS["negative"]
 
 
 def where(condition, x, y):

@@ -11,16 +11,18 @@ import pytest
 
 from xlapy import hlo
 from xlapy.backend_cpu import scalar_ops
+from xlapy.hlo.opcodes import transcendental_opcodes
 from tests.backend_cpu.helpers import check_against_evaluator, edge_values
 
 N = 96
+# Every opcode the table flags transcendental is tested here (in table order).
+MATH_UNARY = [op for op in transcendental_opcodes() if hlo.OPCODES[op].arity == 1]
+MATH_BINARY = [op for op in transcendental_opcodes() if hlo.OPCODES[op].arity == 2]
 FLOAT_UNARY = ["abs", "negate", "sign", "floor", "ceil", "round-nearest-afz",
-               "round-nearest-even", "exponential", "exponential-minus-one", "log",
-               "log-plus-one", "sqrt", "rsqrt", "cbrt", "sine", "cosine", "tan", "tanh",
-               "logistic", "erf", "copy"]
+               "round-nearest-even", *MATH_UNARY, "copy"]
 INT_UNARY = ["abs", "negate", "sign", "not", "popcnt", "count-leading-zeros", "copy"]
 FLOAT_BINARY = ["add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum",
-                "power", "atan2"]
+                *MATH_BINARY]
 INT_BINARY = ["add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum",
               "power", "and", "or", "xor", "shift-left", "shift-right-arithmetic",
               "shift-right-logical"]
