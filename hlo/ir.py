@@ -6,9 +6,19 @@ an ordered list of instructions with numbered parameters and a root; a module
 is a list of computations, one of them the entry, plus the module-level config
 (`entry_computation_layout`, `is_scheduled`, ...) kept as text.
 
-Users are maintained by the mutating methods (`replace_operand`,
-`replace_all_uses_with`, `HloComputation.remove_instruction`), so passes never
-touch `users` directly.
+Every change to the graph goes through the methods here, so passes never touch
+`users`, `parent`, a computation's instruction list or the control edges
+directly (tests/passes/test_ir_mutation.py checks passes/ for it):
+
+    operands and users   replace_operand, replace_operand_with, set_operands,
+                         replace_all_uses_with, drop_operands
+    control edges        add_control_predecessor, remove_control_predecessor,
+                         drop_control_predecessors
+    instruction lists    HloComputation.add_instruction(before=), move_before,
+                         move_instruction (from another computation, name kept),
+                         clone_instruction, remove_instruction, replace_instruction,
+                         sort_topologically, set_root
+    computations         HloModule.add_computation(before=), remove_computation
 
 ATTRIBUTES — the Python form of each attribute (the parser produces it, the
 printer prints it back, everything else reads it):
@@ -41,6 +51,7 @@ Attributes keep the order they were given in, and print in that order.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
@@ -153,6 +164,18 @@ class HloInstruction:
     def drop_operands(self) -> None:
         self.set_operands(())
 
+    # --- control edges ----------------------------------------------------------
+    def add_control_predecessor(self, pred: "HloInstruction") -> None:
+        """`pred` must run before self (kept once; the order of addition is kept)."""
+        if not any(p is pred for p in self.control_predecessors):
+            self.control_predecessors.append(pred)
+
+    def remove_control_predecessor(self, pred: "HloInstruction") -> None:
+        self.control_predecessors = [p for p in self.control_predecessors if p is not pred]
+
+    def drop_control_predecessors(self) -> None:
+        self.control_predecessors = []
+
     # --- queries ----------------------------------------------------------------
     @property
     def info(self):
@@ -202,7 +225,10 @@ class HloComputation:
         self.is_fusion_computation = False   # set when a fusion instruction calls it
 
     # --- building -------------------------------------------------------------
-    def add_instruction(self, instr: HloInstruction) -> HloInstruction:
+    def add_instruction(self, instr: HloInstruction, *,
+                        before: HloInstruction | None = None) -> HloInstruction:
+        """Adds a new instruction (named uniquely in the module), at the end or just
+        before `before`."""
         if instr.parent is not None and instr.parent is not self:
             raise ValueError(f"{instr.name} already belongs to {instr.parent.name}")
         instr.parent = self
@@ -211,7 +237,67 @@ class HloComputation:
         elif self.parent is not None:
             instr.name = self.parent.uniquify(instr.name)
         self.instructions.append(instr)
+        if before is not None:
+            self.move_before(instr, before)
         return instr
+
+    def clone_instruction(self, instr: HloInstruction, operands: Iterable[HloInstruction], *,
+                          before: HloInstruction | None = None,
+                          name: str | None = None) -> HloInstruction:
+        """A copy of `instr` (opcode, shape, attributes, literal, parameter number) over
+        `operands`, added to this computation; named like `instr` (made unique) by default."""
+        literal = None if instr.literal is None else _copy_literal(instr.literal)
+        clone = HloInstruction(instr.opcode, instr.shape, operands, attrs=dict(instr.attrs),
+                               name=instr.name if name is None else name, literal=literal,
+                               parameter_number=instr.parameter_number)
+        return self.add_instruction(clone, before=before)
+
+    def move_instruction(self, instr: HloInstruction, *,
+                         before: HloInstruction | None = None) -> None:
+        """Moves `instr` out of its computation into this one, name, operands and users
+        kept, at the end or just before `before`."""
+        if instr.parent is not None:
+            instr.parent.instructions.remove(instr)
+        instr.parent = self
+        self.instructions.append(instr)
+        if before is not None:
+            self.move_before(instr, before)
+
+    def move_before(self, instr: HloInstruction, anchor: HloInstruction) -> None:
+        """Moves `instr` in the instruction list to just before `anchor`."""
+        self.instructions.remove(instr)
+        self.instructions.insert(self.instructions.index(anchor), instr)
+
+    def set_root(self, instr: HloInstruction) -> None:
+        if instr.parent is not self:
+            raise ValueError(f"the root of {self.name} must belong to it, not to "
+                             f"{instr.parent.name if instr.parent else 'no computation'}")
+        self.root = instr
+
+    def sort_topologically(self) -> None:
+        """Reorders the instruction list so operands (and control predecessors) come
+        first, otherwise keeping the order: of the instructions that are ready, the
+        earliest listed goes first."""
+        index = {id(i): n for n, i in enumerate(self.instructions)}
+        pending = {id(i): len({id(o) for o in i.operands + i.control_predecessors})
+                   for i in self.instructions}
+        readers: dict[int, list[HloInstruction]] = {}
+        for i in self.instructions:
+            for o in {id(o): o for o in i.operands + i.control_predecessors}.values():
+                readers.setdefault(id(o), []).append(i)
+        heap = [(index[id(i)], i.name, i) for i in self.instructions if pending[id(i)] == 0]
+        heapq.heapify(heap)
+        order = []
+        while heap:
+            _, _, instr = heapq.heappop(heap)
+            order.append(instr)
+            for r in readers.get(id(instr), ()):
+                pending[id(r)] -= 1
+                if pending[id(r)] == 0:
+                    heapq.heappush(heap, (index[id(r)], r.name, r))
+        if len(order) != len(self.instructions):
+            raise ValueError(f"cycle in {self.name}")
+        self.instructions[:] = order
 
     def _fresh_name(self, base: str) -> str:
         if self.parent is not None:
@@ -261,6 +347,11 @@ class HloComputation:
                 after.control_predecessors.append(new)
 
     # --- queries ----------------------------------------------------------------
+    def control_successors(self, instr: HloInstruction) -> list[HloInstruction]:
+        """The instructions that must run after `instr` (a scan of the computation)."""
+        return [other for other in self.instructions
+                if other.control_predecessors and any(p is instr for p in other.control_predecessors)]
+
     @property
     def parameters(self) -> list[HloInstruction]:
         params = [i for i in self.instructions if i.opcode == "parameter"]
@@ -324,7 +415,10 @@ class HloModule:
         self._names: set[str] = set()
         self._counters: dict[str, int] = {}
 
-    def add_computation(self, comp: HloComputation, entry: bool = False) -> HloComputation:
+    def add_computation(self, comp: HloComputation, entry: bool = False, *,
+                        before: HloComputation | None = None) -> HloComputation:
+        """Adds `comp` (renamed if its name is taken), listed last or just before
+        `before` (callees print before their callers)."""
         comp.parent = self
         taken = {c.name for c in self.computations}
         base, n = comp.name, 0
@@ -333,7 +427,10 @@ class HloModule:
             comp.name = f"{base}.{n}"
         for instr in comp.instructions:
             self._names.add(instr.name)
-        self.computations.append(comp)
+        if before is not None and before in self.computations:
+            self.computations.insert(self.computations.index(before), comp)
+        else:
+            self.computations.append(comp)
         if entry:
             self.entry = comp
         return comp
@@ -385,6 +482,13 @@ class HloModule:
 
     def __repr__(self) -> str:
         return f"<HloModule {self.name}: {len(self.computations)} computations>"
+
+
+def _copy_literal(literal):
+    """A copy of a constant's literal: an array, or a tuple of literals for a tuple shape."""
+    if isinstance(literal, tuple):
+        return tuple(_copy_literal(element) for element in literal)
+    return np.array(literal, copy=True)
 
 
 def _depends_on(a: HloInstruction, b: HloInstruction) -> bool:

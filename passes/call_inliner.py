@@ -5,7 +5,7 @@ from collections import Counter
 
 from ..hlo import HloComputation, HloInstruction, HloModule
 
-from .hlo_utils import clone_instruction, in_layout, move_before
+from .hlo_utils import in_layout
 from .pass_base import HloModulePass, register_pass
 
 
@@ -31,14 +31,11 @@ def inline_call(call: HloInstruction, only_caller: bool = False,
         elif only_caller:
             for i, op in enumerate(list(instr.operands)):
                 instr.replace_operand(i, value[id(op)])
-            callee.instructions.remove(instr)
-            instr.parent = comp
-            comp.instructions.append(instr)
-            move_before(comp, instr, call)
+            comp.move_instruction(instr, before=call)
             value[id(instr)] = instr
         else:
-            value[id(instr)] = clone_instruction(instr, comp, [value[id(o)] for o in instr.operands],
-                                                 before=call)
+            value[id(instr)] = comp.clone_instruction(instr, [value[id(o)] for o in instr.operands],
+                                                      before=call)
     # The call's users read its declared layout, which the callee's root need not have.
     root = in_layout(value[id(callee.root)], call.shape, comp, before=call)
     call.replace_all_uses_with(root)

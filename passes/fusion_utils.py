@@ -70,8 +70,7 @@ from __future__ import annotations
 
 from ..hlo import HloComputation, HloInstruction, RawAttr, Shape
 
-from .hlo_utils import add_computation_before, clone_instruction, in_layout, new_instruction, \
-    sort_topologically
+from .hlo_utils import in_layout, new_instruction
 
 LOOP, INPUT, ROW = "kLoop", "kInput", "row"
 ROW_BACKEND_CONFIG = '{"fusion_kind":"row"}'
@@ -168,18 +167,15 @@ def _carry_control_edges(instr: HloInstruction, fusion: HloInstruction,
     Edges between two members of the fusion disappear (one kernel has no order)."""
     comp = fusion.parent
     for pred in instr.control_predecessors:
-        if pred.parent is comp and pred is not fusion \
-                and not any(p is pred for p in fusion.control_predecessors):
-            fusion.control_predecessors.append(pred)
+        if pred.parent is comp and pred is not fusion:
+            fusion.add_control_predecessor(pred)
     if not moved:
         return
-    instr.control_predecessors = []
-    for other in [o for o in comp.instructions if o.control_predecessors]:
-        if any(p is instr for p in other.control_predecessors):
-            preds = [p for p in other.control_predecessors if p is not instr]
-            if other is not fusion and not any(p is fusion for p in preds):
-                preds.append(fusion)
-            other.control_predecessors = preds
+    instr.drop_control_predecessors()
+    for other in comp.control_successors(instr):
+        other.remove_control_predecessor(instr)
+        if other is not fusion:
+            other.add_control_predecessor(fusion)
 
 
 def control_successors(instr: HloInstruction) -> list[HloInstruction]:
@@ -191,13 +187,6 @@ def control_successors(instr: HloInstruction) -> list[HloInstruction]:
             if other.control_predecessors and any(p is instr for p in other.control_predecessors)]
 
 
-def _move_into(instr: HloInstruction, comp: HloComputation) -> None:
-    """Moves an instruction (name kept) from its computation into `comp`."""
-    instr.parent.instructions.remove(instr)
-    instr.parent = comp
-    comp.instructions.append(instr)
-
-
 # --- creating and growing fusions --------------------------------------------------
 
 def create_fusion(instr: HloInstruction, kind: str, name: str | None = None) -> HloInstruction:
@@ -205,7 +194,7 @@ def create_fusion(instr: HloInstruction, kind: str, name: str | None = None) -> 
     comp, module = instr.parent, instr.parent.parent
     fused = HloComputation("fused_computation")
     fused.is_fusion_computation = True
-    add_computation_before(module, fused, comp)
+    module.add_computation(fused, before=comp)
     label = {LOOP: "loop", INPUT: "input", ROW: "row"}.get(kind, "custom")
     fusion = new_instruction(comp, "fusion", instr.shape, before=instr,
                              name=name or f"{label}_fusion",
@@ -217,9 +206,9 @@ def create_fusion(instr: HloInstruction, kind: str, name: str | None = None) -> 
     for i, op in enumerate(operands):
         instr.replace_operand(i, _read_operand(fusion, op))
     _carry_control_edges(instr, fusion)
-    _move_into(instr, fused)
-    fused.root = instr
-    sort_topologically(fused)
+    fused.move_instruction(instr)
+    fused.set_root(instr)
+    fused.sort_topologically()
     return fusion
 
 
@@ -245,8 +234,8 @@ def fuse_producer(fusion: HloInstruction, producer: HloInstruction,
             producer.replace_operand(i, _read_operand(fusion, op))
         value = producer
     else:
-        value = clone_instruction(producer, fusion.fused_computation,
-                                  [_read_operand(fusion, op) for op in producer.operands])
+        value = fusion.fused_computation.clone_instruction(
+            producer, [_read_operand(fusion, op) for op in producer.operands])
     # The parameter(s) that read the producer now read its fused value, in the layout
     # the parameter declared (a bitcast of it means the parameter's bytes).
     for number in reversed([i for i, op in enumerate(fusion.operands) if op is producer]):
@@ -260,14 +249,14 @@ def fuse_producer(fusion: HloInstruction, producer: HloInstruction,
         for user in others:
             user.replace_operand_with(producer, gte)
         if comp.root is producer:
-            comp.root = gte
+            comp.set_root(gte)
     if producer.opcode == "fusion":
         _discard_fusion(producer, body)
     elif move:
-        _move_into(producer, fusion.fused_computation)
+        fusion.fused_computation.move_instruction(producer)
     _name_parameters(fusion)
-    sort_topologically(fusion.fused_computation)
-    sort_topologically(comp)
+    fusion.fused_computation.sort_topologically()
+    comp.sort_topologically()
     return value
 
 
@@ -284,7 +273,7 @@ def _inline_body(target: HloInstruction, source: HloInstruction) -> HloInstructi
             _read_operand(target, source.operands[param.parameter_number], param.shape))
     root = body.root
     for instr in [i for i in body.post_order() if i.opcode != "parameter"]:
-        _move_into(instr, target.fused_computation)
+        target.fused_computation.move_instruction(instr)
     return root
 
 
@@ -293,9 +282,7 @@ def _discard_fusion(fusion: HloInstruction, body: HloComputation) -> None:
     comp = fusion.parent
     if fusion.users or comp.root is fusion:
         raise ValueError(f"{fusion.name} still has users")
-    fusion.drop_operands()
-    comp.instructions.remove(fusion)
-    fusion.parent = None
+    comp.remove_instruction(fusion)
     if body.parent is not None:
         body.parent.remove_computation(body)
 
@@ -322,14 +309,14 @@ def add_output(fusion: HloInstruction, value: HloInstruction) -> int:
         comp = fusion.parent
         users, was_root = list(fusion.users), comp.root is fusion
         declared = fusion.shape          # what the users read; the root's layout may differ
-        body.root = new_instruction(body, "tuple", Shape.tuple_of([root.shape]), [root],
-                                    name="tuple")
+        body.set_root(new_instruction(body, "tuple", Shape.tuple_of([root.shape]), [root],
+                                      name="tuple"))
         fusion.shape = body.root.shape
         gte = _get_tuple_element(fusion, 0, declared)
         for user in users:
             user.replace_operand_with(fusion, gte)
         if was_root:
-            comp.root = gte
+            comp.set_root(gte)
         root = body.root
     root.set_operands(root.operands + [value])
     root.shape = Shape.tuple_of([op.shape for op in root.operands])
@@ -351,9 +338,7 @@ def merge_siblings(first: HloInstruction, second: HloInstruction) -> HloInstruct
     _inline_body(first, second)
     indices = [add_output(first, v) for v in values]
     if not single:                    # second's own tuple root is now dead
-        old_root.drop_operands()
-        first.fused_computation.instructions.remove(old_root)
-        old_root.parent = None
+        first.fused_computation.remove_instruction(old_root)
     gte = _get_tuple_element(first, indices[0], second.shape) if single and second.users \
         else None
     for user in list(second.users):
@@ -364,6 +349,6 @@ def merge_siblings(first: HloInstruction, second: HloInstruction) -> HloInstruct
             user.attrs["index"] = indices[user.attrs["index"]]
     _discard_fusion(second, body)
     _name_parameters(first)
-    sort_topologically(first.fused_computation)
-    sort_topologically(comp)
+    first.fused_computation.sort_topologically()
+    comp.sort_topologically()
     return first

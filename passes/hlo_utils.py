@@ -1,12 +1,9 @@
-"""Small IR helpers shared by the passes: creating and placing instructions, keeping a
-declared layout when a value is replaced (`in_layout`), ordering, reachability, and
-the kernel count of issue 3."""
+"""Small IR helpers shared by the passes: creating instructions, keeping a declared
+layout when a value is replaced (`in_layout`), reachability, and the kernel count of
+issue 3. Moving, cloning and ordering instructions are methods of the IR (hlo/ir.py)."""
 from __future__ import annotations
 
-import heapq
 from typing import Iterable
-
-import numpy as np
 
 from ..hlo import HloComputation, HloInstruction, HloModule, Shape
 
@@ -21,20 +18,8 @@ def new_instruction(comp: HloComputation, opcode: str, shape: Shape,
                     operands: Iterable[HloInstruction] = (), *, before: HloInstruction | None = None,
                     name: str = "", **kwargs) -> HloInstruction:
     """Creates an instruction in `comp`, placed just before `before` (else at the end)."""
-    instr = comp.add_instruction(HloInstruction(opcode, shape, operands, name=name, **kwargs))
-    if before is not None:
-        move_before(comp, instr, before)
-    return instr
-
-
-def clone_instruction(instr: HloInstruction, comp: HloComputation,
-                      operands: Iterable[HloInstruction], *, before: HloInstruction | None = None,
-                      name: str | None = None) -> HloInstruction:
-    """A copy of `instr` (attributes, literal, parameter number) in `comp` over `operands`."""
-    literal = None if instr.literal is None else copy_literal(instr.literal)
-    return new_instruction(comp, instr.opcode, instr.shape, operands, before=before,
-                           name=instr.name if name is None else name, attrs=dict(instr.attrs),
-                           literal=literal, parameter_number=instr.parameter_number)
+    return comp.add_instruction(HloInstruction(opcode, shape, operands, name=name, **kwargs),
+                                before=before)
 
 
 def same_bytes(have: Shape, want: Shape) -> bool:
@@ -85,52 +70,6 @@ def replace_keeping_layout(old: HloInstruction, value: HloInstruction) -> HloIns
     new = in_layout(value, old.shape, comp, before=old)
     comp.replace_instruction(old, new)
     return new
-
-
-def copy_literal(literal):
-    """A copy of a constant's literal: an array, or a tuple of literals for a tuple shape."""
-    if isinstance(literal, tuple):
-        return tuple(copy_literal(element) for element in literal)
-    return np.array(literal, copy=True)
-
-
-def move_before(comp: HloComputation, instr: HloInstruction, anchor: HloInstruction) -> None:
-    """Moves `instr` in the instruction list of `comp` to just before `anchor`."""
-    comp.instructions.remove(instr)
-    comp.instructions.insert(comp.instructions.index(anchor), instr)
-
-
-def add_computation_before(module: HloModule, comp: HloComputation,
-                           anchor: HloComputation | None) -> HloComputation:
-    """Adds `comp` to the module, listed before `anchor` (callees print before callers)."""
-    module.add_computation(comp)
-    if anchor is not None and anchor in module.computations:
-        module.computations.remove(comp)
-        module.computations.insert(module.computations.index(anchor), comp)
-    return comp
-
-
-def sort_topologically(comp: HloComputation) -> None:
-    """Reorders `comp.instructions` so operands come first, otherwise keeping the order."""
-    index = {id(i): n for n, i in enumerate(comp.instructions)}
-    pending = {id(i): len({id(o) for o in i.operands + i.control_predecessors})
-               for i in comp.instructions}
-    readers: dict[int, list[HloInstruction]] = {}
-    for i in comp.instructions:
-        for o in {id(o): o for o in i.operands + i.control_predecessors}.values():
-            readers.setdefault(id(o), []).append(i)
-    heap = [(index[id(i)], i.name, i) for i in comp.instructions if pending[id(i)] == 0]
-    heapq.heapify(heap)
-    order = []
-    while heap:
-        _, _, instr = heapq.heappop(heap)
-        order.append(instr)
-        for r in readers.get(id(instr), ()):
-            pending[id(r)] -= 1
-            if pending[id(r)] == 0:
-                heapq.heappush(heap, (index[id(r)], r.name, r))
-    assert len(order) == len(comp.instructions), f"cycle in {comp.name}"
-    comp.instructions[:] = order
 
 
 def is_kernel(instr: HloInstruction) -> bool:
