@@ -40,6 +40,8 @@ from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
+from ..passes.target_facts import TargetFacts
+
 ISA_LEVELS = ("sse4.2", "avx2", "avx512")
 ENV_MAX_ISA = "XLAPY_CPU_MAX_ISA"
 # For testing only: the host reports at most this level (read once per process), so
@@ -79,10 +81,14 @@ class TargetError(ValueError):
     """A target that cannot be built: an unknown ISA level, CPU or triple."""
 
 
-@dataclass(frozen=True)
-class Target:
+@dataclass(frozen=True, kw_only=True)
+class Target(TargetFacts):
     """What the backend compiles for. `features` is the exact LLVM feature string
-    given to the target machine; the other fields are read off it once."""
+    given to the target machine; the other fields are read off it once.
+
+    A Target is the `TargetFacts` the pass pipeline reads (passes/target_facts.py:
+    the parallel-work and large-transpose thresholds, `vector_bits`, `vector_bytes`),
+    so the pipeline and the emitters read one object."""
     triple: str
     cpu: str
     features: str
@@ -90,10 +96,6 @@ class Target:
     vector_bits: int          # the widest vector register the emitters use
     vector_registers: int     # architectural vector registers (16 or 32)
     runs_on_host: bool        # False: compile and print only
-
-    @property
-    def vector_bytes(self) -> int:
-        return self.vector_bits // 8
 
     @property
     def is_x86(self) -> bool:
@@ -115,7 +117,8 @@ class Target:
 
     def fingerprint(self) -> str:
         """Everything that changes the machine code: part of both cache keys."""
-        return f"{self.triple}|{self.cpu}|{self.features}|{self.vector_bits}"
+        return (f"{self.triple}|{self.cpu}|{self.features}|{self.vector_bits}|"
+                f"{self.parallel_min_bytes}|{self.large_transpose_bytes}")
 
     @property
     def tag(self) -> str:

@@ -17,9 +17,7 @@ import ctypes
 import numpy as np
 
 from .. import runtime
-
-# Below this many bytes read and written a kernel runs as one partition on the caller.
-PARALLEL_MIN_BYTES = 128 * 1024
+from . import target as targets
 
 
 def array_at(address: int, shape, dtype) -> np.ndarray:
@@ -49,7 +47,9 @@ class KernelThunk:
         parts = 1
         if self.partitions is not None:
             parts = max(1, min(self.partitions, threads, self.extent))
-        elif self.work_bytes >= PARALLEL_MIN_BYTES and self.extent > 1:
+        elif self.work_bytes >= targets.current().parallel_min_bytes and self.extent > 1:
+            # Less work runs as one partition on the caller (the compile target's fact,
+            # which the pipeline's horizontal fusion reads too).
             parts = min(threads, self.extent)
         self.dims = runtime.LaunchDims(self.extent, parts)
         # The lean path: one slice runs inline, straight through ctypes.
