@@ -17,7 +17,7 @@ opcodes the table, hlo/opcodes.py, flags `transcendental`) go through
 `emit_math` only, to their routine in the vector-math library (vecmath.py):
 never a scalar libm call, which would keep the loop from vectorizing. An
 opcode flagged but without a routine is an error here, and a test failure
-(tests/hlo/test_op_table.py).
+(tests/test_op_table.py).
 
 Every recipe also takes LLVM vectors (`<16 x float>`: one lane per element, see
 vector_gen.py) and returns a vector: constants are splatted to the operand's

@@ -51,7 +51,7 @@ from .vecmath_ir import MathBuilder
 
 # One row per opcode the table (hlo/opcodes.py) flags `transcendental`: its f32 and
 # f64 routine, each `routine(m: MathBuilder, *args) -> value`. The opcodes come from
-# the table; tests/hlo/test_op_table.py fails for a flagged opcode without a row here.
+# the table; tests/test_op_table.py fails for a flagged opcode without a row here.
 ROUTINES: dict[str, tuple[Callable, Callable]] = {
     #                          f32                f64
     "exponential":            (explog.exp,        explog.exp),

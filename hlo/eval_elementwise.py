@@ -36,7 +36,7 @@ def _logistic(x: np.ndarray) -> np.ndarray:
 
 # The unary transcendental functions (the rows flagged `transcendental` in opcodes.py),
 # evaluated in f64; power and atan2 are in _FLOAT_BINARY.
-_FLOAT_MATH = {
+FLOAT_MATH = {
     "exponential": np.exp,
     "exponential-minus-one": np.expm1,
     "log": np.log,
@@ -57,16 +57,16 @@ def _is_float(value: np.ndarray) -> bool:
     return value.dtype.kind == "f"
 
 
-@reference(*_FLOAT_MATH)
+@reference(*FLOAT_MATH)
 def float_math(instr, operands, ctx):
     (x,) = operands
     if x.dtype.kind == "c":
-        return to_result(_FLOAT_MATH[instr.opcode](x), instr)
+        return to_result(FLOAT_MATH[instr.opcode](x), instr)
     if not _is_float(x):
         raise EvaluationError(f"{instr.name}: {instr.opcode} needs a float operand, got {x.dtype}")
     x = flush(x, ctx)
     with np.errstate(all="ignore"):
-        y = _FLOAT_MATH[instr.opcode](x.astype(np.float64))
+        y = FLOAT_MATH[instr.opcode](x.astype(np.float64))
         y = y.astype(compute_dtype(x))
     return flush(to_result(y, instr), ctx)
 
