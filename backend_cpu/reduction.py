@@ -31,6 +31,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ..hlo.dtypes import dtype
+from ..hlo.opcodes import OPCODES
 
 from . import target as targets
 from .kernel_ir import KernelIR
@@ -43,14 +44,13 @@ from .scalar_ops import BINARY
 # (an explicit 2 made a softmax's max pass measurably slower).
 REDUCE_INTERLEAVE = None
 
-# Reducers emitted as one flagged instruction when the computation is just `op(p0, p1)`.
-_SIMPLE = ("add", "multiply", "maximum", "minimum", "and", "or")
 
 
 def simple_reducer(comp) -> str | None:
-    """The opcode of a reducer `ROOT r = op(p0, p1)` on scalars, else None."""
+    """The opcode of a reducer `ROOT r = op(p0, p1)` on scalars, else None: emitted as
+    one flagged instruction (the opcodes the table flags `reducer`)."""
     root = comp.root
-    if root.opcode not in _SIMPLE or len(comp.instructions) != 3:
+    if not OPCODES[root.opcode].reducer or len(comp.instructions) != 3:
         return None
     if {o.opcode for o in root.operands} != {"parameter"} or len(set(map(id, root.operands))) != 2:
         return None

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dtypes import dtype as _dtype
+from .opcodes import OPCODES
 
 
 class EvaluationError(Exception):
@@ -94,8 +95,8 @@ def flush_all(values, ctx) -> list[np.ndarray]:
 
 # --- recognizing simple reducer computations ------------------------------------
 
-# The binary ops a reducer computation may consist of to be run with numpy ufuncs.
-REDUCER_OPCODES = frozenset({"add", "multiply", "maximum", "minimum", "and", "or"})
+# The binary ops a reducer computation may consist of to be run with numpy ufuncs: the
+# rows flagged `reducer` in opcodes.py.
 
 
 def recognize_binary_reducer(comp) -> str | None:
@@ -105,7 +106,7 @@ def recognize_binary_reducer(comp) -> str | None:
     instead of being evaluated element by element.
     """
     root = comp.root
-    if root is None or root.opcode not in REDUCER_OPCODES or len(root.operands) != 2:
+    if root is None or not OPCODES[root.opcode].reducer or len(root.operands) != 2:
         return None
     params = comp.parameters
     if len(params) != 2 or not root.shape.is_array or root.shape.dims:

@@ -35,6 +35,9 @@ class OpInfo:
     expensive: bool = False       # fusion must not duplicate it freely
     side_effect: bool = False     # never removed, folded or merged
     float_only: bool = False      # operands must be floating point (or complex)
+    reducer: bool = False         # a reduce whose computation is this op alone runs as
+                                  # one operation per element (the evaluator's numpy
+                                  # ufunc, the CPU backend's one flagged instruction)
     transcendental: bool = False  # a math function with no exact short recipe: backends
                                   # compute it with their vector-math routine (CPU:
                                   # backend_cpu/vecmath.py, one per opcode, f32 and f64),
@@ -80,17 +83,17 @@ def _rows():
         OpInfo("imag", 1, U),
         OpInfo("copy", 1, U),
         # --- elementwise binary ------------------------------------------------
-        OpInfo("add", 2, B, commutative=True),
+        OpInfo("add", 2, B, commutative=True, reducer=True),
         OpInfo("subtract", 2, B),
-        OpInfo("multiply", 2, B, commutative=True),
+        OpInfo("multiply", 2, B, commutative=True, reducer=True),
         OpInfo("divide", 2, B),
         OpInfo("remainder", 2, B),
-        OpInfo("maximum", 2, B, commutative=True),
-        OpInfo("minimum", 2, B, commutative=True),
+        OpInfo("maximum", 2, B, commutative=True, reducer=True),
+        OpInfo("minimum", 2, B, commutative=True, reducer=True),
         OpInfo("power", 2, B, expensive=True, transcendental=True),  # integers: exact
         OpInfo("atan2", 2, B, expensive=True, **MATH),
-        OpInfo("and", 2, B, commutative=True),
-        OpInfo("or", 2, B, commutative=True),
+        OpInfo("and", 2, B, commutative=True, reducer=True),
+        OpInfo("or", 2, B, commutative=True, reducer=True),
         OpInfo("xor", 2, B, commutative=True),
         OpInfo("shift-left", 2, B),
         OpInfo("shift-right-arithmetic", 2, B),

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from ..hlo import OPCODES
 
-_FREE = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "bitcast",
-                   "opt-barrier"})
+from .hlo_utils import is_kernel
+
 _MOVEMENT_FREE_FLOPS = frozenset({"convert", "bitcast-convert", "copy"})
 
 
@@ -92,7 +92,7 @@ def cost_analysis(module) -> dict:
     flops, trans = _computation_flops(entry, {id(entry)})
     accessed = 0
     for instr in entry.instructions:
-        if instr.opcode in _FREE:
+        if not is_kernel(instr):        # moves nothing: parameters, tuples, bitcasts, ...
             continue
         accessed += _bytes(instr.shape) + sum(_bytes(o.shape) for o in instr.operands)
     return {"flops": float(flops), "transcendentals": float(trans),

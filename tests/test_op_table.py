@@ -144,3 +144,28 @@ def test_no_module_spells_out_the_transcendental_ops():
 def test_no_module_spells_out_the_unary_rows():
     assert list(_spelled_out_sets({row.name for row in ROWS})) == []
     assert list(_spelled_out_sets({row.function for row in ROWS})) == []
+
+
+# --- reducers ------------------------------------------------------------------------------
+
+def _reducer(op: str, dtype: str) -> hlo.HloComputation:
+    module = hlo.parse_module(f"HloModule m\nENTRY r {{\n  a = {dtype}[] parameter(0)\n"
+                              f"  b = {dtype}[] parameter(1)\n  ROOT c = {dtype}[] {op}(a, b)\n}}\n")
+    return module.entry
+
+
+@pytest.mark.parametrize("op", sorted(OPCODES))
+def test_the_reducer_flag_is_what_evaluator_and_backend_recognize(op):
+    """A reduce whose computation is a flagged op alone runs as one operation per
+    element in both (numpy ufunc, one flagged instruction); no other op does."""
+    from xlapy.backend_cpu.reduction import simple_reducer
+    from xlapy.hlo.eval_common import recognize_binary_reducer
+    info = OPCODES[op]
+    if info.kind != "binary":
+        assert not info.reducer, op
+        return
+    dtype = "s32" if op in ("and", "or", "xor") or "shift" in op else "f32"
+    comp = _reducer(op, dtype)
+    expected = op if info.reducer else None
+    assert simple_reducer(comp) == expected
+    assert recognize_binary_reducer(comp) == expected
