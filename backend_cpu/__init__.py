@@ -4,9 +4,10 @@
     CompileOptions(pipeline=None | "default" | callable, cache=True, disk_cache=True)
     CpuExecutable.run(*arrays) -> list[np.ndarray]   (tuple results flattened in order)
     CpuExecutable.as_llvm_ir(), .as_asm(), .as_hlo_text(), .memory_stats(),
-        .compile_seconds
+        .kernel_strategies(), .compile_seconds
 
-Where to read next: compiler.py (the stages), elemental.py (how a fusion becomes
+Where to read next: compiler.py (the stages), strategies.py (which emitter takes
+each kernel, every refusal with its reason), elemental.py (how a fusion becomes
 one loop nest of composed element generators), kernels.py (the kernel shapes),
 hoisting.py (row fusions), row_normalize.py (softmax rows: exp once, scale in
 place), buffer_assignment.py (slots and the temp arena), executable.py /

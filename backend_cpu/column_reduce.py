@@ -69,6 +69,18 @@ def is_column_reduce(instr) -> bool:
         and bool(instr.dims())
 
 
+def why_not_column_reduce(instr) -> str | None:
+    """Why `instr` is not a column reduce (is_column_reduce), or None."""
+    if instr.opcode != "reduce":
+        return "not a reduce"
+    if is_column_reduce(instr):
+        return None
+    in_shape = instr.operands[0].shape
+    if in_shape.rank == 0 or not instr.dims():
+        return "reduces no dimension"
+    return f"reduces the input's minor dimension {in_shape.minor_to_major()[0]} (a row reduce)"
+
+
 def rows_per_step(instr) -> int:
     """How many input rows one step of the column reduce `instr` combines, by the cost
     of computing one input element in the kernel (see the module docstring)."""
@@ -97,16 +109,32 @@ def emit_column_reduce(kernel: KernelIR, instr, srcs, outputs) -> int:
     return _emit(kernel, [_Reduce(kernel, instr, srcs, outputs)])
 
 
+def why_not_column_reduces(root, outputs) -> str | None:
+    """Why the tuple `root` is not sibling column reduces sharing one walk
+    (try_emit_column_reduces), or None."""
+    if root.opcode != "tuple":
+        return "not a tuple root"
+    elements = root.operands
+    if not elements:
+        return "an empty tuple"
+    for e in elements:
+        reason = why_not_column_reduce(e)
+        if reason is not None:
+            return f"{e.name}: {reason}"
+    if len({_walk_key(e) for e in elements}) != 1:
+        return "the reduces walk different inputs or dimensions"
+    if len({(o.shape.dims, tuple(o.shape.minor_to_major())) for o in outputs}) != 1:
+        return "the outputs differ in shape or layout"
+    return None
+
+
 def try_emit_column_reduces(kernel: KernelIR, root, gens: dict, outputs) -> int | None:
     """A tuple root whose elements are all column reduces of inputs of one shape over
-    the same dimensions: one streaming walk updates every output. None otherwise."""
+    the same dimensions: one streaming walk updates every output. None otherwise
+    (why_not_column_reduces says why)."""
+    if why_not_column_reduces(root, outputs) is not None:
+        return None
     elements = root.operands
-    if not elements or not all(e.opcode == "reduce" and is_column_reduce(e) for e in elements):
-        return None
-    walks = {_walk_key(e) for e in elements}
-    layouts = {(o.shape.dims, tuple(o.shape.minor_to_major())) for o in outputs}
-    if len(walks) != 1 or len(layouts) != 1:
-        return None
     reduces, rest = [], list(outputs)
     for e in elements:
         count = len(e.shape.leaves())
@@ -122,13 +150,11 @@ def try_emit_reduce_epilogue(kernel: KernelIR, comp, operand_gens, outputs) -> i
     the outputs there. A reduce whose input reads an earlier one broadcast back over
     the rows (a variance: sum((x - mean)^2)) waits for it: one walk per stage. None
     otherwise (and for a one-stage root that is a reduce, or a tuple of reduces only:
-    those accumulate straight into their outputs)."""
+    those accumulate straight into their outputs); why_not_reduce_epilogue says why."""
+    if why_not_reduce_epilogue(comp, kernel.scratch_slot is not None, len(outputs)) is not None:
+        return None
     stages = plan_stages(comp)
-    if stages is None or kernel.scratch_slot is None:
-        return None
     elements = comp.root.operands if comp.root.opcode == "tuple" else [comp.root]
-    if len(elements) != len(outputs):
-        return None
     reduces = [r for stage in stages for r in stage]
     accs = {r: kernel.buffer(kernel.scratch_slot(r.shape), r.shape) for r in reduces}
     from . import elemental      # elemental imports reduction, which this module imports
@@ -154,9 +180,24 @@ def try_emit_reduce_epilogue(kernel: KernelIR, comp, operand_gens, outputs) -> i
     return part.extent
 
 
+def why_not_reduce_epilogue(comp, has_scratch: bool, output_count: int) -> str | None:
+    """Why the fusion computation `comp` is not column reduces under pointwise ops
+    (try_emit_reduce_epilogue), or None. `has_scratch`: the kernel has scratch memory;
+    `output_count`: its output buffers."""
+    stages = _stages(comp)
+    if isinstance(stages, str):
+        return stages
+    if not has_scratch:
+        return "the kernel has no scratch memory"
+    elements = comp.root.operands if comp.root.opcode == "tuple" else [comp.root]
+    if len(elements) != output_count:
+        return "a root element with several outputs"
+    return None
+
+
 def plan_stages(comp) -> list[list] | None:
     """The column reduces of comp in walks (stages), for try_emit_reduce_epilogue; None
-    when comp is not of that form.
+    when comp is not of that form (why_not_reduce_epilogue says why).
 
     All reduces share one walk shape (input shape, reduced dimensions), have one
     output, and are in the default layout, like every output (whose element count is
@@ -167,13 +208,26 @@ def plan_stages(comp) -> list[list] | None:
     reduces they come from), outputs must be rows. Either way a partition only reads
     row elements it computed itself.
     """
+    stages = _stages(comp)
+    return None if isinstance(stages, str) else stages
+
+
+def _stages(comp) -> list[list] | str:
+    """plan_stages' stages, or the reason there are none."""
     root = comp.root
     elements = root.operands if root.opcode == "tuple" else [root]
     reduces = [i for i in comp.post_order() if i.opcode == "reduce"]
-    if not reduces or not all(is_column_reduce(r) and len(r.operands) == 2
-                              and r.shape.has_default_layout() for r in reduces) \
-            or len({_walk_key(r) for r in reduces}) != 1:
-        return None
+    if not reduces:
+        return "no reduce in the fusion"
+    for r in reduces:
+        if not is_column_reduce(r):
+            return f"{r.name}: {why_not_column_reduce(r)}"
+        if len(r.operands) != 2:
+            return f"{r.name} is a variadic reduce"
+        if not r.shape.has_default_layout():
+            return f"{r.name}'s output is not in the default layout"
+    if len({_walk_key(r) for r in reduces}) != 1:
+        return "the reduces walk different inputs or dimensions"
     in_shape = reduces[0].operands[0].shape
     kept = tuple(d for d in range(in_shape.rank) if d not in set(reduces[0].dims()))
     level, stage = {}, {}                 # id -> "row" | "input"; id -> its latest stage
@@ -181,23 +235,25 @@ def plan_stages(comp) -> list[list] | None:
         deps = [o for o in instr.operands if id(o) in level]
         if instr.opcode == "reduce":
             if id(instr.operands[1]) in level or (deps and level[id(deps[0])] != "input"):
-                return None
+                return f"{instr.name} reads a reduce's result other than broadcast back " \
+                       f"over the rows"
             level[id(instr)], stage[id(instr)] = "row", (stage[id(deps[0])] + 1 if deps else 0)
             continue
         if not deps or instr is root and root.opcode == "tuple":
             continue
         kind = _dependent_kind(instr, [level[id(o)] for o in deps], kept, in_shape)
         if kind is None:
-            return None
+            return f"{instr.name} ({instr.opcode}) does not keep a reduce's indices"
         level[id(instr)], stage[id(instr)] = kind, max(stage[id(o)] for o in deps)
     numel = reduces[0].shape.numel
     if not all(level.get(id(e), "row") == "row" and e.shape.is_array and e.shape.numel == numel
                and e.shape.has_default_layout() for e in elements):
-        return None
+        return "an output is not computed pointwise from the reduces' rows"
     stages = [[r for r in reduces if stage[id(r)] == k]
               for k in range(1 + max(stage[id(r)] for r in reduces))]
     if len(stages) == 1 and all(e.opcode == "reduce" for e in elements):
-        return None                       # the direct paths need no scratch
+        # The direct paths need no scratch.
+        return "only reduces at the root (they accumulate into their outputs directly)"
     return stages
 
 

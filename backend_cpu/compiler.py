@@ -58,10 +58,11 @@ import llvmlite.ir as ir
 import numpy as np
 
 from .. import runtime
-from ..hlo import HloInstruction
+from ..hlo import HloInstruction, parse_module
 from ..hlo.dtypes import numpy_dtype
 
 from . import disk_cache, gemm_library, inter_op, ir_policy, kernels, llvm_target, sort_thunk
+from . import strategies
 from . import target as targets
 from .buffer_assignment import Slot, assign_arena
 from .executable import CpuExecutable, Program, physical_dims, to_physical
@@ -195,8 +196,13 @@ def _load_from_disk(disk_key: str, start: float) -> CpuExecutable | None:
         jit = disk_cache.jit_object(payload["object"])
         program = payload["program"]
         program.link(jit.lookup)
+        target = targets.current()
         return CpuExecutable(program, payload["params"], jit=jit,
-                             llvm_source=payload["llvm_source"], target=targets.current(),
+                             llvm_source=payload["llvm_source"], target=target,
+                             # The entry keeps no strategy records: emit the kernels again
+                             # when someone asks for them.
+                             kernel_strategies=lambda: emitted_strategies(payload["hlo_text"],
+                                                                          target),
                              hlo_text=payload["hlo_text"],
                              compile_seconds=time.perf_counter() - start,
                              strength_reduction=payload.get("strength_reduction", True),
@@ -215,7 +221,6 @@ def _run_pipeline(module, text: str, pipeline, copy=None):
     if copy is not None:
         module = copy()                  # passes mutate: work on a copy
     else:
-        from ..hlo import parse_module
         module = parse_module(text)
     if pipeline == "default":
         from ..passes import cpu_pipeline
@@ -260,11 +265,23 @@ def _compile_module(module, start: float, use_disk_cache: bool = False
     executable = CpuExecutable(program, params, jit=jit, llvm_source=llvm_source,
                                hlo_text=hlo_text, compile_seconds=time.perf_counter() - start,
                                strength_reduction=strength_reduction, light_pipeline=light,
-                               target=target)
+                               target=target, kernel_strategies=context.kernel_choices)
     payload = {"program": program, "params": params, "llvm_source": llvm_source,
                "hlo_text": hlo_text, "object": jit and jit.object_code, "gemm_routines": routines,
                "strength_reduction": strength_reduction, "light_pipeline": light}
     return executable, payload
+
+
+def emitted_strategies(hlo_text: str, target: Target) -> list:
+    """The kernel strategies (strategies.Choice per kernel) of the module `hlo_text`
+    compiled for `target`, found by emitting its kernels again: LLVM IR only, no
+    optimization, no JIT (for an executable that came from the disk cache)."""
+    module = parse_module(hlo_text)
+    _ensure_recursion_limit(module)
+    with targets.using(target):
+        context = _Context(ir.Module(name=_symbol(module.name)))
+        ProgramBuilder(context, module.entry).build()
+    return context.kernel_choices
 
 
 def _ensure_recursion_limit(module) -> None:
@@ -289,6 +306,8 @@ class _Context:
         self._count = 0
         self.kernels_not_streaming = 0     # kernels without non-temporal output stores
         self.kernel_functions: set = set()
+        # How each kernel (and host sort) was emitted, in order (strategies.Choice).
+        self.kernel_choices: list = []
 
     def all_loops_written_on_vectors(self) -> bool:
         """True if the module defines only kernels, none of which leaves an innermost
@@ -491,10 +510,12 @@ class ProgramBuilder:
 
     def _sort(self, instr, operands) -> list[int]:
         """A numpy sort on the host when the comparator is a plain key compare
-        (sort_thunk.py), else the merge-sort kernel."""
-        key = sort_thunk.match_sort(instr)
-        if key is None:
+        (sort_thunk.py; the strategy table's host_sort), else the merge-sort kernel."""
+        host = strategies.choose_on_host(instr)
+        if host is None:
             return self._kernel(instr, operands)
+        choice, key = host
+        self.context.kernel_choices.append(choice)
         writes = [self._new_slot("temp", leaf) for leaf in instr.shape.leaves()]
         self.thunks.append(sort_thunk.SortThunk(
             key, instr.dims()[0], instr.to_apply, [leaves[0] for leaves in operands], writes,
@@ -518,7 +539,8 @@ class ProgramBuilder:
         inputs = [kernel.buffer(s, o.shape) for s, o in zip(reads, instr.operands)]
         writes = [self._new_slot("temp", leaf) for leaf in instr.shape.leaves()]
         outputs = [kernel.buffer(s, self.slots[s].shape) for s in writes]
-        extent = kernels.emit_kernel(kernel, instr, inputs, outputs)
+        extent, choice = strategies.emit_kernel(kernel, instr, inputs, outputs)
+        self.context.kernel_choices.append(choice)
         kernel.finish()
         if not kernel.streams:
             self.context.kernels_not_streaming += 1

@@ -141,22 +141,52 @@ def _operand_buffer(kernel, view):
     return None
 
 
-def try_emit_depthwise(kernel, conv, lhs_gen, rhs_view, out) -> int | None:
-    """Emits a depthwise `conv` as the direct loop; the extent, or None to decline."""
+def why_not_grouped(conv, rhs_view, out) -> str | None:
+    """What the depthwise loops (this one and conv_stencil.py's) both need: f32 or
+    f64 throughout, and either feature or batch grouping."""
     a = conv.attrs
     etype = out.shape.element_type
     fgc, bgc = a.get("feature_group_count", 1), a.get("batch_group_count", 1)
-    if rhs_view is None or etype not in ("f32", "f64") or rhs_view.etype != etype \
-            or conv.operands[0].shape.element_type != etype or (fgc > 1) == (bgc > 1):
-        return None
+    if rhs_view is None:
+        return "the kernel is not an array in memory"
+    if etype not in ("f32", "f64") or rhs_view.etype != etype \
+            or conv.operands[0].shape.element_type != etype:
+        return f"{conv.operands[0].shape.element_type} input, {rhs_view.etype} kernel, " \
+               f"{etype} output (f32 or f64 throughout only)"
+    if (fgc > 1) == (bgc > 1):
+        return "no feature or batch grouping" if fgc == 1 else "both feature and batch grouping"
+    return None
+
+
+def why_not_depthwise(kernel, conv, rhs_view, out) -> str | None:
+    """Why `conv` is not a depthwise convolution with the groups innermost everywhere
+    (try_emit_depthwise), or None."""
+    reason = why_not_grouped(conv, rhs_view, out)
+    if reason is not None:
+        return reason
+    a = conv.attrs
+    fgc, bgc = a.get("feature_group_count", 1), a.get("batch_group_count", 1)
     dw = _Depthwise(kernel, conv, rhs_view, out)
     lhs_strides = layout_strides(conv.operands[0].shape)
     group_dim = dw.lmap["b"] if dw.by_batch else dw.lmap["f"]
-    if dw.groups != fgc * bgc or lhs_strides[group_dim] != 1 \
-            or rhs_view.strides[dw.rmap["o"]] != 1 or dw.out_strides[dw.omap["f"]] != 1:
+    if dw.groups != fgc * bgc:
+        return f"{dw.groups} output features in {fgc * bgc} groups (one per group only)"
+    if lhs_strides[group_dim] != 1 or rhs_view.strides[dw.rmap["o"]] != 1 \
+            or dw.out_strides[dw.omap["f"]] != 1:
+        return "the groups are not the innermost dimension of the input, kernel and output"
+    if not dw.by_batch and dw.channels != 1:
+        return f"{dw.channels} input channels per group (one only)"
+    if dw.by_batch and out.shape.dims[dw.omap["b"]] != 1:
+        return "batch grouping with an output batch of more than one"
+    return None
+
+
+def try_emit_depthwise(kernel, conv, lhs_gen, rhs_view, out) -> int | None:
+    """Emits a depthwise `conv` as the direct loop; the extent, or None to decline
+    (why_not_depthwise says why)."""
+    if why_not_depthwise(kernel, conv, rhs_view, out) is not None:
         return None
-    if (not dw.by_batch and dw.channels != 1) or (dw.by_batch and out.shape.dims[dw.omap["b"]] != 1):
-        return None
+    dw = _Depthwise(kernel, conv, rhs_view, out)
     b = kernel.b
     sizes = [out.shape.dims[d] for d in dw.rows]
     m = prod(sizes)

@@ -27,29 +27,56 @@ from dataclasses import dataclass, replace
 
 from ..hlo.shape import Shape
 
-from .conv_depthwise import try_emit_depthwise
 from .conv_patches import PatchBuilder, copy_rhs, copy_tile, element
 from .conv_phases import split_phases
-from .conv_stencil import try_emit_depthwise_spatial
-from .conv_plan import ConvPlan, plan_conv
+from .conv_plan import ConvPlan, plan_conv, plan_refusal
 from .dot_emitter import View, even_cuts, run_units
 from .gemm_packing import ALIGN
 from .llvm_types import storage_type
 from .loops import for_range, i64
 
 
-def try_emit_conv_gemm(kernel, conv, lhs_gen, rhs_view, out) -> int | None:
-    """Emits `conv` as chunked im2col + GEMMs; the partition extent, or None to decline."""
+def why_not_conv(conv, rhs_view, out_shape) -> str | None:
+    """Why no convolution emitter of memory views (the depthwise loops, the GEMMs)
+    takes `conv`, or None: they need its kernel in memory, as the HLO declares it."""
+    if rhs_view is None:
+        return "the kernel is not an array in memory (a parameter, bitcast or transpose of one)"
+    if rhs_view.etype != out_shape.element_type:
+        return f"{rhs_view.etype} kernel, {out_shape.element_type} output"
+    if tuple(rhs_view.dims) != tuple(conv.operands[1].shape.dims):
+        return "the kernel in memory is not shaped as the operand"
+    return None
+
+
+def why_not_conv_gemm(conv, rhs_view, out) -> str | None:
+    """Why `conv` is not computed by im2col + GEMMs (emit_conv_gemm), or None."""
     from . import gemm
     from .dot_emitter import _threads
-    if rhs_view is None or rhs_view.etype != out.shape.element_type:
+    reason = why_not_conv(conv, rhs_view, out.shape)
+    if reason is not None:
+        return reason
+    phases = split_phases(conv, rhs_view, out)
+    parts = [(conv, rhs_view)] if phases is None else \
+        [(p.conv, p.rhs) for p in phases if p.conv is not None]
+    for part_conv, part_rhs in parts:
+        plan = plan_conv(part_conv, part_rhs.dims, part_rhs.strides, _threads(),
+                         allow_direct=phases is None)
+        if plan is None:
+            return plan_refusal(part_conv, part_rhs.dims, part_rhs.strides, _threads(),
+                                allow_direct=phases is None)
+        error = gemm.spec_error(**_gemm_args(plan))
+        if error is not None:
+            return error
+    return None
+
+
+def emit_conv_gemm(kernel, conv, lhs_gen, rhs_view, out) -> int | None:
+    """Emits `conv` as chunked im2col + GEMMs; the partition extent, or None to decline
+    (why_not_conv_gemm says why)."""
+    from . import gemm
+    from .dot_emitter import _threads
+    if why_not_conv(conv, rhs_view, out.shape) is not None:
         return None
-    if tuple(rhs_view.dims) != tuple(conv.operands[1].shape.dims):
-        return None
-    for direct_loop in (try_emit_depthwise, try_emit_depthwise_spatial):
-        extent = direct_loop(kernel, conv, lhs_gen, rhs_view, out)
-        if extent is not None:
-            return extent
     phases = split_phases(conv, rhs_view, out)
     parts = [_Part(conv, 0, rhs_view, out)] if phases is None else \
         [_Part(p.conv, p.rhs_offset, p.rhs, p.out) for p in phases if p.conv is not None]

@@ -116,16 +116,28 @@ def plan_conv(conv, rhs_dims, rhs_strides, threads: int,
               allow_direct: bool = True) -> ConvPlan | None:
     """The plan of `conv` (an HLO convolution, or a phase of one: conv_phases.py) whose
     rhs is in memory with element `rhs_strides`; None when the GEMM path does not pay
-    or does not apply. `allow_direct`: the output is a real array (not a phase's
-    strided rows), which the GEMM may write in place."""
+    or does not apply (plan_refusal says why). `allow_direct`: the output is a real
+    array (not a phase's strided rows), which the GEMM may write in place."""
+    plan = _plan(conv, rhs_dims, rhs_strides, threads, allow_direct)
+    return plan if isinstance(plan, ConvPlan) else None
+
+
+def plan_refusal(conv, rhs_dims, rhs_strides, threads: int, allow_direct: bool = True) -> str | None:
+    """Why plan_conv gives no plan for these arguments, or None when it gives one."""
+    plan = _plan(conv, rhs_dims, rhs_strides, threads, allow_direct)
+    return plan if isinstance(plan, str) else None
+
+
+def _plan(conv, rhs_dims, rhs_strides, threads: int, allow_direct: bool) -> ConvPlan | str:
+    """plan_conv's plan, or the reason for none."""
     a = conv.attrs
     lhs_shape, out_shape = conv.operands[0].shape, conv.shape
     etype = out_shape.element_type
     if etype not in ("f32", "f64") or lhs_shape.element_type != etype:
-        return None
+        return f"{lhs_shape.element_type} input, {etype} output (f32 or f64 only)"
     fgc, bgc = a.get("feature_group_count", 1), a.get("batch_group_count", 1)
     if fgc > 1 and bgc > 1:
-        return None
+        return "both feature and batch grouping"
     lmap, rmap, omap = parse_dim_labels(a["dim_labels"])
     window = a["window"].dims if "window" in a else ()
     groups = fgc * bgc
@@ -139,8 +151,12 @@ def plan_conv(conv, rhs_dims, rhs_strides, threads: int,
         [Axis(w.size, lmap[str(i)], rmap[str(i)], i) for i, w in enumerate(window)]
     k_axes.sort(key=lambda x: -lhs_st[x.lhs_dim])
     m, k = prod(r.size for r in rows), prod(x.size for x in k_axes)
-    if m * k * features * groups < GEMM_MIN_FLOPS or k * features < MIN_GROUP_WORK:
-        return None
+    if m * k * features * groups < GEMM_MIN_FLOPS:
+        return f"small: {m * k * features * groups} multiply-adds (the generic convolution " \
+               f"below {GEMM_MIN_FLOPS})"
+    if k * features < MIN_GROUP_WORK:
+        return f"short groups: {k * features} multiply-adds per output element and group " \
+               f"(the generic convolution below {MIN_GROUP_WORK})"
     innermost = min((d for d in range(lhs_shape.rank) if lhs_shape.dims[d] > 1),
                     key=lambda d: lhs_st[d], default=lmap["f"])
     # A spatial innermost lhs dimension is walked by the inner row axis and by its
@@ -152,7 +168,7 @@ def plan_conv(conv, rhs_dims, rhs_strides, threads: int,
     esize = 8 if etype == "f64" else 4
     chunk_rows, units = _chunking(m, k, esize, features, groups, threads)
     if chunk_rows is None:
-        return None
+        return f"one row of patches per thread exceeds {MAX_PATCH_BYTES >> 20} MiB"
     return ConvPlan(etype, tuple(rows), tuple(k_axes), groups, bgc > 1,
                     out_shape.dims[omap["b"]], rhs_dims[rmap["i"]], features, columns_major,
                     chunk_rows, direct, _rhs_in_place(k_axes, rhs_strides, rmap["o"]), units,

@@ -19,30 +19,46 @@ from __future__ import annotations
 
 from math import prod
 
-from .conv_depthwise import _FAST, _Depthwise
+from .conv_depthwise import _FAST, _Depthwise, why_not_grouped
 from .conv_patches import valid_range
 from .dot_emitter import even_cuts, run_units
 from .kernel_ir import strides as layout_strides
 from .loops import for_range, i64
 
 
+def why_not_depthwise_spatial(kernel, conv, rhs_view, out) -> str | None:
+    """Why `conv` is not a depthwise convolution whose innermost output dimension is
+    spatial (try_emit_depthwise_spatial), or None."""
+    reason = why_not_grouped(conv, rhs_view, out)
+    if reason is not None:
+        return reason
+    a = conv.attrs
+    fgc, bgc = a.get("feature_group_count", 1), a.get("batch_group_count", 1)
+    dw = _Depthwise(kernel, conv, rhs_view, out)
+    if dw.groups != fgc * bgc:
+        return f"{dw.groups} output features in {fgc * bgc} groups (one per group only)"
+    if not dw.by_batch and dw.channels != 1:
+        return f"{dw.channels} input channels per group (one only)"
+    if dw.by_batch and out.shape.dims[dw.omap["b"]] != 1:
+        return "batch grouping with an output batch of more than one"
+    label = next(c for c, d in dw.omap.items() if d == out.shape.minor_to_major()[0])
+    if not label.isdigit():
+        return "the output's innermost dimension is not spatial"
+    if layout_strides(conv.operands[0].shape)[dw.lmap[label]] != 1:
+        return "the input's innermost dimension is not the output's"
+    if dw.window[int(label)].base_dilation != 1:
+        return "the innermost spatial dimension has base dilation"
+    return None
+
+
 def try_emit_depthwise_spatial(kernel, conv, lhs_gen, rhs_view, out) -> int | None:
     """Emits a depthwise `conv` whose innermost output dimension is spatial (and
-    unit-stride in the input too) as stencil runs; the extent, or None to decline."""
-    a = conv.attrs
-    etype = out.shape.element_type
-    fgc, bgc = a.get("feature_group_count", 1), a.get("batch_group_count", 1)
-    if rhs_view is None or etype not in ("f32", "f64") or rhs_view.etype != etype \
-            or conv.operands[0].shape.element_type != etype or (fgc > 1) == (bgc > 1):
+    unit-stride in the input too) as stencil runs; the extent, or None to decline
+    (why_not_depthwise_spatial says why)."""
+    if why_not_depthwise_spatial(kernel, conv, rhs_view, out) is not None:
         return None
     dw = _Depthwise(kernel, conv, rhs_view, out)
-    if dw.groups != fgc * bgc or (not dw.by_batch and dw.channels != 1) \
-            or (dw.by_batch and out.shape.dims[dw.omap["b"]] != 1):
-        return None
     label = next(c for c, d in dw.omap.items() if d == out.shape.minor_to_major()[0])
-    if not label.isdigit() or layout_strides(conv.operands[0].shape)[dw.lmap[label]] != 1 \
-            or dw.window[int(label)].base_dilation != 1:
-        return None
     inner = dw.omap[label]
     rows = sorted((d for d in dw.omap.values() if d != inner), key=lambda d: -dw.out_strides[d])
     sizes = [out.shape.dims[d] for d in rows]

@@ -83,22 +83,49 @@ def _merge(view: View, dims: list[int]) -> tuple[int, int] | None:
     return prod(view.dims[d] for d in dims), view.strides[dims[-1]]
 
 
-def try_emit_gemm(kernel, dot, lhs: View | None, rhs: View | None, out) -> int | None:
-    """Emits `dot` through the GEMM into `out` (a Buffer); the extent, or None to decline."""
+def why_not_gemm(dot, lhs: View | None, rhs: View | None, out_shape) -> str | None:
+    """Why `dot` (operands seen as the strided views `lhs`, `rhs`) does not go to the
+    packed GEMM, or None when it does (try_emit_gemm)."""
     from . import gemm
-    if lhs is None or rhs is None or not out.shape.has_default_layout():
-        return None
+    if lhs is None or rhs is None:
+        return "an operand is not an array in memory (a parameter, bitcast or transpose of one)"
+    if not out_shape.has_default_layout():
+        return "the output is not in the default layout"
+    merged = _gemm_dims(dot, lhs, rhs)
+    names = ("lhs free", "lhs contracting", "rhs contracting", "rhs free")
+    for name, m in zip(names, merged):
+        if m is None:
+            return f"the {name} dimensions are not contiguous in memory"
+    (m, sm), (k, slk), (k2, srk), (n, sn) = merged
+    if k != k2:
+        return f"contracting sizes differ ({k} and {k2})"
+    if m * n * k < GEMM_MIN_FLOPS:
+        return f"small: {m * n * k} multiply-adds (the generic dot below {GEMM_MIN_FLOPS})"
+    return gemm.spec_error(lhs_dtype=lhs.etype, rhs_dtype=rhs.etype,
+                           out_dtype=out_shape.element_type, m=m, n=n, k=k,
+                           lhs_strides=(sm, slk), rhs_strides=(srk, sn))
+
+
+def _gemm_dims(dot, lhs: View, rhs: View) -> list:
+    """[(m, stride), (k, stride) of lhs, (k, stride) of rhs, (n, stride)], None where
+    the dimensions do not merge into one."""
     a = dot.attrs
     lb, rb = list(a.get("lhs_batch_dims", ())), list(a.get("rhs_batch_dims", ()))
     lc, rc = list(a.get("lhs_contracting_dims", ())), list(a.get("rhs_contracting_dims", ()))
     lhs_free = [d for d in range(len(lhs.dims)) if d not in lb and d not in lc]
     rhs_free = [d for d in range(len(rhs.dims)) if d not in rb and d not in rc]
-    merged = [_merge(lhs, lhs_free), _merge(lhs, lc), _merge(rhs, rc), _merge(rhs, rhs_free)]
-    if any(m is None for m in merged):
+    return [_merge(lhs, lhs_free), _merge(lhs, lc), _merge(rhs, rc), _merge(rhs, rhs_free)]
+
+
+def try_emit_gemm(kernel, dot, lhs: View | None, rhs: View | None, out) -> int | None:
+    """Emits `dot` through the GEMM into `out` (a Buffer); the extent, or None to decline
+    (why_not_gemm says why)."""
+    from . import gemm
+    if why_not_gemm(dot, lhs, rhs, out.shape) is not None:
         return None
-    (m, sm), (k, slk), (k2, srk), (n, sn) = merged
-    if k != k2 or m * n * k < GEMM_MIN_FLOPS:
-        return None
+    a = dot.attrs
+    lb, rb = list(a.get("lhs_batch_dims", ())), list(a.get("rhs_batch_dims", ()))
+    (m, sm), (k, slk), (k2, srk), (n, sn) = _gemm_dims(dot, lhs, rhs)
     args = dict(lhs_dtype=lhs.etype, rhs_dtype=rhs.etype, out_dtype=out.shape.element_type,
                 m=m, n=n, k=k, lhs_strides=(sm, slk), rhs_strides=(srk, sn))
     try:

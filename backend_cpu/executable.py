@@ -11,7 +11,8 @@ arrays in *physical* layout.
 `CpuExecutable` wraps the entry program for users: it checks arguments,
 converts numpy arrays (logical, row-major) to and from the physical layouts
 of the entry's parameters and results, keeps the JIT engine alive and offers
-`as_llvm_ir()`, `as_asm()`, `as_hlo_text()` and `memory_stats()`.
+`as_llvm_ir()`, `as_asm()`, `as_hlo_text()`, `memory_stats()` and
+`kernel_strategies()` (how each kernel was emitted, strategies.py).
 """
 from __future__ import annotations
 
@@ -155,13 +156,15 @@ class CpuExecutable:
     def __init__(self, program: Program, params: list, *, jit, hlo_text: str,
                  compile_seconds: float, llvm_ir: str | None = None,
                  llvm_source: str | None = None, strength_reduction: bool = True,
-                 light_pipeline: bool = False, target=None):
+                 light_pipeline: bool = False, target=None, kernel_strategies=None):
         """`llvm_ir`: the optimized LLVM IR; or `llvm_source`, the IR before
         optimization, which `as_llvm_ir()` optimizes again when first asked.
         `strength_reduction`: how the code generator ran (`as_asm()` runs it alike);
         `light_pipeline`: how the optimizer ran (`as_llvm_ir()` runs it alike).
         `target`: what the code was compiled for (target.py; default the current one);
-        `jit` is None when the host cannot run it, and then `run` refuses."""
+        `jit` is None when the host cannot run it, and then `run` refuses.
+        `kernel_strategies`: the compiler's strategies.Choice records, or a function
+        that makes them when first asked."""
         if llvm_ir is None and llvm_source is None:
             raise TypeError("CpuExecutable: give llvm_ir or llvm_source")
         self._program = program
@@ -182,6 +185,7 @@ class CpuExecutable:
         self._default_outputs = all(shape.has_default_layout() for _, shape in program.outputs)
         self.compile_seconds = compile_seconds
         self._asm = None
+        self._kernel_strategies = kernel_strategies
 
     # --- running ---------------------------------------------------------------------
     def run(self, *arrays) -> list[np.ndarray]:
@@ -249,6 +253,15 @@ class CpuExecutable:
     def as_hlo_text(self) -> str:
         """The HLO module that was compiled (after the pipeline, if any)."""
         return self._hlo_text
+
+    def kernel_strategies(self) -> list:
+        """How each kernel was emitted, in the order the compiler emitted them (while
+        bodies, branches and host sorts included): (kernel name, the strategy that
+        emitted it, ((declined strategy, its reason), ...)) per kernel, the strategies
+        being the rows of strategies.STRATEGIES, in table order."""
+        if callable(self._kernel_strategies):
+            self._kernel_strategies = self._kernel_strategies()
+        return list(self._kernel_strategies or ())
 
     def memory_stats(self) -> dict:
         p = self._program

@@ -195,6 +195,17 @@ def emit_gemm(module: ir.Module, name: str, *, lhs_dtype: str, rhs_dtype: str,
     return fn
 
 
+def spec_error(*, lhs_dtype: str, rhs_dtype: str, out_dtype: str, m: int, n: int, k: int,
+               lhs_strides: tuple[int, int], rhs_strides: tuple[int, int]) -> str | None:
+    """Why emit_gemm refuses these arguments (its ValueError's message), or None."""
+    try:
+        _check_spec(GemmSpec(lhs_dtype, rhs_dtype, out_dtype, m, n, k,
+                             tuple(lhs_strides), tuple(rhs_strides)))
+    except ValueError as error:
+        return str(error)
+    return None
+
+
 def _check_spec(spec: GemmSpec) -> None:
     for role, name in (("lhs", spec.lhs_dtype), ("rhs", spec.rhs_dtype)):
         if name not in _SUPPORTED_DTYPES:

@@ -58,6 +58,40 @@ def match(root, plan) -> object | None:
     return None
 
 
+def why_not(root, plan) -> str | None:
+    """Why `root` is not a row normalization (`match` gives no reduce), or None."""
+    if match(root, plan) is not None:
+        return None
+    shape = root.shape
+    if root.opcode != "divide":
+        return "the root is not a divide"
+    if not shape.is_array or shape.element_type not in _TYPES:
+        return f"{shape.element_type} output (f32 and f64 only)"
+    if shape.rank < 1:
+        return "a scalar output"
+    if not shape.has_default_layout():
+        return "the output is not in the default layout"
+    reduce = root.operands[1]
+    while reduce.opcode in ("broadcast", "reshape", "bitcast") and len(reduce.operands) == 1:
+        reduce = reduce.operands[0]
+    if reduce.opcode != "reduce":
+        return "the divisor is not a reduce seen through broadcasts and reshapes"
+    inner = shape.rank - 1
+    if len(reduce.operands) != 2:
+        return "the divisor is a variadic reduce"
+    if reduce.operands[0] is not root.operands[0]:
+        return "the divisor does not reduce the numerator"
+    if tuple(reduce.dims()) != (inner,):
+        dims = ", ".join(str(d) for d in reduce.dims())
+        return f"reduce over dimension{'s' * (len(reduce.dims()) != 1)} {dims}, not the " \
+               f"minor dimension {inner}"
+    if simple_reducer(reduce.to_apply) != "add":
+        return "the divisor's reduce is not a sum"
+    if not any(r is reduce for r, _ in plan):
+        return "the sum is not hoisted out of the row loop (hoisting.py)"
+    return "the sum's row does not follow the output's outer dimensions"
+
+
 def _reads_only(value, reduce) -> bool:
     """True when `value` is `reduce` seen through broadcasts and reshapes only (the
     hoisting plan's mapping then says which root dims index it)."""

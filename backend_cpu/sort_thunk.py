@@ -113,15 +113,35 @@ class SortKey:
 
 
 def match_sort(instr) -> SortKey | None:
-    """The key of `instr`'s comparator if numpy can sort by it exactly, else None."""
+    """The key of `instr`'s comparator if numpy can sort by it exactly, else None
+    (why_not_host_sort says why)."""
+    key = _sort_key(instr)
+    return key if isinstance(key, SortKey) else None
+
+
+def why_not_host_sort(instr) -> str | None:
+    """Why numpy cannot sort `instr` exactly (match_sort), or None."""
+    key = _sort_key(instr)
+    return key if isinstance(key, str) else None
+
+
+def _sort_key(instr) -> SortKey | str:
+    """match_sort's key, or the reason there is none."""
+    if instr.opcode != "sort":
+        return "not a sort"
     comp = instr.attrs.get("to_apply")
-    if comp is None or len(instr.dims()) != 1:
-        return None
+    if comp is None:
+        return "no comparator"
+    if len(instr.dims()) != 1:
+        return "not one sort dimension"
     root = comp.root
     direction = root.attrs.get("direction")
-    if root.opcode != "compare" or direction not in ("LT", "GT") \
-            or root.operands[0].shape.element_type not in _KEY_TYPES:
-        return None
+    if root.opcode != "compare":
+        return f"the comparator's root is {root.opcode}, not one compare"
+    if direction not in ("LT", "GT"):
+        return f"the comparator compares {direction} (a key sort takes LT or GT)"
+    if root.operands[0].shape.element_type not in _KEY_TYPES:
+        return f"{root.operands[0].shape.element_type} keys"
     lhs, rhs = root.operands
     for first, second, descending in ((lhs, rhs, direction == "GT"),
                                       (rhs, lhs, direction == "LT")):
@@ -130,11 +150,11 @@ def match_sort(instr) -> SortKey | None:
             continue
         steps = _post_order(first)
         if not all(_is_scalar_step(s) for s in steps):
-            return None
+            return "the key is not computed by scalar elementwise steps"
         identity = len(steps) == 1
         return SortKey(params[0] // 2, [] if identity else steps, descending,
                        root.attrs.get("type") == "TOTALORDER")
-    return None
+    return "the comparator does not compare one function of an operand's two values"
 
 
 def _params_of(node) -> list[int]:

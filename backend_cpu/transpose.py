@@ -74,20 +74,52 @@ def _interleave_masks(n: int):
     return lo, hi
 
 
-def try_emit_block_transpose(kernel, root, view, out) -> int | None:
-    """Emits `root` (a transpose of the strided `view`) by n x n register blocks, or
-    by whole rows when it keeps the minor dimension (try_emit_row_shuffle)."""
-    if root.opcode != "transpose" or view is None or not out.shape.has_default_layout() \
-            or not out.shape.rank:
-        return None                     # (a rank-0 transpose is a copy)
+def _why_not_in_memory(root, view, out_shape) -> str | None:
+    """What both register-level transposes need: a transpose of an array in memory
+    into a default-layout output of rank >= 1."""
+    if root.opcode != "transpose":
+        return "not a transpose"
+    if view is None:
+        return "the operand is not an array in memory (a parameter, bitcast or transpose of one)"
+    if not out_shape.has_default_layout():
+        return "the output is not in the default layout"
+    if not out_shape.rank:
+        return "a rank-0 transpose (a copy)"
+    return None
+
+
+def why_not_block_transpose(root, view, out_shape) -> str | None:
+    """Why `root` (a transpose of the strided `view`, permuted as the output) is not
+    moved by n x n register blocks (try_emit_block_transpose), or None."""
+    reason = _why_not_in_memory(root, view, out_shape)
+    if reason is not None:
+        return reason
     if view.strides[-1] == 1:
-        return try_emit_row_shuffle(kernel, view, out)
-    dims = out.shape.dims
-    if len(dims) < 2 or dims[-1] % BLOCK or not out.shape.numel:
-        return None                     # (an empty output would give loads "align 0")
+        return "minor dims not swapped: the minor dimension is kept (a row shuffle)"
+    dims = out_shape.dims
+    if len(dims) < 2:
+        return "a vector"
+    if dims[-1] % BLOCK:
+        return f"the output's minor dimension ({dims[-1]}) is not a multiple of {BLOCK}"
+    if not out_shape.numel:             # (an empty output would give loads "align 0")
+        return "an empty output"
     p = _row_dim(view, dims)
-    if p is None or view.strides[-1] < dims[p]:
-        return None                     # the input must be contiguous along out's rows
+    if p is None:
+        return f"no output dimension along which the input is contiguous (a multiple of " \
+               f"{BLOCK} long, or shorter)"
+    if view.strides[-1] < dims[p]:
+        return f"the input's stride along the output's minor dimension ({view.strides[-1]}) " \
+               f"is shorter than a block column ({dims[p]})"
+    return None
+
+
+def try_emit_block_transpose(kernel, root, view, out) -> int | None:
+    """Emits `root` (a transpose of the strided `view`) by n x n register blocks; None
+    to decline (why_not_block_transpose says why)."""
+    if why_not_block_transpose(root, view, out.shape) is not None:
+        return None
+    dims = out.shape.dims
+    p = _row_dim(view, dims)
     out_strides = [prod(dims[d + 1:]) for d in range(len(dims))]
     batch = [d for d in range(len(dims) - 1) if d != p]
     b = kernel.b
@@ -246,17 +278,44 @@ def _element_by_element(kernel, view, out, step: int, per_matrix: int) -> None:
                 b.store(value, b.gep(out.pointer, [target], inbounds=True, source_etype=ety))
 
 
+def why_not_row_shuffle(root, view, out_shape) -> str | None:
+    """Why `root` (a transpose of the strided `view`, permuted as the output) is not
+    copied row by row (try_emit_row_shuffle), or None."""
+    reason = _why_not_in_memory(root, view, out_shape)
+    if reason is not None:
+        return reason
+    if view.strides[-1] != 1:
+        return "the minor dimension moves"
+    return _row_shuffle_refusal(out_shape)
+
+
+def _row_shuffle_refusal(out_shape) -> str | None:
+    dims = out_shape.dims
+    esize = out_shape.nbytes // max(out_shape.numel, 1)
+    if len(dims) < 2:
+        return "a vector"
+    if not out_shape.numel:
+        return "an empty output"
+    if out_shape.nbytes < streaming.STREAM_MIN_BYTES:
+        # Small: the loop nest, whose output stays in cache.
+        return f"small: {out_shape.nbytes} bytes (rows are copied whole from " \
+               f"{streaming.STREAM_MIN_BYTES})"
+    if (dims[-1] * esize) % LINE:
+        return f"rows of {dims[-1] * esize} bytes are not whole {LINE}-byte lines"
+    return None
+
+
 def try_emit_row_shuffle(kernel, view, out) -> int | None:
     """A large transpose that keeps the minor dimension (attention's head shuffle
     [B,S,H,D] -> [B,H,S,D]) moves whole rows: each output row is one contiguous input
     row, copied as line-sized vectors and stored non-temporally (the generic loop nest
     streams only rows of several chunks, and D is often a single one). Partition units
-    are SHUFFLE_ROWS output rows, so a small outer extent still splits."""
+    are SHUFFLE_ROWS output rows, so a small outer extent still splits. None to
+    decline (why_not_row_shuffle says why)."""
+    if _row_shuffle_refusal(out.shape) is not None:
+        return None
     dims = out.shape.dims
     esize = out.shape.nbytes // max(out.shape.numel, 1)
-    if len(dims) < 2 or not out.shape.numel or out.shape.nbytes < streaming.STREAM_MIN_BYTES \
-            or (dims[-1] * esize) % LINE:
-        return None                     # small: the loop nest, whose output stays in cache
     b = kernel.b
     ety = storage_type(out.shape.element_type)
     per_line = LINE // esize
