@@ -34,18 +34,71 @@ def load_case(name: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
     return args, outs
 
 
-def assert_close(actual, expected, what: str = "") -> None:
-    """Equal within DESIGN.md's tolerance for the dtype; NaN equals NaN; ints and pred exact."""
+def assert_close(actual, expected, what: str = "", inputs: dict | None = None) -> None:
+    """Equal within DESIGN.md's tolerance for the dtype; NaN equals NaN; ints and pred exact.
+
+    A failure names the elements that differ: index, what came out, what was expected,
+    and the value of each of `inputs` (name -> array of the output's shape, or a
+    scalar) at that index."""
     expected = np.asarray(expected)
     actual = np.asarray(actual)
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
     assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
     tol = TOLERANCES.get(expected.dtype)
+    try:
+        if tol is None:
+            np.testing.assert_array_equal(actual, expected, err_msg=what)
+        else:
+            np.testing.assert_allclose(actual.astype(np.float64), expected.astype(np.float64),
+                                       equal_nan=True, err_msg=what, **tol)
+    except AssertionError:
+        # numpy decided; this only says where and with which inputs.
+        raise AssertionError(mismatch_report(actual, expected, what, tol, inputs)) from None
+
+
+# At most this many differing elements are listed in a failure.
+REPORTED_ELEMENTS = 8
+
+
+def mismatch_report(actual, expected, what: str, tol: dict | None, inputs: dict | None) -> str:
+    """The failure message of assert_close: how many elements differ and, for the first
+    REPORTED_ELEMENTS of them, index, got, expected and the inputs there."""
     if tol is None:
-        np.testing.assert_array_equal(actual, expected, err_msg=what)
+        bad = actual != expected
     else:
-        np.testing.assert_allclose(actual.astype(np.float64), expected.astype(np.float64),
-                                   equal_nan=True, err_msg=what, **tol)
+        with np.errstate(invalid="ignore", over="ignore"):
+            bad = ~np.isclose(actual.astype(np.float64), expected.astype(np.float64),
+                              equal_nan=True, **tol)
+    where = np.argwhere(np.atleast_1d(bad))
+    limits = "exact" if tol is None else f"rtol={tol['rtol']:g}, atol={tol['atol']:g}"
+    lines = [f"{what}: {len(where)} of {actual.size} elements differ ({limits}, "
+             f"{actual.dtype})"]
+    for index in map(tuple, where[:REPORTED_ELEMENTS]):
+        at = index if actual.ndim else ()
+        line = f"  at {[int(i) for i in index]}: got {_item(actual[at])}, " \
+               f"expected {_item(expected[at])}"
+        values = [f"{name}={_item(v)}" for name, v in _inputs_at(inputs, actual.shape, at)]
+        lines.append(line + (f"  <- {', '.join(values)}" if values else ""))
+    if len(where) > REPORTED_ELEMENTS:
+        lines.append(f"  ... and {len(where) - REPORTED_ELEMENTS} more")
+    return "\n".join(lines)
+
+
+def _inputs_at(inputs: dict | None, shape: tuple, at: tuple):
+    """(name, value) of each input at the output index `at` (inputs of another shape,
+    which do not map index to index, are left out)."""
+    for name, value in (inputs or {}).items():
+        value = np.asarray(value)
+        if value.ndim == 0:
+            yield name, value[()]
+        elif value.shape == shape:
+            yield name, value[at]
+
+
+def _item(value) -> str:
+    """A numpy element, shortest in its own precision: 1e-40 (f32), -0.0, nan, -inf,
+    2147483647, True."""
+    return str(np.asarray(value)[()])
 
 
 def assert_all_close(actuals, expecteds, what: str = "") -> None:

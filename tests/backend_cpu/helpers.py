@@ -10,6 +10,8 @@ import numpy as np
 
 from xlapy import backend_cpu
 from xlapy import hlo
+from xlapy.hlo.evaluator import evaluate_instruction
+from xlapy.hlo.printer import print_instruction
 from tests.corpus_util import assert_close
 
 
@@ -48,14 +50,50 @@ def compiled(text: str, isa: str | None = None):
 
 
 def check_against_evaluator(text: str, args, what: str = "") -> list[np.ndarray]:
-    """Runs `text` on the backend and the evaluator; asserts every output agrees."""
+    """Runs `text` on the backend and the evaluator; asserts every output agrees. A
+    failure names the instruction that computed the output (its opcode, operands and
+    attributes) and, element by element, its operands' values where it differs."""
     module, executable = compiled(text)
     actual = executable.run(*args)
     expected = hlo.evaluate(module, list(args))
     assert len(actual) == len(expected)
     for i, (a, e) in enumerate(zip(actual, expected)):
-        assert_close(a, np.asarray(e), f"{what} output {i}")
+        try:
+            assert_close(a, np.asarray(e), f"{what} output {i}")
+        except AssertionError:
+            instr, inputs = _output_source(module, list(args), i)
+            assert_close(a, np.asarray(e), f"{what} output {i}: {instr}", inputs)
+            raise
     return actual
+
+
+def _output_source(module, args: list, index: int) -> tuple[str, dict]:
+    """(the HLO text of the entry instruction that computes flat output `index`, its
+    operands' values by name); the values are left out where the evaluator cannot
+    give them."""
+    def leaves(instr):
+        if instr.opcode == "tuple":
+            return [leaf for o in instr.operands for leaf in leaves(o)]
+        return [instr] * len(instr.shape.leaves())
+    instr = leaves(module.entry.root)[index]
+    text = print_instruction(instr, print_metadata=False).strip()
+    try:
+        values = _values(module.entry, args)
+    except Exception:                       # noqa: BLE001 -- a report: best effort
+        return text, {}
+    return text, {o.name: values[id(o)] for o in instr.operands
+                  if isinstance(values.get(id(o)), np.ndarray)}
+
+
+def _values(comp, args: list) -> dict:
+    """The reference value of every instruction of `comp` by id."""
+    values: dict = {}
+    for instr in comp.post_order():
+        if instr.opcode == "parameter":
+            values[id(instr)] = np.asarray(args[instr.parameter_number])
+        else:
+            values[id(instr)] = evaluate_instruction(instr, [values[id(o)] for o in instr.operands])
+    return values
 
 
 EDGE_FLOATS = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.0, 1e-3, 0.1, 10.0, -7.25,
