@@ -7,6 +7,8 @@
     hlo-opt FILE.hlo --dump-dir DIR        the module after every pass (NNN-pass.hlo)
     hlo-opt FILE.hlo --stats               opcode and kernel counts before/after, and the
                                            time and changed flag of each pass (stderr)
+    hlo-opt FILE.hlo --explain             every fusion decision of the passes, then each
+                                           kernel's strategy and why the others declined
     hlo-opt FILE.hlo --run [--inputs IN.npz] [--outputs OUT.npz] [--repeat N]
     hlo-opt --list-passes
     hlo-opt - < FILE.hlo                   read standard input; -o FILE writes the output
@@ -51,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--emit", default="hlo", choices=["hlo", "dot", "llvm", "asm"])
     p.add_argument("--dump-dir", help="write the module after every pass into this folder")
     p.add_argument("--stats", action="store_true", help="print opcode and kernel counts")
+    p.add_argument("--explain", action="store_true",
+                   help="print every fusion decision and every kernel's strategy, with the "
+                        "reasons for what was declined, instead of the module")
     p.add_argument("--list-passes", action="store_true", help="list the registered passes")
     p.add_argument("--no-verify", action="store_true", help="skip the verifier")
     p.add_argument("-o", "--output", help="write the result here instead of stdout")
@@ -107,6 +112,9 @@ def _main(args) -> int:
         raise CliError("no input file (use - for standard input, or --list-passes)")
     if args.repeat < 1:
         raise CliError("--repeat must be at least 1")
+    if args.explain and (args.run or args.emit != "hlo"):
+        raise CliError("--explain prints the decisions instead of the module; it does not "
+                       "combine with --run or --emit")
     module = hlo.parse_module(_read(args.file))
     if not args.no_verify:
         hlo.verify(module, context="input")
@@ -118,6 +126,9 @@ def _main(args) -> int:
     if before is not None:
         _print_stats(before, _stats(module))
         _print_pass_times(pipeline.records)
+    if args.explain:
+        _write(args, _explanation(pipeline, module, args))
+        return 0
     if args.run:
         return _run(args, module)
     _write(args, _emit(args.emit, module, args))
@@ -140,7 +151,7 @@ def _write(args, text: str) -> None:
 
 
 def _pipeline(args) -> passes.HloPassPipeline:
-    options = dict(verify_each=not args.no_verify, dump_dir=args.dump_dir)
+    options = dict(verify_each=not args.no_verify, dump_dir=args.dump_dir, explain=args.explain)
     if args.passes is not None:
         return passes.pipeline_from_text(args.passes, **options)
     return passes.named_pipeline(args.pipeline, **options)
@@ -155,16 +166,22 @@ def _emit(kind: str, module: hlo.HloModule, args) -> str:
     return executable.as_llvm_ir() if kind == "llvm" else executable.as_asm()
 
 
-def _compile(module: hlo.HloModule, args):
-    _check_constants(module)
+def _compile_options(args):
+    """(CompileOptions, its target) from the target flags; a bad one is a CliError."""
     from .. import backend_cpu
     from ..backend_cpu.target import TargetError
     try:
         options = backend_cpu.CompileOptions(max_isa=args.max_isa, cpu=args.cpu,
                                              triple=args.target_triple)
-        target = options.target()
+        return options, options.target()
     except TargetError as e:
         raise CliError(str(e).replace("backend_cpu: ", "")) from None
+
+
+def _compile(module: hlo.HloModule, args):
+    _check_constants(module)
+    from .. import backend_cpu
+    options, target = _compile_options(args)
     if args.run and not target.runs_on_host:
         raise CliError(f"--run: this host cannot execute code for {target.describe()}; "
                        f"use --emit=asm or --emit=llvm to see it")
@@ -179,6 +196,23 @@ def _check_constants(module: hlo.HloModule) -> None:
                 raise CliError(f"constant %{instr.name} ({instr.shape.to_text()}) has elided "
                                f"contents ({{...}}): the file was printed without large "
                                f"literals; dump it again with them to compile or run it")
+
+
+# --- --explain ------------------------------------------------------------------------
+
+def _explanation(pipeline: passes.HloPassPipeline, module: hlo.HloModule, args) -> str:
+    """The fusion decisions of the passes (per pass, one line each), then the strategy
+    of every kernel the backend emits for the result, with the rows it declined."""
+    from ..passes.pass_base import explain_lines
+    _check_constants(module)
+    from ..backend_cpu.compiler import emitted_strategies
+    _, target = _compile_options(args)
+    lines = ["== fusion decisions, per pass =="]
+    lines += explain_lines(pipeline.explanations) or ["(no fusion pass ran)"]
+    lines.append(f"== kernel strategies, per kernel (target {target.describe()}) ==")
+    for choice in emitted_strategies(module.to_text(), target):
+        lines += choice.lines()
+    return "\n".join(lines) + "\n"
 
 
 # --- --stats --------------------------------------------------------------------------

@@ -4,7 +4,8 @@ The driver (`InstructionFusion`) walks each computation from its root towards
 its parameters (reverse post order) and asks the policy, operand by operand,
 whether a producer may be fused into its consumer. The policy answers with a
 `FusionDecision` that carries its reason when the answer is no, so "why was
-this not fused?" is one `explain()` call away.
+this not fused?" is one `explain()` call away; with an explain log (pass_base)
+the driver records every answer it acted on.
 """
 from __future__ import annotations
 
@@ -182,7 +183,10 @@ class InstructionFusion(HloModulePass):
         while progress:           # operands change as producers fuse in: rescan
             progress = False
             for i in range(len(consumer.operands)):
-                if self.should_fuse(consumer, i):
+                decision = self.should_fuse(consumer, i)
+                if self.explain_log is not None and consumer.operands[i].opcode != "parameter":
+                    self.note(consumer, consumer.operands[i], decision.reason)
+                if decision:
                     producer = consumer.operands[i]
                     if consumer.opcode != "fusion":
                         consumer = create_fusion(consumer, self.consumer_kind(consumer))

@@ -1,4 +1,10 @@
-"""Multi-output fusion: one kernel computes several results from one pass over the data."""
+"""Multi-output fusion: one kernel computes several results from one pass over the data.
+
+With an explain log (pass_base) the pass notes every merge, and for each pair it
+considered and left apart (siblings reading one operand, a producer and its fused
+consumer) why: different iteration spaces, a dependence between them, a fusion
+that is not a per-element loop.
+"""
 from __future__ import annotations
 
 from ..hlo import HloComputation, HloInstruction, HloModule
@@ -34,22 +40,49 @@ def _is_candidate(instr: HloInstruction) -> bool:
             and is_loop_body(instr))
 
 
-def fuse_siblings(comp: HloComputation) -> bool:
-    """Merges fusions that read a common operand and loop over the same space."""
+def _why_not_candidate(instr: HloInstruction) -> str | None:
+    """Why the fusion `instr` takes no part in multi-output fusion, or None (explaining)."""
+    if instr.is_root:
+        return f"{instr.name} is the computation's root"
+    if iteration_space(instr) is None:
+        return f"{instr.name} is not a loop or input fusion over one iteration space"
+    if not is_loop_body(instr):
+        return f"{instr.name} writes in place or contracts (not a per-element loop)"
+    return None
+
+
+def _space_text(space: tuple) -> str:
+    if space[0] == "loop":
+        return f"a loop over {list(space[1])}"
+    return f"a reduce of {list(space[1])} over {list(space[2])}"
+
+
+def fuse_siblings(comp: HloComputation, note=None) -> bool:
+    """Merges fusions that read a common operand and loop over the same space.
+    `note`: None, or HloModulePass.note (explaining)."""
     reach = Reachability(comp)
     changed = False
     for operand in list(comp.post_order()):
         if operand.parent is not comp or operand.opcode == "constant":
             continue
         siblings = [u for u in dict.fromkeys(operand.users) if _is_candidate(u)]
+        if note is not None:
+            _explain_users(operand, note)
         while len(siblings) > 1:
             first, rest = siblings[0], siblings[1:]
             space = iteration_space(first)
             partner = next((s for s in rest if iteration_space(s) == space
                             and reach.independent(first, s)), None)
             if partner is None:
+                if note is not None:
+                    for s in rest:
+                        note(first, s, f"iteration spaces differ: {_space_text(space)}, "
+                                       f"{_space_text(iteration_space(s))}"
+                             if iteration_space(s) != space else "one depends on the other")
                 siblings = rest
                 continue
+            if note is not None:
+                note(first, partner, None, f"merged (siblings reading {operand.name})")
             reach.merge(first, partner)
             merge_siblings(first, partner)
             siblings = [first] + [s for s in rest if s is not partner]
@@ -57,9 +90,20 @@ def fuse_siblings(comp: HloComputation) -> bool:
     return changed
 
 
-def fuse_producer_consumer(comp: HloComputation) -> bool:
+def _explain_users(operand: HloInstruction, note) -> None:
+    """Notes the fusions reading `operand` that cannot merge with a sibling at all."""
+    fusions = [u for u in dict.fromkeys(operand.users) if u.opcode == "fusion"]
+    if len(fusions) > 1:
+        for u in fusions:
+            reason = _why_not_candidate(u)
+            if reason is not None:
+                note(u, None, f"{reason}: no sibling of the other fusions reading {operand.name}")
+
+
+def fuse_producer_consumer(comp: HloComputation, note=None) -> bool:
     """A loop fusion whose value is also needed elsewhere is fused into a loop consumer
-    with the same iteration space and kept as an extra output of it."""
+    with the same iteration space and kept as an extra output of it. `note`: None, or
+    HloModulePass.note (explaining)."""
     changed = False
     for producer in list(comp.post_order()):
         if (producer.parent is not comp or not _is_candidate(producer)
@@ -73,9 +117,17 @@ def fuse_producer_consumer(comp: HloComputation) -> bool:
             if (_is_candidate(consumer) and iteration_space(consumer) == space
                     and not any(op is not producer and reach.depends_on(op, producer)
                                 for op in consumer.operands + consumer.control_predecessors)):
+                if note is not None:
+                    note(consumer, producer, None, "merged (the producer kept as an output)")
                 fuse_producer(consumer, producer, keep_output=True)
                 changed = True
                 break
+            if note is not None and consumer.opcode == "fusion":
+                note(consumer, producer, _why_not_candidate(consumer)
+                     or (f"iteration spaces differ: {_space_text(space)}, "
+                         f"{_space_text(iteration_space(consumer))}"
+                         if iteration_space(consumer) != space else
+                         "another path leads from the producer to the consumer"))
     return changed
 
 
@@ -95,7 +147,8 @@ class MultiOutputFusion(HloModulePass):
 
     def run(self, module: HloModule) -> bool:
         changed = False
+        note = self.note if self.explain_log is not None else None
         for comp in fusible_computations(module):
-            changed |= fuse_siblings(comp)
-            changed |= fuse_producer_consumer(comp)
+            changed |= fuse_siblings(comp, note)
+            changed |= fuse_producer_consumer(comp, note)
         return changed

@@ -9,8 +9,10 @@ compose in two ways:
 
 A pipeline can verify the module after each pass that changed it (so a broken
 invariant names its culprit), records the wall time and changed flag of every
-pass it ran (`pipeline.records`), and can dump the module text after each pass
-into a folder (`001-dce.hlo`, `002-cse.hlo`, ...).
+pass it ran (`pipeline.records`), can dump the module text after each pass
+into a folder (`001-dce.hlo`, `002-cse.hlo`, ...), and with `explain=True`
+collects every fusion decision with its reason (`pipeline.explanations`, one
+`FusionNote` each: what was fused and why the rest was not).
 
 Passes register themselves by name with `@register_pass`, so a pipeline can be
 written as text: `pipeline_from_text("dce,cse,constant-folding")`.
@@ -31,15 +33,62 @@ class PassError(Exception):
 
 
 class HloModulePass:
-    """Base class: rewrites a module in place; `run` returns True iff it changed it."""
+    """Base class: rewrites a module in place; `run` returns True iff it changed it.
+
+    `explain_log`: None, or a list the pass appends a `FusionNote` to for each
+    decision it makes (the fusion passes do; a pipeline with `explain=True` sets
+    it). Passes only build the notes' text when it is a list."""
 
     name = "unnamed"
+    explain_log: list | None = None
 
     def run(self, module: HloModule) -> bool:
         raise NotImplementedError
 
+    def note(self, subject, other=None, reason: str | None = None, done: str = "fused") -> None:
+        """Records a decision about `subject` (and `other`, the producer or sibling; an
+        instruction, a name or None): declined for `reason`, or `done` when None."""
+        if self.explain_log is not None:
+            self.explain_log.append(FusionNote(self.name, _name(subject), _name(other),
+                                               reason, done))
+
     def __repr__(self) -> str:
         return f"<pass {self.name}>"
+
+
+@dataclass(frozen=True)
+class FusionNote:
+    """One decision of a fusion pass: about `subject` (the consumer, the row's root, the
+    first sibling) and `other` (the producer, the sibling; "" when none), declined
+    for `reason`, or done (`done` says what: "fused", "merged") when it is None."""
+    pass_name: str
+    subject: str
+    other: str
+    reason: str | None
+    done: str = "fused"
+
+    def __str__(self) -> str:
+        about = f"{self.subject} <- {self.other}" if self.other else self.subject
+        verdict = self.done if self.reason is None else f"declined: {self.reason}"
+        return f"{self.pass_name}: {about}: {verdict}"
+
+
+def _name(value) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else value.name
+
+
+def explain_lines(notes: Iterable[FusionNote]) -> list[str]:
+    """The notes as text, one line each, grouped by pass in the order the passes first
+    ran; a decision repeated (a fixed point runs a pass again) is printed once."""
+    by_pass: dict[str, list[str]] = {}
+    for note in notes:
+        lines = by_pass.setdefault(note.pass_name, [])
+        line = str(note)
+        if line not in lines:
+            lines.append(line)
+    return [line for lines in by_pass.values() for line in lines]
 
 
 @dataclass
@@ -56,20 +105,25 @@ class HloPassPipeline(HloModulePass):
     `verify_each`: run the verifier after every pass that reported a change; a
     failure raises VerifyError whose message names the pass. `dump_dir`: write
     the module text after every pass (changed or not) as `NNN-<pass>.hlo`, the
-    input as `000-input.hlo`. Nested pipelines and fixed points record and dump
-    their inner passes into the same list and folder.
+    input as `000-input.hlo`. `explain`: collect every pass's decisions into
+    `explanations` (FusionNote; `explain_lines` prints them). Nested pipelines and
+    fixed points record, dump and explain their inner passes into the same lists and
+    folder.
     """
 
     def __init__(self, name: str, passes: Iterable[HloModulePass], verify_each: bool = False,
-                 dump_dir: str | Path | None = None):
+                 dump_dir: str | Path | None = None, explain: bool = False):
         self.name = name
         self.passes = list(passes)
         self.verify_each = verify_each
         self.dump_dir = Path(dump_dir) if dump_dir is not None else None
+        self.explain = explain
         self.records: list[PassRecord] = []
+        self.explanations: list[FusionNote] = []
 
     def run(self, module: HloModule) -> bool:
         self.records = []
+        self.explanations = []
         self._dumped = 0
         if self.dump_dir is not None:
             self.dump_dir.mkdir(parents=True, exist_ok=True)
@@ -90,7 +144,14 @@ class HloPassPipeline(HloModulePass):
         if isinstance(p, HloPassFix):
             return p.iterate(module, lambda m: self._run_one(m, p.inner))
         start = time.perf_counter()
-        changed = bool(p.run(module))
+        if self.explain:
+            saved, p.explain_log = p.explain_log, self.explanations
+            try:
+                changed = bool(p.run(module))
+            finally:
+                p.explain_log = saved
+        else:
+            changed = bool(p.run(module))
         self.records.append(PassRecord(p.name, changed, time.perf_counter() - start))
         if changed and self.verify_each:
             verify(module, context=f"after pass {p.name}")

@@ -24,7 +24,9 @@ The pattern matched, for an output shape S = [R1..Rk, N]:
 - scalar constants (cloned in when used elsewhere too).
 
 An instruction joins the fusion only if all its users are already in it, so
-nothing is computed twice; the fusion must contain at least one reduce.
+nothing is computed twice; the fusion must contain at least one reduce. With an
+explain log (pass_base) the pass notes each row fusion it makes, each operand it
+leaves out and why, and each row value it did not fuse for want of a row reduce.
 """
 from __future__ import annotations
 
@@ -79,6 +81,33 @@ class _RowPattern:
         return (data.shape.dims == self.row and reduce.dims() == (self.k,)
                 and reduce.shape.dims == self.scalar and init.opcode == "constant")
 
+    def why_not(self, instr: HloInstruction) -> str:
+        """Why `instr` has no role (`role` is None): for explaining only."""
+        dims, op = instr.shape.dims if instr.shape.is_array else None, instr.opcode
+        if dims is None:
+            return "a tuple"
+        if op == "constant":
+            return "a constant that is not a scalar"
+        if op == "reduce":
+            if len(instr.operands) != 2 or not instr.shape.is_array:
+                return "a variadic reduce"
+            if instr.operands[0].shape.dims != self.row:
+                return f"reduces {list(instr.operands[0].shape.dims)}, not a row value " \
+                       f"{list(self.row)}"
+            if instr.dims() != (self.k,):
+                reduced = ", ".join(str(d) for d in instr.dims())
+                return f"reduce over dimension{'s' * (len(instr.dims()) != 1)} {reduced}, " \
+                       f"not the row dimension {self.k}"
+            return "its init value is not a constant"
+        if instr.info.is_elementwise:
+            return f"{list(dims)} is neither a row value {list(self.row)} nor a row scalar " \
+                   f"{list(self.scalar)}"
+        if op == "broadcast":
+            return "a broadcast into a row scalar of something other than a scalar constant"
+        if op == "reshape":
+            return "a reshape that is not between the two row scalar forms"
+        return f"{op} is not part of the row pattern"
+
     def can_read(self, user: HloInstruction, operand: HloInstruction) -> bool:
         """A broadcast may read a row scalar only along the row dimensions."""
         if user.opcode == "broadcast" and operand.shape.dims == self.scalar \
@@ -87,15 +116,20 @@ class _RowPattern:
         return True
 
 
-def grow_row_region(root: HloInstruction) -> list[HloInstruction] | None:
+def grow_row_region(root: HloInstruction, refused: list | None = None
+                    ) -> list[HloInstruction] | None:
     """The instructions of a row fusion rooted at `root` (users before operands),
-    or None if the pattern does not apply."""
+    or None if the pattern does not apply. `refused`: None, or a list that gets
+    (operand, reason) for each operand the region reaches but leaves out."""
     if not root.shape.is_array or root.shape.rank < 1 or root.opcode == "fusion":
         return None
-    if root.shape.minor_to_major()[0] != root.shape.rank - 1:
-        return None           # a "row" must be contiguous in memory to stay in cache
     pattern = _RowPattern(root)
     if pattern.role(root) != "row":
+        return None
+    if root.shape.minor_to_major()[0] != root.shape.rank - 1:
+        if refused is not None:
+            refused.append((root, "the row dimension is not the minor one (a row must be "
+                                  "contiguous in memory to stay in cache)"))
         return None
     ordered = any(i.control_predecessors for i in root.parent.instructions)
     region = [root]
@@ -104,15 +138,31 @@ def grow_row_region(root: HloInstruction) -> list[HloInstruction] | None:
     while frontier:
         user = frontier.pop()
         for operand in user.operands:
-            if id(operand) in members or operand.is_root or not pattern.can_read(user, operand):
+            if id(operand) in members:
+                continue
+            if operand.is_root or not pattern.can_read(user, operand):
+                if refused is not None:
+                    refused.append((operand, "the computation's root" if operand.is_root else
+                                    f"{user.name} broadcasts it along other dimensions "
+                                    f"than the rows"))
                 continue
             role = pattern.role(operand)
             if role is None:
+                if refused is not None and operand.opcode != "parameter":
+                    refused.append((operand, pattern.why_not(operand)))
                 continue
             if role != "constant" and any(id(u) not in members for u in operand.users):
-                continue      # someone outside needs it: leave it as a fusion operand
+                # Someone outside needs it: leave it as a fusion operand.
+                if refused is not None:
+                    outside = next(u for u in operand.users if id(u) not in members)
+                    refused.append((operand, f"{outside.name} outside the region reads it too"))
+                continue
             if ordered and control_successors(operand):
-                continue      # a control edge orders something after it: see fusion_utils
+                # A control edge orders something after it: see fusion_utils.
+                if refused is not None:
+                    refused.append((operand, "a control edge orders another instruction "
+                                             "after it"))
+                continue
             members.add(id(operand))
             region.append(operand)
             frontier.append(operand)
@@ -146,8 +196,31 @@ class RowFusion(HloModulePass):
             for root in reversed(comp.post_order()):
                 if root.parent is not comp:
                     continue
-                region = grow_row_region(root)
+                refused = [] if self.explain_log is not None else None
+                region = grow_row_region(root, refused)
+                fusion = None
                 if region is not None:
-                    fuse_row_region(region)
+                    fusion = fuse_row_region(region)
                     changed = True
+                if refused is not None:
+                    self._explain(root, region, refused, fusion)
         return changed
+
+    def _explain(self, root, region, refused: list, fusion) -> None:
+        """Notes one region: fused with what it left out, or not fused when a reduce
+        was reached but could not join (a row value alone is no candidate)."""
+        if region is not None:
+            self.note(root, None, None, f"fused {len(region)} instructions into {fusion.name}")
+        elif not any(operand.opcode == "reduce" or operand is root for operand, _ in refused):
+            return
+        # An operand refused while some of its users were still outside may have
+        # joined later: only what stayed out, once each.
+        members = {id(i) for i in region or ()}
+        seen = set()
+        for operand, reason in refused:
+            if id(operand) in members or id(operand) in seen:
+                continue
+            seen.add(id(operand))
+            self.note(root, None if operand is root else operand, reason)
+        if region is None and all(operand is not root for operand, _ in refused):
+            self.note(root, None, "no row reduce joins the region")
