@@ -196,13 +196,13 @@ def _load_from_disk(disk_key: str, start: float) -> CpuExecutable | None:
         jit = disk_cache.jit_object(payload["object"])
         program = payload["program"]
         program.link(jit.lookup)
-        target = targets.current()
+        target, hlo_text = targets.current(), payload["hlo_text"]
         return CpuExecutable(program, payload["params"], jit=jit,
                              llvm_source=payload["llvm_source"], target=target,
                              # The entry keeps no strategy records: emit the kernels again
-                             # when someone asks for them.
-                             kernel_strategies=lambda: emitted_strategies(payload["hlo_text"],
-                                                                          target),
+                             # when someone asks for them (holding the text, not the
+                             # payload's object code).
+                             kernel_strategies=lambda: emitted_strategies(hlo_text, target),
                              hlo_text=payload["hlo_text"],
                              compile_seconds=time.perf_counter() - start,
                              strength_reduction=payload.get("strength_reduction", True),
