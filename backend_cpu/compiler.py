@@ -224,7 +224,7 @@ def _run_pipeline(module, text: str, pipeline, copy=None):
         module = parse_module(text)
     if pipeline == "default":
         from ..passes import cpu_pipeline
-        cpu_pipeline().run(module)
+        cpu_pipeline(facts=targets.current()).run(module)   # the compile target's facts
     elif callable(pipeline):
         pipeline(module)
     elif hasattr(pipeline, "run"):

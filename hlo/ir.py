@@ -349,8 +349,8 @@ class HloComputation:
     # --- queries ----------------------------------------------------------------
     def control_successors(self, instr: HloInstruction) -> list[HloInstruction]:
         """The instructions that must run after `instr` (a scan of the computation)."""
-        return [other for other in self.instructions
-                if other.control_predecessors and any(p is instr for p in other.control_predecessors)]
+        return [other for other in self.instructions if other.control_predecessors
+                and any(p is instr for p in other.control_predecessors)]
 
     @property
     def parameters(self) -> list[HloInstruction]:

@@ -7,34 +7,33 @@ from .fusion_utils import LOOP, create_fusion, fusion_kind, merge_siblings, outp
 from .hlo_utils import Reachability
 from .instruction_fusion import fusible_computations, is_loop_body, is_loop_fusible
 from .pass_base import HloModulePass, register_pass
+from .target_facts import DEFAULT, TargetFacts
 
 
-# Only kernels with at most this many output bytes merge. A larger kernel is split
-# across threads when it runs alone, while a multi-output fusion whose outputs
-# differ in shape runs one loop nest after another on one thread: merging the
-# 32 MiB zero fill of an embedding gradient with a small index computation made
-# the fill serial. Below this size a kernel runs on one thread anyway (the CPU
-# backend's PARALLEL_MIN_BYTES), so merging only saves launches.
-MAX_OUTPUT_BYTES = 128 * 1024
+# Only kernels with at most `max_output_bytes` of output merge (the target's
+# parallel_min_bytes). A larger kernel is split across threads when it runs alone,
+# while a multi-output fusion whose outputs differ in shape runs one loop nest after
+# another on one thread: merging the 32 MiB zero fill of an embedding gradient with a
+# small index computation made the fill serial. Below this size a kernel runs on one
+# thread anyway, so merging only saves launches.
 
-
-def _is_candidate(instr: HloInstruction) -> bool:
+def _is_candidate(instr: HloInstruction, max_output_bytes: int) -> bool:
     """Small loop fusions, and small unfused ops a loop fusion could hold (wrapped
     when merged)."""
     if instr.is_root:
         return False
     values = outputs(instr) if instr.opcode == "fusion" else [instr]
     if not all(v.shape.is_array for v in values) \
-            or sum(v.shape.nbytes for v in values) > MAX_OUTPUT_BYTES:
+            or sum(v.shape.nbytes for v in values) > max_output_bytes:
         return False
     if instr.opcode == "fusion":
         return fusion_kind(instr) == "loop" and is_loop_body(instr)
     return is_loop_fusible(instr) and instr.opcode != "constant"
 
 
-def fuse_horizontally(comp: HloComputation) -> bool:
+def fuse_horizontally(comp: HloComputation, max_output_bytes: int) -> bool:
     """Greedily merges each candidate into the first earlier group it is independent of."""
-    candidates = [i for i in comp.post_order() if _is_candidate(i)]
+    candidates = [i for i in comp.post_order() if _is_candidate(i, max_output_bytes)]
     if len(candidates) < 2:
         return False
     reach = Reachability(comp)
@@ -66,16 +65,19 @@ class HorizontalFusion(HloModulePass):
     loop fusion (outputs may differ in shape: one loop nest per shape, one launch).
 
     Typical win: the many small elementwise results of a training step (bias
-    updates) or of a module returning a tuple. Only kernels of at most
-    MAX_OUTPUT_BYTES of output merge. Input, row and custom fusions, reductions
-    and dots are left alone; a computation's root is never merged.
-    True iff anything merged.
+    updates) or of a module returning a tuple. Only kernels of at most the
+    target's `parallel_min_bytes` of output merge (`facts`: passes/target_facts.py).
+    Input, row and custom fusions, reductions and dots are left alone; a
+    computation's root is never merged. True iff anything merged.
     """
 
     name = "horizontal-fusion"
 
+    def __init__(self, facts: TargetFacts = DEFAULT):
+        self.facts = facts
+
     def run(self, module: HloModule) -> bool:
         changed = False
         for comp in fusible_computations(module):
-            changed |= fuse_horizontally(comp)
+            changed |= fuse_horizontally(comp, self.facts.parallel_min_bytes)
         return changed

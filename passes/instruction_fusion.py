@@ -16,6 +16,7 @@ from ..hlo import HloComputation, HloInstruction, HloModule
 from .fusion_utils import INPUT, LOOP, control_successors, create_fusion, fuse_producer, \
     fusion_kind
 from .pass_base import HloModulePass, register_pass
+from .target_facts import DEFAULT, TargetFacts
 
 # Data movement a loop emitter computes element by element (index remapping only;
 # a bitcast-convert that changes the element width splits or joins elements).
@@ -35,21 +36,20 @@ SEQUENTIAL_CALL_ATTRS = ("body", "condition", "true_computation", "false_computa
                          "branch_computations")
 
 
-# A matrix transpose of at least this many bytes stays a kernel of its own, with
-# nothing fused into it and it fused into nothing: the CPU backend moves a lone
-# transpose by register blocks, while a fused one becomes a loop nest of strided
-# accesses. transpose(relu(x)) on 2 threads, fused / apart: f32[4096,4096]
-# 15.8-16.3 / 5.0-7.6 ms, f32[2048,2048] 4.0-4.6 / 1.0-2.0 ms, f32[1024,1024]
-# 0.90-1.09 / 0.29-0.41 ms. A batch of matrices (f32[16,1024,256] swapping the
-# minor two) was faster fused: 1.14-1.22 / 1.35-1.63 ms, so the rule leaves it.
-LARGE_TRANSPOSE_BYTES = 1 << 20
+# A matrix transpose of at least the target's large_transpose_bytes (1 MiB) stays a
+# kernel of its own, with nothing fused into it and it fused into nothing: the CPU
+# backend moves a lone transpose by register blocks, while a fused one becomes a loop
+# nest of strided accesses. transpose(relu(x)) on 2 threads, fused / apart:
+# f32[4096,4096] 15.8-16.3 / 5.0-7.6 ms, f32[2048,2048] 4.0-4.6 / 1.0-2.0 ms,
+# f32[1024,1024] 0.90-1.09 / 0.29-0.41 ms. A batch of matrices (f32[16,1024,256]
+# swapping the minor two) was faster fused: 1.14-1.22 / 1.35-1.63 ms, so the rule
+# leaves it.
 
-
-def is_large_matrix_transpose(instr: HloInstruction) -> bool:
-    """A transpose of at least LARGE_TRANSPOSE_BYTES of one matrix: it swaps its
-    operand's two minor-most dimensions, and every other dimension has size 1."""
+def is_large_matrix_transpose(instr: HloInstruction, min_bytes: int) -> bool:
+    """A transpose of at least `min_bytes` of one matrix: it swaps its operand's two
+    minor-most dimensions, and every other dimension has size 1."""
     if instr.opcode != "transpose" or instr.shape.rank < 2 \
-            or instr.shape.nbytes < LARGE_TRANSPOSE_BYTES:
+            or instr.shape.nbytes < min_bytes:
         return False
     out_order = instr.shape.minor_to_major()
     in_order = instr.operands[0].shape.minor_to_major()
@@ -215,6 +215,9 @@ class CpuInstructionFusion(InstructionFusion):
 
     name = "instruction-fusion"
 
+    def __init__(self, facts: TargetFacts = DEFAULT):
+        self.facts = facts          # large_transpose_bytes (passes/target_facts.py)
+
     def consumer_kind(self, consumer: HloInstruction) -> str | None:
         if consumer.opcode == "fusion":    # loop and input fusions keep growing
             return {"loop": LOOP, "input": INPUT}.get(fusion_kind(consumer))
@@ -228,7 +231,8 @@ class CpuInstructionFusion(InstructionFusion):
         producer = consumer.operands[index]
         if producer.opcode == "reduce":
             return self._should_fuse_reduce(consumer, index)
-        if is_large_matrix_transpose(consumer) or is_large_matrix_transpose(producer):
+        large = self.facts.large_transpose_bytes
+        if is_large_matrix_transpose(consumer, large) or is_large_matrix_transpose(producer, large):
             return FusionDecision("a large transpose stays a kernel of its own")
         if not is_loop_fusible(producer):
             return FusionDecision(f"{producer.opcode} is not loop-fusible")

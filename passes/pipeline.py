@@ -12,12 +12,14 @@ from .instruction_fusion import CpuInstructionFusion
 from .multi_output_fusion import MultiOutputFusion
 from .pass_base import HloPassFix, HloPassPipeline, PassError
 from .row_fusion import RowFusion
+from .target_facts import DEFAULT, TargetFacts
 from .tuple_simplifier import TupleSimplifier
 
 
-def cpu_pipeline(**options) -> HloPassPipeline:
-    """The default pipeline, read top to bottom. `options` go to HloPassPipeline
-    (`verify_each`, `dump_dir`)."""
+def cpu_pipeline(facts: TargetFacts = DEFAULT, **options) -> HloPassPipeline:
+    """The default pipeline, read top to bottom. `facts`: the machine it optimizes for
+    (the CPU backend passes its compile target; the default is host-independent).
+    `options` go to HloPassPipeline (`verify_each`, `dump_dir`, ...)."""
     simplify = HloPassPipeline("simplify", [
         AlgebraicSimplifier(),
         ConstantFolding(),
@@ -36,9 +38,9 @@ def cpu_pipeline(**options) -> HloPassPipeline:
         # Merging kernels can leave a shared producer with a single user, which
         # loop fusion can then absorb: iterate. Every change removes a kernel.
         HloPassFix(HloPassPipeline("fusion", [
-            CpuInstructionFusion(),   # loop and input fusion of what is left
+            CpuInstructionFusion(facts),  # loop and input fusion of what is left
             MultiOutputFusion(),      # after vertical fusion: merges the fusions it made
-            HorizontalFusion(),       # last: packs the remaining independent loops together
+            HorizontalFusion(facts),  # last: packs the remaining independent loops together
         ])),
         # Clean-up; also makes a second run a no-op: tuple(gte(f, 0), ...) -> f, and
         # bodies merged by fusion may now hold common subexpressions.
@@ -48,8 +50,8 @@ def cpu_pipeline(**options) -> HloPassPipeline:
     ], **options)
 
 
-def o0_pipeline(**options) -> HloPassPipeline:
-    """No optimization: the module runs as written."""
+def o0_pipeline(facts: TargetFacts = DEFAULT, **options) -> HloPassPipeline:
+    """No optimization: the module runs as written (whatever the target)."""
     return HloPassPipeline("O0", [], **options)
 
 

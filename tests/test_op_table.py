@@ -150,7 +150,8 @@ def test_no_module_spells_out_the_unary_rows():
 
 def _reducer(op: str, dtype: str) -> hlo.HloComputation:
     module = hlo.parse_module(f"HloModule m\nENTRY r {{\n  a = {dtype}[] parameter(0)\n"
-                              f"  b = {dtype}[] parameter(1)\n  ROOT c = {dtype}[] {op}(a, b)\n}}\n")
+                              f"  b = {dtype}[] parameter(1)\n"
+                              f"  ROOT c = {dtype}[] {op}(a, b)\n}}\n")
     return module.entry
 
 

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from xlapy import runtime
+from xlapy import backend_cpu, hlo, passes, runtime
 from xlapy.backend_cpu import target as targets
 from xlapy.backend_cpu.thunks import KernelThunk
 from xlapy.passes.target_facts import DEFAULT, TargetFacts
@@ -48,3 +48,18 @@ def test_a_thunk_splits_from_the_compile_targets_threshold(two_threads, threshol
         thunk.link(lambda name: _ADDRESS)
     assert len(thunk.dims.slices) == parts
 
+
+def test_compile_runs_the_pipeline_with_its_target(monkeypatch):
+    seen = []
+    pipeline = passes.cpu_pipeline
+
+    def spy(facts=DEFAULT, **options):
+        seen.append(facts)
+        return pipeline(facts, **options)
+    monkeypatch.setattr(passes, "cpu_pipeline", spy)
+    module = hlo.parse_module("HloModule m\nENTRY e {\n  p = f32[4] parameter(0)\n"
+                              "  ROOT n = f32[4] negate(p)\n}\n")
+    options = backend_cpu.CompileOptions(pipeline="default", max_isa="sse4.2", cache=False,
+                                         disk_cache=False)
+    backend_cpu.compile(module, options)
+    assert seen == [options.target()]
