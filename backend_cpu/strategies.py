@@ -19,25 +19,30 @@ Every kernel (an entry instruction, often a fusion) is emitted by the first row 
 
 The rows, in the order the backend tries them (most specific first, the fallback last):
 
-| row                    | takes                                                  | emitter |
-|------------------------|--------------------------------------------------------|---------|
-| host_sort              | a sort whose comparator is a plain key compare         | none: numpy on the host (sort_thunk.py) |
-| materialize_inner      | a fusion reading a dot, conv or in-place result inside | kernels.emit_with_inner_in_place |
-| gemm                   | a dot of arrays in memory, not tiny                    | dot_emitter.py (the packed GEMM) |
-| conv_depthwise         | a depthwise conv, groups innermost                     | conv_depthwise.py |
-| conv_depthwise_spatial | a depthwise conv, a spatial dimension innermost        | conv_stencil.py |
-| conv_gemm              | an f32/f64 conv with its kernel in memory              | conv_emitter.py (im2col + GEMMs) |
-| row_shuffle            | a large transpose keeping the minor dimension          | transpose.py |
-| block_transpose        | a transpose of an array in memory, by register blocks  | transpose.py |
-| column_reduce_epilogue | column reduces under pointwise ops (a mean, variance)  | column_reduce.py |
-| row_normalize          | e / sum(e) over the minor dimension (softmax)          | row_normalize.py |
-| column_reduces         | a tuple of column reduces sharing one walk             | column_reduce.py |
-| scatter                | a scatter root                                         | scatter_kernels.py |
-| merge_sort             | a sort root (host_sort declined)                       | sorting.py |
-| select_and_scatter     | a select-and-scatter root                              | scatter_kernels.py |
-| column_reduce          | a reduce keeping its input's minor dimension           | column_reduce.py |
-| loop_nest              | any other root; a tuple whose outputs share one shape  | kernels.emit_loop_nest_root |
-| per_output_loops       | a tuple root: one serial nest per element              | kernels.emit_per_output |
+    host_sort               a sort by a plain key compare: no kernel, numpy sorts it on
+                            the host (sort_thunk.py)
+    materialize_inner       a fusion reading a dot, convolution or in-place result
+                            inside: each computed once into scratch (kernels.py)
+    gemm                    a dot of arrays in memory, not tiny: the packed GEMM
+                            (dot_emitter.py)
+    conv_depthwise          a depthwise convolution, groups innermost (conv_depthwise.py)
+    conv_depthwise_spatial  a depthwise convolution, a spatial dimension innermost
+                            (conv_stencil.py)
+    conv_gemm               an f32/f64 convolution with its kernel in memory: im2col +
+                            GEMMs (conv_emitter.py)
+    row_shuffle             a large transpose keeping the minor dimension (transpose.py)
+    block_transpose         a transpose of an array in memory, by register blocks
+    column_reduce_epilogue  column reduces under pointwise ops: a mean, a variance
+                            (column_reduce.py)
+    row_normalize           e / sum(e) over the minor dimension: softmax (row_normalize.py)
+    column_reduces          a tuple of column reduces sharing one walk
+    scatter                 a scatter root (scatter_kernels.py)
+    merge_sort              a sort root that host_sort declined (sorting.py)
+    select_and_scatter      a select-and-scatter root (scatter_kernels.py)
+    column_reduce           a reduce keeping its input's minor dimension
+    loop_nest               any other root, or a tuple whose outputs share one shape:
+                            one loop nest of element generators (kernels.py)
+    per_output_loops        a tuple root: one serial nest per element
 
 host_sort makes no kernel: the compiler asks `choose_on_host` before it makes one and
 runs a SortThunk instead. A kernel's walk asks host_sort too, so a merge_sort

@@ -203,12 +203,11 @@ def _check_constants(module: hlo.HloModule) -> None:
 def _explanation(pipeline: passes.HloPassPipeline, module: hlo.HloModule, args) -> str:
     """The fusion decisions of the passes (per pass, one line each), then the strategy
     of every kernel the backend emits for the result, with the rows it declined."""
-    from ..passes.pass_base import explain_lines
     _check_constants(module)
     from ..backend_cpu.compiler import emitted_strategies
     _, target = _compile_options(args)
     lines = ["== fusion decisions, per pass =="]
-    lines += explain_lines(pipeline.explanations) or ["(no fusion pass ran)"]
+    lines += passes.explain_lines(pipeline.explanations) or ["(no fusion pass ran)"]
     lines.append(f"== kernel strategies, per kernel (target {target.describe()}) ==")
     for choice in emitted_strategies(module.to_text(), target):
         lines += choice.lines()

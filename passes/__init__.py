@@ -5,8 +5,9 @@ Importing the package registers every pass by name (see `pass_base`):
     from xlapy.passes import make_pass, pipeline_from_text, cpu_pipeline
     cpu_pipeline().run(module)
 """
-from .pass_base import (PASS_REGISTRY, HloModulePass, HloPassFix, HloPassPipeline, PassError,
-                        PassRecord, make_pass, pass_names, pipeline_from_text, register_pass)
+from .pass_base import (PASS_REGISTRY, FusionNote, HloModulePass, HloPassFix, HloPassPipeline,
+                        PassError, PassRecord, explain_lines, make_pass, pass_names,
+                        pipeline_from_text, register_pass)
 from .dce import DCE
 from .cse import CSE
 from .tuple_simplifier import TupleSimplifier
@@ -26,6 +27,7 @@ from .pipeline import cpu_pipeline, o0_pipeline, named_pipeline
 __all__ = [
     "PASS_REGISTRY", "HloModulePass", "HloPassFix", "HloPassPipeline", "PassError",
     "PassRecord", "make_pass", "pass_names", "pipeline_from_text", "register_pass",
+    "FusionNote", "explain_lines",
     "DCE", "CSE", "TupleSimplifier", "CallInliner", "FusionInliner", "ConstantFolding",
     "AlgebraicSimplifier",
     "CpuInstructionFusion", "FusionDecision", "InstructionFusion", "RowFusion",

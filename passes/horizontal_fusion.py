@@ -1,4 +1,9 @@
-"""Horizontal fusion: independent loop kernels become one kernel launch."""
+"""Horizontal fusion: independent loop kernels become one kernel launch.
+
+With an explain log (pass_base) the pass notes every merge, each loop kernel it
+leaves out (too large, the root, not a per-element loop) and each candidate that
+depends on every group formed before it.
+"""
 from __future__ import annotations
 
 from ..hlo import HloComputation, HloInstruction, HloModule
@@ -31,9 +36,34 @@ def _is_candidate(instr: HloInstruction, max_output_bytes: int) -> bool:
     return is_loop_fusible(instr) and instr.opcode != "constant"
 
 
-def fuse_horizontally(comp: HloComputation, max_output_bytes: int) -> bool:
-    """Greedily merges each candidate into the first earlier group it is independent of."""
+def _why_not_candidate(instr: HloInstruction, max_output_bytes: int) -> str | None:
+    """Why a loop fusion or loop-fusible op is not merged horizontally, or None when it
+    is a candidate (explaining; `_is_candidate` decides)."""
+    if instr.opcode == "fusion" and fusion_kind(instr) != "loop":
+        return f"a {fusion_kind(instr)} fusion, not a loop"
+    if instr.opcode == "fusion" and not is_loop_body(instr):
+        return "writes in place or contracts (not a per-element loop)"
+    if instr.is_root:
+        return "the computation's root"
+    values = outputs(instr) if instr.opcode == "fusion" else [instr]
+    if not all(v.shape.is_array for v in values):
+        return "a tuple-shaped output"
+    size = sum(v.shape.nbytes for v in values)
+    if size > max_output_bytes:
+        return f"{size} bytes of output, more than {max_output_bytes} (a kernel that large " \
+               f"runs on several threads alone)"
+    return None
+
+
+def fuse_horizontally(comp: HloComputation, max_output_bytes: int, note=None) -> bool:
+    """Greedily merges each candidate into the first earlier group it is independent of.
+    `note`: None, or HloModulePass.note (explaining)."""
     candidates = [i for i in comp.post_order() if _is_candidate(i, max_output_bytes)]
+    if note is not None:
+        for instr in comp.post_order():
+            if (instr.opcode == "fusion" or is_loop_fusible(instr) and instr.opcode != "constant") \
+                    and not _is_candidate(instr, max_output_bytes):
+                note(instr, None, _why_not_candidate(instr, max_output_bytes))
     if len(candidates) < 2:
         return False
     reach = Reachability(comp)
@@ -42,8 +72,13 @@ def fuse_horizontally(comp: HloComputation, max_output_bytes: int) -> bool:
     for instr in candidates:
         group = next((g for g in groups if reach.independent(g, instr)), None)
         if group is None:
+            if note is not None and groups:
+                note(instr, None, f"depends on (or feeds) every earlier group "
+                                  f"({', '.join(g.name for g in groups)})")
             groups.append(instr)
             continue
+        if note is not None:
+            note(group, instr, None, "merged")
         reach.merge(group, instr)
         index = groups.index(group)
         if group.opcode != "fusion":
@@ -78,6 +113,7 @@ class HorizontalFusion(HloModulePass):
 
     def run(self, module: HloModule) -> bool:
         changed = False
+        note = self.note if self.explain_log is not None else None
         for comp in fusible_computations(module):
-            changed |= fuse_horizontally(comp, self.facts.parallel_min_bytes)
+            changed |= fuse_horizontally(comp, self.facts.parallel_min_bytes, note)
         return changed

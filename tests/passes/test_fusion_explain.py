@@ -74,6 +74,25 @@ def test_multi_output_fusion_says_why_siblings_stay_apart():
     assert "multi-output-fusion: a <- n: merged (the producer kept as an output)" in lines
 
 
+def test_horizontal_fusion_notes_size_and_dependence():
+    lines = explain("instruction-fusion,horizontal-fusion", """
+        HloModule h
+        ENTRY main {
+          big = f32[256,256] parameter(0)
+          small = f32[16] parameter(1)
+          nb = f32[256,256] negate(big)
+          ns = f32[16] negate(small)
+          es = f32[16] exponential(ns)
+          ab = f32[256,256] abs(nb)
+          e2 = f32[16] exponential(small)
+          ROOT t = (f32[256,256], f32[16], f32[16]) tuple(ab, es, e2)
+        }""")
+    assert any(line.startswith("horizontal-fusion: loop_fusion") and
+               "262144 bytes of output, more than" in line for line in lines), lines
+    assert any(line.startswith("horizontal-fusion: ") and line.endswith(": merged")
+               for line in lines), lines
+
+
 def test_notes_print_one_line_each_and_repeat_once():
     a = FusionNote("row-fusion", "y", "", None, "fused 3 instructions into row_fusion")
     b = FusionNote("instruction-fusion", "f", "e", "would duplicate an expensive producer")
