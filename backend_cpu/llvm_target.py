@@ -10,7 +10,6 @@ target of the compile in progress, else the host capped by $XLAPY_CPU_MAX_ISA.
     initialize()                 idempotent LLVM setup (every target LLVM has)
     target_machine(target)       cached TargetMachine of the target, O3, JIT code model
     host_target_machine()        the same for the current target (old name)
-    host_has_feature(name)       e.g. "avx512f": the current target has it
     parse_and_verify(ir_text)    llvm.ModuleRef for the target, verified
     optimize(module_ref)         runs the O3 module pipeline in place
     emit_object(module_ref)      machine code as an object file (loop strength reduction optional)
@@ -110,11 +109,6 @@ def new_target_machine(target: Target | None = None) -> llvm.TargetMachine:
         raise targets.TargetError(f"backend_cpu: code compiled for {target.describe()} cannot "
                                   f"run on this host ({targets.host().describe()})")
     return target.target_machine()
-
-
-def host_has_feature(name: str) -> bool:
-    """True if the current target has feature `name` (LLVM spelling: "avx512f", "fma")."""
-    return targets.current().has(name)
 
 
 def parse_and_verify(ir_text: str, target: Target | None = None) -> llvm.ModuleRef:
@@ -254,7 +248,3 @@ def jit_compile(ir_text: str, *, optimize_ir: bool = True,
         return address
 
     return JitModule(engine, lookup)
-
-
-# The name the disk cache used before targets existed.
-_new_host_target_machine = new_target_machine
