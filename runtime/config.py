@@ -1,4 +1,4 @@
-"""Runtime options: thread counts and the allocator's cache bound.
+"""Runtime options: thread counts, the allocator's cache bound, the collective timeout.
 
 Every option has a default, can be set by an environment variable (read once, on
 first use), and can be overridden in-process with `configure()` (which rebuilds
@@ -9,12 +9,14 @@ the process-wide pools the next time they are asked for):
     inter_op_threads         XLAPY_INTER_OP_THREADS         number of usable cores
     allocator_cache_bytes    XLAPY_ALLOCATOR_CACHE_BYTES    1 GiB (or a quarter of RAM
                                                             if that is smaller)
+    collective_timeout       XLAPY_COLLECTIVE_TIMEOUT       60 (seconds)
 
 `intra_op_threads` is how many threads run the partitions of ONE kernel launch
 (1 = every launch runs on the thread that issues it, no worker threads at all).
 `inter_op_threads` is how many streams may execute at the same time
 (1 = streams take turns on a single worker). Byte counts accept a plain integer
-or a suffix: `512M`, `2G`, `64K`.
+or a suffix: `512M`, `2G`, `64K`. `collective_timeout` is how long a device waits in
+a collective for its peers before it gives up with a `CollectiveError` (communicator.py).
 """
 from __future__ import annotations
 
@@ -51,6 +53,7 @@ class RuntimeOptions:
     intra_op_threads: int
     inter_op_threads: int
     allocator_cache_bytes: int
+    collective_timeout: float = 60.0
 
     def __post_init__(self):
         for name in ("intra_op_threads", "inter_op_threads"):
@@ -60,6 +63,10 @@ class RuntimeOptions:
         if not isinstance(self.allocator_cache_bytes, int) or self.allocator_cache_bytes < 0:
             raise ValueError("runtime option allocator_cache_bytes must be an integer >= 0, "
                              f"got {self.allocator_cache_bytes!r}")
+        timeout = self.collective_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ValueError("runtime option collective_timeout must be a number of seconds > 0, "
+                             f"got {timeout!r}")
 
 
 def parse_count(text: str, variable: str) -> int:
@@ -89,6 +96,18 @@ def parse_bytes(text: str, variable: str) -> int:
     return value
 
 
+def parse_seconds(text: str, variable: str) -> float:
+    """Parses a positive duration in seconds: `60`, `2.5`, `90s`."""
+    stripped = text.strip().lower().removesuffix("s")
+    try:
+        value = float(stripped)
+    except ValueError:
+        raise ValueError(f"{variable}={text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"{variable}={text!r} must be a finite number of seconds > 0")
+    return value
+
+
 def options_from_env(environ=None) -> RuntimeOptions:
     """The options given by the environment, defaults for the variables that are unset."""
     env = os.environ if environ is None else environ
@@ -103,6 +122,7 @@ def options_from_env(environ=None) -> RuntimeOptions:
         inter_op_threads=read("XLAPY_INTER_OP_THREADS", parse_count, cores),
         allocator_cache_bytes=read("XLAPY_ALLOCATOR_CACHE_BYTES", parse_bytes,
                                    _default_cache_bytes()),
+        collective_timeout=read("XLAPY_COLLECTIVE_TIMEOUT", parse_seconds, 60.0),
     )
 
 

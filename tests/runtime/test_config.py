@@ -38,3 +38,23 @@ def test_bad_values_name_the_variable(env, message):
 def test_configure_rejects_unknown_options():
     with pytest.raises(TypeError, match="unknown runtime option"):
         config.configure(threads=4)
+
+
+def test_collective_timeout():
+    assert config.options_from_env({}).collective_timeout == 60.0
+    assert config.options_from_env({"XLAPY_COLLECTIVE_TIMEOUT": "2.5"}).collective_timeout == 2.5
+    assert config.options_from_env({"XLAPY_COLLECTIVE_TIMEOUT": "90s"}).collective_timeout == 90
+
+
+@pytest.mark.parametrize("text,message", [("soon", "not a number of seconds"),
+                                          ("0", "finite number of seconds > 0"),
+                                          ("-1", "finite number of seconds > 0"),
+                                          ("inf", "finite number of seconds > 0")])
+def test_bad_collective_timeouts_name_the_variable(text, message):
+    with pytest.raises(ValueError, match=f"XLAPY_COLLECTIVE_TIMEOUT='{text}' .*{message}"):
+        config.options_from_env({"XLAPY_COLLECTIVE_TIMEOUT": text})
+
+
+def test_configure_checks_the_collective_timeout():
+    with pytest.raises(ValueError, match="collective_timeout must be a number of seconds > 0"):
+        config.RuntimeOptions(1, 1, 0, collective_timeout=0)
