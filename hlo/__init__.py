@@ -8,22 +8,28 @@ Imports nothing else of the project (see DESIGN.md). The public surface:
     verify(module)                         VerifyError
     HloBuilder                             build modules in Python
     evaluate(module, args) -> list[np.ndarray]
+    evaluate_devices(module, args_per_device) -> list[list[np.ndarray]]
+    ReplicaGroups, collectives             collectives' groups and device numbering
 """
 from .dtypes import DTYPES, DType, dtype, from_numpy, numpy_dtype
 from .shape import Shape
 from .opcodes import OPCODES, OpInfo
-from .ir import (HloComputation, HloInstruction, HloModule, PadDim, RawAttr, SliceDim,
-                 Window, WindowDim)
+from .ir import (HloComputation, HloInstruction, HloModule, PadDim, RawAttr, ReplicaGroups,
+                 SliceDim, Window, WindowDim)
 from .shape_inference import ShapeError, infer_shape
 from .parser import ParseError, parse_module
 from .printer import print_module
 from .verifier import VerifyError, verify
 from .builder import HloBuilder
 from .evaluator import EvaluationError, evaluate
+from .eval_devices import evaluate_devices
+from . import collectives
 
 __all__ = [
     "DTYPES", "DType", "dtype", "from_numpy", "numpy_dtype", "Shape", "OPCODES", "OpInfo",
-    "HloComputation", "HloInstruction", "HloModule", "PadDim", "RawAttr", "SliceDim",
+    "HloComputation", "HloInstruction", "HloModule", "PadDim", "RawAttr", "ReplicaGroups",
+    "SliceDim",
     "Window", "WindowDim", "ShapeError", "infer_shape", "ParseError", "parse_module", "print_module",
-    "VerifyError", "verify", "HloBuilder", "EvaluationError", "evaluate",
+    "VerifyError", "verify", "HloBuilder", "EvaluationError", "evaluate", "evaluate_devices",
+    "collectives",
 ]

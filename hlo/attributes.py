@@ -17,8 +17,9 @@ import json
 import re
 from typing import Any, Callable
 
-from .ir import PadDim, RawAttr, SliceDim, Window, WindowDim
+from .ir import PadDim, RawAttr, ReplicaGroups, SliceDim, Window, WindowDim
 from .opcodes import CALLED_COMPUTATION_ATTRS, CALLED_COMPUTATION_LIST_ATTRS
+from .replica_groups import parse_replica_groups
 
 
 class AttributeValueError(ValueError):
@@ -34,8 +35,9 @@ INT_LIST_ATTRS = frozenset({
     "input_batching_dims", "scatter_indices_batching_dims",
 })
 INT_ATTRS = frozenset({"index", "iota_dimension", "index_vector_dim",
-                       "feature_group_count", "batch_group_count"})
-BOOL_ATTRS = frozenset({"is_stable", "indices_are_sorted", "unique_indices"})
+                       "feature_group_count", "batch_group_count", "channel_id"})
+BOOL_ATTRS = frozenset({"is_stable", "indices_are_sorted", "unique_indices",
+                        "use_global_device_ids", "constrain_layout"})
 ENUM_ATTRS = {
     "direction": ("EQ", "NE", "LT", "LE", "GT", "GE"),
     "type": ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"),
@@ -189,7 +191,27 @@ def _decode_string(text: str) -> str:
         raise AttributeValueError(f"bad string literal {text!r}") from None
 
 
+def _decode_replica_groups(text: str) -> ReplicaGroups:
+    try:
+        return parse_replica_groups(text)
+    except ValueError as e:
+        raise AttributeValueError(str(e)) from None
+
+
+_PAIR_RE = re.compile(rf"\{{\s*({_INT})\s*,\s*({_INT})\s*\}}")
+_PAIRS_RE = re.compile(rf"\{{\s*(?:{_PAIR_RE.pattern}\s*(?:,\s*{_PAIR_RE.pattern}\s*)*)?\}}")
+
+
+def _decode_source_target_pairs(text: str) -> tuple[tuple[int, int], ...]:
+    if not _PAIRS_RE.fullmatch(text):
+        raise AttributeValueError(f"source_target_pairs must look like {{{{0,1}},{{1,2}}}}, "
+                                  f"got {text!r}")
+    return tuple((int(a), int(b)) for a, b in _PAIR_RE.findall(text[1:-1]))
+
+
 _SPECIAL_DECODERS: dict[str, Callable[[str], Any]] = {
+    "replica_groups": _decode_replica_groups,
+    "source_target_pairs": _decode_source_target_pairs,
     "slice": _decode_slice,
     "padding": _decode_padding,
     "window": _decode_window,
@@ -204,6 +226,10 @@ def encode_attribute(key: str, value: Any) -> str:
     """The canonical text of an attribute value (the inverse of decode_attribute)."""
     if isinstance(value, RawAttr):
         return value.text
+    if isinstance(value, ReplicaGroups):
+        return value.text
+    if key == "source_target_pairs":
+        return "{" + ",".join(f"{{{int(a)},{int(b)}}}" for a, b in value) + "}"
     if key in CALLED_COMPUTATION_ATTRS:
         return "%" + value.name
     if key in CALLED_COMPUTATION_LIST_ATTRS:

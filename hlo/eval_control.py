@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .eval_common import EvaluationError, np_dtype_of
+from .eval_common import EvaluationError
 from .opcodes import reference
 
 
@@ -50,12 +50,6 @@ def conditional(instr, operands, ctx):
         if index < 0 or index >= len(branches):
             index = len(branches) - 1
     return ctx.call(branches[index], [args[index]])
-
-
-@reference("replica-id", "partition-id")
-def single_device_id(instr, operands, ctx):
-    # The evaluator models one replica and one partition.
-    return np.zeros((), dtype=np_dtype_of(instr))
 
 
 @reference("custom-call", "after-all", "rng", "rng-bit-generator", "rng-get-and-update-state")

@@ -28,17 +28,25 @@ Where the semantics live:
     eval_gather_scatter.py   gather, scatter
     eval_dot_conv.py         dot, convolution
     eval_control.py          call, fusion, while, conditional; unsupported ops
+    eval_collective.py       collectives, replica-id, partition-id (the device model)
     eval_common.py           EvaluationError, the float model (f16 upcast, FTZ)
+
+Modules on several devices: `evaluate` runs one device; a module that declares
+more than one device (`replica_count` x `num_partitions`) and contains
+collectives or device ids goes to `hlo.evaluate_devices` (eval_devices.py),
+which runs every device in lockstep.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .eval_collective import DeviceSlot
 from .eval_common import EvaluationError, round_to_bf16, to_result
 from .opcodes import OPCODES, reference
 # The family modules register their semantics in OPCODES when imported.
 from . import eval_compare_convert, eval_control, eval_dot_conv, eval_elementwise  # noqa: F401
 from . import eval_gather_scatter, eval_movement, eval_reduce, eval_sort, eval_window  # noqa: F401
+from . import eval_collective  # noqa: F401
 
 __all__ = ["EvaluationError", "EvalContext", "evaluate", "evaluate_computation",
            "evaluate_instruction"]
@@ -47,8 +55,11 @@ __all__ = ["EvaluationError", "EvalContext", "evaluate", "evaluate_computation",
 class EvalContext:
     """What the op semantics may ask of the evaluator while running one instruction."""
 
-    def __init__(self, flush_denormals: bool = True):
+    def __init__(self, flush_denormals: bool = True, device: DeviceSlot | None = None):
         self.flush_denormals = flush_denormals
+        # The device this evaluation runs as (eval_collective.py): device 0 of a
+        # one-device module unless evaluate_devices says otherwise.
+        self.device = device if device is not None else DeviceSlot()
         # Post orders of the computations run so far: reducers are called many
         # times, and the module does not change while it is being evaluated.
         self._orders: dict[int, list] = {}
@@ -70,6 +81,14 @@ def evaluate(module, args, *, flush_denormals: bool = True) -> list[np.ndarray]:
     entry = module.entry
     if entry is None:
         raise EvaluationError(f"module {module.name} has no entry computation")
+    if module.num_devices > 1:
+        per_device = next((i for i in module.instructions() if i.info.per_device), None)
+        if per_device is not None:
+            raise EvaluationError(
+                f"module {module.name} runs on {module.num_devices} devices (replica_count="
+                f"{module.replica_count}, num_partitions={module.num_partitions}) and "
+                f"%{per_device.name} is a {per_device.opcode}: evaluate it with "
+                f"hlo.evaluate_devices(module, args_per_device)")
     args = _check_args(entry, list(args))
     result = evaluate_computation(entry, args, ctx=EvalContext(flush_denormals))
     return _flatten(result)

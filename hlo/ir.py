@@ -42,8 +42,19 @@ printer prints it back, everything else reads it):
     to_apply, calls, condition, body, select, scatter,
     true_computation, false_computation                    HloComputation
     branch_computations                                    tuple[HloComputation, ...]
+    channel_id                                             int
+    use_global_device_ids, constrain_layout                bool
+    replica_groups                                         ReplicaGroups (expanded groups,
+                                                           and the spelling, kept to print back)
+    source_target_pairs                                    tuple[tuple[int, int], ...]
     metadata, backend_config, frontend_attributes, sharding,
     and any attribute the parser does not know            RawAttr (text kept verbatim)
+
+`replica_groups` is written in one of XLA's spellings: a list `{{0,1},{2,3}}`
+(`{}`: one group of everyone), the iota form `[2,2]<=[4]` or
+`[2,2]<=[2,2]T(1,0)`, or the mesh form `mesh['x'=2,'y'=2] {'x'}`
+(hlo/replica_groups.py expands them). What the ids mean (replicas, partitions or
+global devices) depends on the collective: hlo/collectives.py.
 
 A constant keeps its value in `instr.literal` (a numpy array, or None for an
 elided `{...}` literal); a parameter its number in `instr.parameter_number`.
@@ -52,7 +63,7 @@ Attributes keep the order they were given in, and print in that order.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 import numpy as np
@@ -91,6 +102,29 @@ class WindowDim:
 @dataclass(frozen=True)
 class Window:
     dims: tuple[WindowDim, ...]
+
+
+@dataclass(frozen=True)
+class ReplicaGroups:
+    """The `replica_groups` of a collective: `groups` expanded to explicit ids (`()`:
+    one group of every id), `text` the spelling it was written in (printed back as
+    is). Equality compares the groups only: `[2,2]<=[4]` equals `{{0,1},{2,3}}`."""
+    groups: tuple[tuple[int, ...], ...]
+    text: str = field(default="", compare=False)
+
+    def __post_init__(self):
+        groups = tuple(tuple(int(i) for i in g) for g in self.groups)
+        object.__setattr__(self, "groups", groups)
+        if not self.text:
+            object.__setattr__(self, "text", "{" + ",".join(
+                "{" + ",".join(map(str, g)) + "}" for g in groups) + "}")
+
+    @property
+    def form(self) -> str:
+        """"list", "iota" or "mesh": how `text` spells the groups."""
+        if self.text.startswith("mesh"):
+            return "mesh"
+        return "iota" if self.text.startswith("[") else "list"
 
 
 @dataclass(frozen=True)
@@ -206,7 +240,10 @@ class HloInstruction:
         return tuple(self.attrs.get(key, ()))
 
     def has_side_effect(self) -> bool:
-        return OPCODES[self.opcode].side_effect
+        """Never removed, folded or merged: the opcode's flag, or (as in XLA) a
+        collective whose layout is constrained."""
+        info = OPCODES[self.opcode]
+        return info.side_effect or (info.collective and bool(self.attrs.get("constrain_layout")))
 
     def __repr__(self) -> str:
         return f"<{self.name} = {self.shape} {self.opcode}>"
@@ -414,6 +451,35 @@ class HloModule:
         self.config: dict[str, str] = dict(config or {})
         self._names: set[str] = set()
         self._counters: dict[str, int] = {}
+
+    # --- devices: `replica_count=R, num_partitions=P` in the header ------------------
+    # The module runs on R * P devices; device d is replica d // P, partition d % P.
+    @property
+    def replica_count(self) -> int:
+        return int(self.config.get("replica_count", "1"))
+
+    @replica_count.setter
+    def replica_count(self, value: int) -> None:
+        self._set_count("replica_count", value)
+
+    @property
+    def num_partitions(self) -> int:
+        return int(self.config.get("num_partitions", "1"))
+
+    @num_partitions.setter
+    def num_partitions(self, value: int) -> None:
+        self._set_count("num_partitions", value)
+
+    @property
+    def num_devices(self) -> int:
+        return self.replica_count * self.num_partitions
+
+    def _set_count(self, key: str, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{key} must be a positive integer, got {value!r}")
+        if int(value) == 1 and key not in self.config:
+            return                       # the default: the header does not spell it
+        self.config[key] = str(int(value))
 
     def add_computation(self, comp: HloComputation, entry: bool = False, *,
                         before: HloComputation | None = None) -> HloComputation:

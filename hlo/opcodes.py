@@ -30,7 +30,7 @@ class OpInfo:
     name: str                     # text spelling: "add", "exponential"
     arity: int | None             # None = variadic
     kind: str                     # see ELEMENTWISE_KINDS; also "movement", "reduce",
-                                  # "dot", "control", "leaf", "other"
+                                  # "dot", "control", "leaf", "collective", "other"
     commutative: bool = False
     expensive: bool = False       # fusion must not duplicate it freely
     side_effect: bool = False     # never removed, folded or merged
@@ -42,6 +42,14 @@ class OpInfo:
                                   # compute it with their vector-math routine (CPU:
                                   # backend_cpu/vecmath.py, one per opcode, f32 and f64),
                                   # cost analysis counts it as XLA's HloCostAnalysis does
+    collective: bool = False      # exchanges data between devices (kind "collective"):
+                                  # hlo/collectives.py says who talks to whom
+    per_device: bool = False      # its value depends on the device that runs it (the
+                                  # collectives, replica-id, partition-id): passes never
+                                  # evaluate it at compile time, merge two of them or fuse it
+    async_role: str | None = None  # "start" or "done" for the halves of an async
+                                   # collective; `sync_op` names the op they split
+    sync_op: str | None = None
     shape_rule: Callable | None = field(default=None, repr=False)
     ref: Callable | None = field(default=None, repr=False)
 
@@ -51,8 +59,9 @@ class OpInfo:
 
 
 def _rows():
-    U, B = "unary", "binary"
+    U, B, C = "unary", "binary", "collective"
     MATH = dict(transcendental=True, float_only=True)
+    COLL = dict(collective=True, per_device=True)
     yield from [
         # --- elementwise unary -------------------------------------------------
         OpInfo("abs", 1, U),
@@ -140,9 +149,27 @@ def _rows():
         OpInfo("rng", None, "other", side_effect=True),
         OpInfo("rng-bit-generator", 1, "other", side_effect=True),
         OpInfo("rng-get-and-update-state", 0, "other", side_effect=True),
-        OpInfo("partition-id", 0, "other"),
-        OpInfo("replica-id", 0, "other"),
+        OpInfo("partition-id", 0, "other", per_device=True),
+        OpInfo("replica-id", 0, "other", per_device=True),
+        # --- collectives (hlo/collectives.py, hlo/eval_collective.py) -----------
+        # The async halves are ordered like side effects, as in XLA: the start
+        # launches the exchange, the done waits for it; neither may be dropped alone.
+        OpInfo("all-reduce", None, C, **COLL),
+        OpInfo("all-gather", None, C, **COLL),
+        OpInfo("reduce-scatter", None, C, **COLL),
+        OpInfo("all-to-all", None, C, **COLL),
+        OpInfo("collective-permute", None, C, **COLL),
+        OpInfo("collective-broadcast", None, C, **COLL),
+        *_async_pair("all-reduce"),
+        *_async_pair("all-gather"),
+        *_async_pair("collective-permute"),
     ]
+
+
+def _async_pair(sync_op: str):
+    flags = dict(collective=True, per_device=True, side_effect=True, sync_op=sync_op)
+    return [OpInfo(f"{sync_op}-start", None, "collective", async_role="start", **flags),
+            OpInfo(f"{sync_op}-done", 1, "collective", async_role="done", **flags)]
 
 
 OPCODES: dict[str, OpInfo] = {op.name: op for op in _rows()}
@@ -196,6 +223,11 @@ def transcendental_opcodes() -> tuple[str, ...]:
     """The opcodes whose rows are flagged `transcendental`, in table order (read when
     called: a row registered at run time counts)."""
     return tuple(name for name, info in OPCODES.items() if info.transcendental)
+
+
+def collective_opcodes() -> tuple[str, ...]:
+    """The opcodes whose rows are flagged `collective`, in table order."""
+    return tuple(name for name, info in OPCODES.items() if info.collective)
 
 
 def is_elementwise(opcode: str) -> bool:

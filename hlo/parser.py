@@ -262,6 +262,10 @@ class _ModuleBuilder:
 
     def build(self, syntax: _ModuleSyntax) -> HloModule:
         config = {str(a.key): self._value_text(a) for a in syntax.config}
+        for a in syntax.config:
+            if str(a.key) in DEVICE_COUNTS and not _is_count(config[str(a.key)]):
+                raise _Located(f"{a.key} must be a positive integer, got "
+                               f"{config[str(a.key)]!r}", a.start)
         module = HloModule(str(syntax.name), config)
         entry = None
         for comp_syntax in syntax.comps:
@@ -406,6 +410,15 @@ class _ModuleBuilder:
         for instr in module.instructions():
             if instr.opcode == "fusion" and "calls" in instr.attrs:
                 instr.attrs["calls"].is_fusion_computation = True
+
+
+# Module header items that count devices (HloModule.replica_count / num_partitions).
+DEVICE_COUNTS = ("replica_count", "num_partitions")
+MAX_DEVICES = 2 ** 20
+
+
+def _is_count(text: str) -> bool:
+    return text.isdigit() and 1 <= int(text) <= MAX_DEVICES
 
 
 def _bare(name: Token) -> str:

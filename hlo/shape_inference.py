@@ -33,8 +33,9 @@ from .opcodes import OPCODES
 from .shape import Shape
 from .shape_rules_common import ShapeError
 # Imported for their side effect: each registers the shape rules of its ops.
-from . import (shape_rules_control, shape_rules_dot, shape_rules_elementwise,  # noqa: F401
-               shape_rules_gather, shape_rules_movement, shape_rules_reduce)
+from . import (shape_rules_collective, shape_rules_control, shape_rules_dot,  # noqa: F401
+               shape_rules_elementwise, shape_rules_gather, shape_rules_movement,
+               shape_rules_reduce)
 
 __all__ = ["ShapeError", "infer_shape"]
 

@@ -17,12 +17,21 @@ sees a broken graph):
   the declared dims, and the declared shape equal (ignoring layouts) to the one
   shape inference gives. The shape rules also check called-computation
   signatures (reducers, comparators, loop condition/body, branches, fusion and
-  call parameters), fusion kinds, tuple indices and float-only operands.
+  call parameters), fusion kinds, tuple indices and float-only operands;
+- collectives, against the module's `replica_count` x `num_partitions` devices
+  (hlo/collectives.py; a module whose header gives neither count gets only the
+  checks that need none, as in XLA): replica_groups name every id in range exactly once, in
+  groups of one size except for all-reduce; source_target_pairs in range with
+  no source or target twice; the group size fits the shapes (all-gather and
+  reduce-scatter change dimension d by exactly the group size, all-to-all
+  splits a dimension divisible by it or takes one operand per participant);
+  a -done takes the matching -start.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from . import collectives
 from .ir import HloComputation, HloInstruction, HloModule
 from .opcodes import OPCODES
 from .shape_inference import infer_shape
@@ -68,6 +77,8 @@ def _verify_module(module: HloModule) -> None:
     for comp in module.computations:
         for instr in comp.instructions:
             _verify_instruction(comp, instr)
+            if OPCODES[instr.opcode].collective:
+                _verify_collective(module, comp, instr)
 
 
 def _check_unique_names(module: HloModule) -> None:
@@ -207,3 +218,80 @@ def _check_literal(instr: HloInstruction, at: str) -> None:
     got = tuple(np.shape(instr.literal))
     if got != instr.shape.dims:
         _fail(at, f"literal has dims {list(got)}, the shape says {list(instr.shape.dims)}")
+
+
+# --- collectives ----------------------------------------------------------------------
+
+# Ops that split or stack per participant: their groups must all have one size.
+_UNIFORM_GROUPS = frozenset({"all-gather", "all-gather-start", "reduce-scatter", "all-to-all",
+                             "collective-broadcast"})
+
+
+def _verify_collective(module: HloModule, comp: HloComputation, instr: HloInstruction) -> None:
+    at = f"computation {comp.name}, instruction {describe(instr)}"
+    R, P = module.replica_count, module.num_partitions
+    if "replica_count" not in module.config and "num_partitions" not in module.config:
+        # As XLA's verifier: a module that does not say how many devices it runs on
+        # (JAX's global module before partitioning) only gets the checks that need
+        # no device count.
+        _check_ids_unique(at, instr)
+        return
+    try:
+        if collectives.is_async_done(instr):
+            collectives.async_start_of(instr)
+            return
+        if instr.opcode in ("collective-permute", "collective-permute-start"):
+            collectives.permute_pairs(instr, R, P)
+            return
+        groups = collectives.device_groups(instr, R, P)
+    except collectives.CollectiveError as e:
+        _fail(at, f"{e.detail} (replica_count={R}, num_partitions={P})")
+    sizes = sorted({len(g) for g in groups})
+    if instr.opcode in _UNIFORM_GROUPS and len(sizes) > 1:
+        _fail(at, f"{instr.opcode} needs groups of one size, got sizes {sizes}")
+    size = sizes[0]
+    if instr.opcode in ("all-gather", "all-gather-start", "reduce-scatter"):
+        _check_shard_count(at, instr, size)
+    elif instr.opcode == "all-to-all":
+        if "dimensions" in instr.attrs:
+            (d,) = instr.dims()
+            extent = instr.operands[0].shape.dims[d]
+            if extent % size:
+                _fail(at, f"all-to-all splits dimension {d} of size {extent} into {size} "
+                          f"parts (the group size): not divisible")
+        elif len(instr.operands) != size:
+            _fail(at, f"all-to-all without dimensions= takes one operand per participant: "
+                      f"{size}, got {len(instr.operands)}")
+
+
+def _check_ids_unique(at: str, instr: HloInstruction) -> None:
+    groups = instr.attrs.get("replica_groups")
+    ids = [i for g in groups.groups for i in g] if groups is not None else []
+    if groups is not None and any(not g for g in groups.groups):
+        _fail(at, "replica_groups has an empty group")
+    pairs = instr.attrs.get("source_target_pairs", ())
+    for what, values in (("id", ids), ("source", [s for s, _ in pairs]),
+                         ("target", [t for _, t in pairs])):
+        twice = sorted({v for v in values if values.count(v) > 1})
+        if twice:
+            where = "replica_groups" if what == "id" else "source_target_pairs"
+            _fail(at, f"{where} names {what} {twice[0]} twice")
+
+
+def _check_shard_count(at: str, instr: HloInstruction, size: int) -> None:
+    """all-gather multiplies dimension d by the group size, reduce-scatter divides it."""
+    (d,) = instr.dims()
+    result = instr.shape.tuple_shapes[1] if instr.opcode == "all-gather-start" else instr.shape
+    results = result.tuple_shapes if len(instr.operands) > 1 else (result,)
+    for i, (x, y) in enumerate(zip(instr.operands, results)):
+        if instr.opcode == "reduce-scatter":
+            extent = x.shape.dims[d]
+            if extent % size:
+                _fail(at, f"reduce-scatter over groups of {size} cannot split dimension {d} "
+                          f"of operand {i} ({extent}): not divisible")
+            if y.dims[d] != extent // size:
+                _fail(at, f"reduce-scatter over groups of {size} makes dimension {d} of "
+                          f"operand {i} {extent // size}, not {y.dims[d]}")
+        elif y.dims[d] != x.shape.dims[d] * size:
+            _fail(at, f"all-gather over groups of {size} makes dimension {d} of operand {i} "
+                      f"{x.shape.dims[d] * size}, not {y.dims[d]}")

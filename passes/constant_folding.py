@@ -18,7 +18,10 @@ NEVER_FOLDED = frozenset({"broadcast", "iota", "parameter", "constant", "tuple",
 
 
 def can_fold(instr: HloInstruction, max_elements: int) -> bool:
+    # A per-device op (a collective, replica-id, partition-id) has no one value to fold:
+    # all-reduce(constant) is N times the constant on N devices.
     return (instr.opcode not in NEVER_FOLDED and not instr.has_side_effect()
+            and not instr.info.per_device
             and instr.shape.is_array and instr.shape.numel <= max_elements
             and all(op.opcode == "constant" and op.literal is not None for op in instr.operands))
 
@@ -55,7 +58,8 @@ class ConstantFolding(HloModulePass):
 
     Values come from the reference evaluator, so folding follows XLA's CPU
     semantics exactly (denormals flushed, integer division by zero defined).
-    Never folds side-effecting ops, control flow, a broadcast or an iota
+    Never folds side-effecting ops, per-device ops (collectives, replica-id,
+    partition-id), control flow, a broadcast or an iota
     (kept symbolic: cheaper than a literal), nor any result with more than
     `max_elements` elements. True iff anything was folded.
     """

@@ -25,8 +25,8 @@ class _Keys:
 
     def instruction(self, instr: HloInstruction, operand_ids) -> tuple | None:
         """The key of `instr` given keys for its operands; None if it must stay unique."""
-        if instr.opcode == "parameter" or instr.has_side_effect():
-            return None
+        if instr.opcode == "parameter" or instr.has_side_effect() or instr.info.per_device:
+            return None     # per-device: collectives and device ids stay one per use
         if instr.opcode == "constant":
             if instr.literal is None:      # an elided literal: its value is unknown
                 return None
@@ -97,8 +97,9 @@ class CSE(HloModulePass):
 
     Same opcode, shape, attributes (metadata ignored), operands (in any order
     for commutative opcodes), constants by value (bit pattern, so -0.0 and 0.0
-    stay apart), called computations by structure. Parameters and
-    side-effecting instructions are never merged. True iff any merge happened.
+    stay apart), called computations by structure. Parameters, side-effecting
+    instructions and per-device ones (collectives, replica-id, partition-id) are
+    never merged. True iff any merge happened.
     """
 
     name = "cse"

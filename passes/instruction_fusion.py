@@ -74,8 +74,9 @@ YES = FusionDecision()
 def is_loop_fusible(instr: HloInstruction) -> bool:
     """Ops a loop emitter computes per output element without materializing inputs
     (a reduce is one too, but only as the producer of a same-sized loop: see
-    `CpuInstructionFusion.should_fuse`)."""
-    if not instr.shape.is_array:
+    `CpuInstructionFusion.should_fuse`). Never a per-device op: a collective is a
+    thunk of its own, and replica-id / partition-id are computed once per device."""
+    if not instr.shape.is_array or instr.info.per_device:
         return False
     if instr.opcode == "constant":
         return instr.shape.is_scalar

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from xlapy.hlo import OPCODES, PadDim, SliceDim, infer_shape
+from xlapy.hlo import OPCODES, PadDim, ReplicaGroups, SliceDim, infer_shape
 from xlapy.hlo.shape_inference import ShapeError
 
 from .shape_helpers import (S, argmax_reducer, const_fn, identity_fn, make_window, scalar_fn,
@@ -200,6 +200,39 @@ OK = [
     ("rng-bit-generator", "rng-bit-generator", ["u64[2]"], {}, "(u64[2], u32[8])",
      "(u64[2], u32[8])"),
     ("rng-get-and-update-state", "rng-get-and-update-state", [], {}, None, "u64[2]"),
+    # --- collectives (shapes as XLA prints them) ---
+    ("all-reduce", "all-reduce", ["f32[8,2]"], {"to_apply": ADD_F32, "channel_id": 1,
+     "replica_groups": ReplicaGroups(((0, 1, 2, 3),))}, None, "f32[8,2]"),
+    ("all-reduce-variadic", "all-reduce", ["s32[3]", "s32[]"], {"to_apply": ADD_S32}, None,
+     "(s32[3], s32[])"),
+    ("all-reduce-zero-size", "all-reduce", ["f32[0,4]"], {"to_apply": ADD_F32}, None, "f32[0,4]"),
+    ("all-reduce-start", "all-reduce-start", ["f32[8]"], {"to_apply": ADD_F32}, None, "f32[8]"),
+    ("all-reduce-done", "all-reduce-done", ["f32[8]"], {}, None, "f32[8]"),
+    ("all-gather", "all-gather", ["f32[8,2]"], dims(dimensions=[0]), "f32[32,2]", "f32[32,2]"),
+    ("all-gather-variadic", "all-gather", ["f32[1,2]", "s32[3]"], dims(dimensions=[0]),
+     "(f32[4,2], s32[12])", "(f32[4,2], s32[12])"),
+    ("all-gather-start", "all-gather-start", ["f32[1,8,4]"], dims(dimensions=[0]),
+     "(f32[1,8,4], f32[8,8,4])", "(f32[1,8,4], f32[8,8,4])"),
+    ("all-gather-start-variadic", "all-gather-start", ["f32[1,8]", "s32[1,5]"],
+     dims(dimensions=[0]), "((f32[1,8], s32[1,5]), (f32[8,8], s32[8,5]))",
+     "((f32[1,8], s32[1,5]), (f32[8,8], s32[8,5]))"),
+    ("all-gather-done", "all-gather-done", ["(f32[1,8,4], f32[8,8,4])"], {}, None, "f32[8,8,4]"),
+    ("reduce-scatter", "reduce-scatter", ["f32[8,2]"], {**dims(dimensions=[0]),
+     "to_apply": ADD_F32}, "f32[2,2]", "f32[2,2]"),
+    ("all-to-all-split", "all-to-all", ["f32[8,2]"], dims(dimensions=[0]), None, "f32[8,2]"),
+    ("all-to-all-tuple", "all-to-all", ["f32[2,2]"] * 4, {}, None,
+     "(f32[2,2], f32[2,2], f32[2,2], f32[2,2])"),
+    ("collective-permute", "collective-permute", ["f32[8,2]"],
+     {"source_target_pairs": ((0, 1), (1, 0))}, None, "f32[8,2]"),
+    ("collective-permute-combined", "collective-permute", ["u32[8,8]", "u32[16]"],
+     {"source_target_pairs": ((0, 1),)}, None, "(u32[8,8], u32[16])"),
+    ("collective-permute-start", "collective-permute-start", ["f32[4]"],
+     {"source_target_pairs": ((0, 1),)}, None, "(f32[4], f32[4], u32[], u32[])"),
+    ("collective-permute-start-no-context", "collective-permute-start", ["f32[4]"],
+     {"source_target_pairs": ((0, 1),)}, "(f32[4], f32[4])", "(f32[4], f32[4])"),
+    ("collective-permute-done", "collective-permute-done", ["(f32[4], f32[4], u32[], u32[])"],
+     {}, None, "f32[4]"),
+    ("collective-broadcast", "collective-broadcast", ["bf16[3]"], {}, None, "bf16[3]"),
 ]
 
 
@@ -348,6 +381,39 @@ ERRORS = [
     ("conditional-count", "conditional", ["s32[]", "f32[5]"],
      {"branch_computations": (identity_fn(S("f32[5]")), identity_fn(S("f32[5]")))}, None,
      "2 branches but 1 branch operands"),
+    # --- collectives ---
+    ("all-reduce-reducer-type", "all-reduce", ["s32[4]"], {"to_apply": ADD_F32}, None,
+     "to_apply computation add_f32 takes (f32[], f32[]), expected (s32[], s32[])"),
+    ("all-reduce-mixed-types", "all-reduce", ["f32[4]", "s32[4]"], {"to_apply": ADD_F32}, None,
+     "share an element type"),
+    ("all-reduce-no-reducer", "all-reduce", ["f32[4]"], {}, None, "missing to_apply"),
+    ("all-reduce-tuple-operand", "all-reduce", ["(f32[4])"], {"to_apply": ADD_F32}, None,
+     "operand 0 must be an array"),
+    ("all-reduce-groups-type", "all-reduce", ["f32[4]"],
+     {"to_apply": ADD_F32, "replica_groups": ((0, 1),)}, None, "must be a ReplicaGroups"),
+    ("all-gather-no-hint", "all-gather", ["f32[4]"], dims(dimensions=[0]), None,
+     "cannot be inferred"),
+    ("all-gather-two-dims", "all-gather", ["f32[4,4]"], dims(dimensions=[0, 1]), "f32[8,8]",
+     "exactly one dimension"),
+    ("all-gather-not-multiple", "all-gather", ["f32[4]"], dims(dimensions=[0]), "f32[6]",
+     "6 is not a multiple of 4"),
+    ("all-gather-other-dim", "all-gather", ["f32[4,3]"], dims(dimensions=[0]), "f32[8,6]",
+     "with only dimension 0 changed"),
+    ("all-gather-shard-counts", "all-gather", ["f32[4]", "f32[2]"], dims(dimensions=[0]),
+     "(f32[8], f32[8])", "disagree on the shard count"),
+    ("all-gather-start-element-0", "all-gather-start", ["f32[4]"], dims(dimensions=[0]),
+     "(f32[8], f32[8])", "element 0 of the result must be the operand(s) f32[4]"),
+    ("reduce-scatter-not-divisible", "reduce-scatter", ["f32[6]"],
+     {**dims(dimensions=[0]), "to_apply": ADD_F32}, "f32[4]", "6 is not a multiple of 4"),
+    ("all-to-all-two-operands-split", "all-to-all", ["f32[4]", "f32[4]"], dims(dimensions=[0]),
+     None, "takes one operand"),
+    ("all-to-all-tuple-shapes", "all-to-all", ["f32[4]", "f32[2]"], {}, None, "one shape"),
+    ("collective-permute-no-pairs", "collective-permute", ["f32[4]"], {}, None,
+     "needs source_target_pairs"),
+    ("collective-permute-start-context", "collective-permute-start", ["f32[4]"],
+     {"source_target_pairs": ((0, 1),)}, "(f32[4], f32[4], s32[])", "must be u32[]"),
+    ("all-gather-done-not-tuple", "all-gather-done", ["f32[4]"], {}, None,
+     "the tuple a -start returns"),
 ]
 
 
