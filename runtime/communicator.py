@@ -207,8 +207,9 @@ class PendingCollective:
 class _Issuer:
     """Runs one device's collectives one at a time in issue order; started ones on a thread."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, threaded: bool = True):
         self._name = name
+        self._threaded = threaded        # False: started collectives run at once, inline
         self._cond = threading.Condition()
         self._queue: collections.deque = collections.deque()
         self._outstanding = 0            # started, not yet finished
@@ -219,7 +220,7 @@ class _Issuer:
         with self._cond:
             if self._closed:
                 raise RuntimeError(f"{label}: the communicator is closed")
-            if blocking and self._outstanding == 0:
+            if (blocking or not self._threaded) and self._outstanding == 0:
                 pending = None
             else:
                 pending = PendingCollective(label)
@@ -231,8 +232,17 @@ class _Issuer:
                     self._thread.start()
                 self._cond.notify()
         if pending is None:              # nothing in flight: run on the caller's thread
-            body()
-            return None
+            if blocking:
+                body()
+                return None
+            pending = PendingCollective(label)
+            try:
+                body()
+            except BaseException as exc:  # noqa: BLE001 - handed to wait()
+                pending._finish(exc)
+            else:
+                pending._finish(None)
+            return pending
         if blocking:
             pending.wait()
             return None
@@ -269,7 +279,8 @@ class Communicator(abc.ABC):
     started ones.
     """
 
-    def __init__(self, num_devices: int, local_devices, timeout: float | None = None):
+    def __init__(self, num_devices: int, local_devices, timeout: float | None = None,
+                 start_threads: bool = True):
         if not isinstance(num_devices, int) or isinstance(num_devices, bool) or num_devices < 1:
             raise ValueError(f"num_devices must be an integer >= 1, got {num_devices!r}")
         if timeout is None:
@@ -280,7 +291,8 @@ class Communicator(abc.ABC):
         self.local_devices = tuple(local_devices)
         self.timeout = float(timeout)
         self._all = tuple(range(num_devices))
-        self._issuers = {d: _Issuer(f"xlapy-collectives-{d}") for d in self.local_devices}
+        self._issuers = {d: _Issuer(f"xlapy-collectives-{d}", start_threads)
+                         for d in self.local_devices}
         self._known_groups: dict = {}
 
     # --- checks -------------------------------------------------------------------------

@@ -5,6 +5,8 @@ error instead of a hang."""
 from __future__ import annotations
 
 import functools
+import subprocess
+import sys
 import threading
 import time
 
@@ -592,3 +594,14 @@ def test_bad_construction():
         InProcessCommunicator(0)
     with pytest.raises(ValueError, match="timeout must be a number of seconds > 0"):
         InProcessCommunicator(2, timeout=0)
+
+
+def test_the_module_imports_without_mpi4py_until_used():
+    # runtime must import where mpi4py is absent: only MpiCommunicator() needs it.
+    script = ("import sys; sys.modules['mpi4py'] = None\n"
+              "from xlapy.runtime import mpi_communicator\n"
+              "try:\n    mpi_communicator.MpiCommunicator()\n"
+              "except ImportError as e:\n    print(e)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert "MpiCommunicator needs mpi4py: pip install 'xlapy[mpi]'" in done.stdout, done.stderr

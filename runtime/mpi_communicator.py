@@ -1,0 +1,362 @@
+"""MpiCommunicator: one device per MPI rank, through mpi4py on numpy buffers.
+
+The only module of xlapy that imports mpi4py, and only when a communicator is made
+(`pip install 'xlapy[mpi]'` brings mpi4py and the mpich wheel, whose `mpirun` runs as root
+with no flags). Device d is rank d of the communicator given (COMM_WORLD by default);
+`local_devices` is `(rank,)`.
+
+    mpirun -n 4 python train.py          # each rank: comm = MpiCommunicator()
+
+MPI is the engine; we write no transport. Data moves with mpi4py's buffer methods on
+numpy arrays, never pickled: Iallreduce, Iallgather, Ireduce_scatter_block, Ialltoallv,
+Isend/Irecv (permute), Ibcast, Ibarrier. Movements send bytes (any dtype, bfloat16
+included); reductions use MPI's own op where it computes what numpy does:
+
+    bool                         sum/or/max -> MAX, prod/and/min -> MIN (on bytes 0/1)
+    int8..int64, uint8..uint64   sum, prod, min, max, and, or (bitwise)
+    float32, float64, complex    sum, prod
+
+Everything else -- min/max of floats (MPI's do not propagate NaN; XLA's do), float16,
+bfloat16, non-native byte orders, and callable reducers -- runs as a ring over the
+group's ranks: a reduce-scatter then an all-gather, each of n-1 steps of Isend/Irecv of
+one chunk (each rank moves 2(n-1)/n of the data), the reducer applied with numpy or the
+callable. Each chunk is reduced by one rank, so every rank gets the same bits.
+
+Groups. A collective over a group runs on a sub-communicator of just those ranks, made
+at its first use with Create_group (collective over the group's members only; Split would
+be collective over every rank, and a rank whose group is already cached would not call
+it again while the others do) and cached. A handshake of nonblocking messages among the
+members comes first, so a member that never arrives is a timeout, not a hang.
+
+Waiting. Every call is nonblocking and polled with Test() until done or until the timeout
+(`collective_timeout`, XLAPY_COLLECTIVE_TIMEOUT). On a timeout, an MPI error, or
+`abort(device, exc)`, the rank prints one line naming itself to stderr and calls MPI
+Abort, so mpirun ends every rank (a rank killed outright is noticed by mpirun, or by the
+others' timeout). `abort_on_failure=False` raises CollectiveError instead (for callers that
+can end every rank themselves). Unhandled Python exceptions in a script do not call
+abort: run scripts as `python -m mpi4py script.py`, or catch and call `comm.abort`.
+
+Threads: started collectives run on a thread of their own (MPI calls stay one at a time,
+in issue order), which needs MPI_THREAD_SERIALIZED or more (mpi4py asks for MULTIPLE);
+below that, start_* runs the collective at once. Other MPI traffic of the program on the
+same ranks must not overlap an outstanding started collective.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+
+from .communicator import (Communicator, CollectiveError, Reduction, chunk_bounds,
+                           describe_error, describe_mismatch, same_memory)
+
+_TAG_HANDSHAKE, _TAG_PERMUTE, _TAG_RING = 101, 102, 103
+_POLLS_PER_CHECK = 16        # Test() calls between looks at the clock (and a yield)
+
+
+def _mpi():
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise ImportError("MpiCommunicator needs mpi4py: pip install 'xlapy[mpi]'") from exc
+    return MPI
+
+
+def _bytes(array: np.ndarray):
+    """A 1-d uint8 view: movements send bytes, whatever the dtype."""
+    return array.reshape(-1).view(np.uint8)
+
+
+class MpiCommunicator(Communicator):
+    """One device per rank of `comm` (default MPI.COMM_WORLD); see the module docstring."""
+
+    def __init__(self, comm=None, timeout: float | None = None, abort_on_failure: bool = True):
+        MPI = _mpi()
+        world = MPI.COMM_WORLD if comm is None else comm
+        self._MPI = MPI
+        self.rank = world.Get_rank()
+        threaded = MPI.Query_thread() >= MPI.THREAD_SERIALIZED
+        super().__init__(world.Get_size(), (self.rank,), timeout, start_threads=threaded)
+        self._world = world
+        self._abort_on_failure = abort_on_failure
+        self._failed: str | None = None
+        # Our own copy of the communicator: our messages never match the program's.
+        self._comm, request = world.Idup()
+        self._wait(request, "creating the communicator")
+        self._groups: dict = {self._all: self._comm}
+        self._engine = self._engine_table()
+
+    # --- failing -------------------------------------------------------------------------
+
+    def _fail(self, message: str, device: int | None = None, cause=None):
+        """Ends every rank (MPI Abort) or, with abort_on_failure=False, raises."""
+        self._failed = message
+        if self._abort_on_failure:
+            print(f"xlapy: {message} (MPI Abort)", file=sys.stderr, flush=True)
+            self._world.Abort(1)
+        raise CollectiveError(message, device, cause)
+
+    def abort(self, device, exc: BaseException) -> None:
+        """This rank's device failed: print one line naming the rank, then MPI Abort."""
+        message = f"rank {self.rank} (device {device}) failed: {describe_error(exc)}"
+        print(f"xlapy: {message} (MPI Abort)", file=sys.stderr, flush=True)
+        self._world.Abort(1)
+
+    def _wait(self, requests, what: str, peers=None, statuses=None) -> None:
+        """Polls until every request is done (filling `statuses`, a list of MPI.Status, if
+        given); fails after the timeout."""
+        MPI = self._MPI
+        if isinstance(requests, list):
+            def test():
+                return MPI.Request.Testall(requests, statuses)
+        else:
+            test = requests.Test
+        try:
+            if test():
+                return
+            deadline = time.monotonic() + self.timeout
+            while True:
+                for _ in range(_POLLS_PER_CHECK):
+                    if test():
+                        return
+                if time.monotonic() > deadline:
+                    break
+                os.sched_yield()        # ranks may outnumber cores: let the others run
+        except MPI.Exception as exc:
+            self._fail(f"rank {self.rank}: MPI error in {what}: {describe_error(exc)}",
+                       cause=exc)
+        waited = f"for rank(s) {', '.join(map(str, peers))}" if peers else "for its peers"
+        self._fail(f"rank {self.rank} waited {self.timeout:g} s in {what} {waited}",
+                   device=peers[0] if peers and len(peers) == 1 else None)
+
+    def _start(self, what: str, call, *args):
+        """Calls an MPI function, turning an MPI error into a failure."""
+        if self._failed is not None:
+            raise CollectiveError(f"{what} on rank {self.rank}: {self._failed}")
+        try:
+            return call(*args)
+        except self._MPI.Exception as exc:
+            self._fail(f"rank {self.rank}: MPI error in {what}: {describe_error(exc)}",
+                       cause=exc)
+
+    # --- groups and reductions -------------------------------------------------------------
+
+    def _group(self, group: tuple, what: str):
+        comm = self._groups.get(group)
+        if comm is not None:
+            return comm
+        others = [g for g in group if g != self.rank]
+        token = np.zeros(1, np.uint8)
+        inbox = np.zeros(len(others), np.uint8)
+        requests = [self._start(what, self._comm.Isend, [token, self._MPI.BYTE], g,
+                                _TAG_HANDSHAKE) for g in others]
+        receives = [self._start(what, self._comm.Irecv, [inbox[i:i + 1], self._MPI.BYTE], g,
+                                _TAG_HANDSHAKE) for i, g in enumerate(others)]
+        self._wait(requests + receives, f"{what} (meeting the group)", others)
+        members = self._comm.Get_group().Incl(list(group))
+        comm = self._start(what, self._comm.Create_group, members, 0)
+        members.Free()
+        self._groups[group] = comm
+        return comm
+
+    def _engine_table(self) -> dict:
+        """(dtype, op name) -> (MPI datatype, MPI op, view dtype) where MPI matches numpy.
+
+        Predefined datatypes only: MPI defines no reduction on a duplicate of one."""
+        MPI = self._MPI
+        table = {}
+        for op in ("sum", "or", "max"):
+            table[(np.dtype(bool), op)] = (MPI.UINT8_T, MPI.MAX, np.uint8)
+        for op in ("prod", "and", "min"):
+            table[(np.dtype(bool), op)] = (MPI.UINT8_T, MPI.MIN, np.uint8)
+        ops = {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX,
+               "and": MPI.BAND, "or": MPI.BOR}
+        datatypes = {"int8": MPI.INT8_T, "int16": MPI.INT16_T, "int32": MPI.INT32_T,
+                     "int64": MPI.INT64_T, "uint8": MPI.UINT8_T, "uint16": MPI.UINT16_T,
+                     "uint32": MPI.UINT32_T, "uint64": MPI.UINT64_T, "float32": MPI.FLOAT,
+                     "float64": MPI.DOUBLE, "complex64": MPI.C_FLOAT_COMPLEX,
+                     "complex128": MPI.C_DOUBLE_COMPLEX}
+        for name, datatype in datatypes.items():
+            dtype = np.dtype(name)
+            if datatype == MPI.DATATYPE_NULL:
+                continue
+            for op in (ops if dtype.kind in "iu" else ("sum", "prod")):
+                table[(dtype, op)] = (datatype, ops[op], dtype)
+        return table
+
+    # --- the collectives -----------------------------------------------------------------
+
+    def _all_reduce(self, device, group, send, recv, reduction: Reduction) -> None:
+        what = f"all_reduce over ranks {group}"
+        in_place = same_memory(send, recv, "all_reduce")
+        if send.size == 0:
+            return
+        if len(group) == 1:
+            if not in_place:
+                np.copyto(recv, send)
+            return
+        comm = self._group(group, what)
+        engine = self._engine.get((send.dtype, reduction.name))
+        if engine is None:
+            self._ring_all_reduce(comm, group, send, recv, reduction, in_place, what)
+            return
+        datatype, op, view = engine
+        MPI = self._MPI
+        source = MPI.IN_PLACE if in_place else [send.view(view), datatype]
+        self._wait(self._start(what, comm.Iallreduce, source, [recv.view(view), datatype], op),
+                   what)
+
+    def _reduce_scatter(self, device, group, send, recv, reduction: Reduction) -> None:
+        what = f"reduce_scatter over ranks {group}"
+        if recv.size == 0:
+            return
+        if len(group) == 1:
+            np.copyto(recv, send)
+            return
+        comm = self._group(group, what)
+        engine = self._engine.get((send.dtype, reduction.name))
+        if engine is None:
+            work = send.copy()
+            me, n = group.index(device), len(group)
+            bounds = [(i * recv.size, (i + 1) * recv.size) for i in range(n)]
+            owned = self._ring_reduce_scatter(comm, me, n, work, bounds, reduction, 1, what)
+            assert owned == me
+            np.copyto(recv, work[bounds[me][0]:bounds[me][1]])
+            return
+        datatype, op, view = engine
+        self._wait(self._start(what, comm.Ireduce_scatter_block, [send.view(view), datatype],
+                               [recv.view(view), datatype], op), what)
+
+    def _ring_all_reduce(self, comm, group, send, recv, reduction, in_place, what) -> None:
+        if not in_place:
+            np.copyto(recv, send)
+        me, n = group.index(self.rank), len(group)
+        bounds = [chunk_bounds(recv.size, n, i) for i in range(n)]
+        owned = self._ring_reduce_scatter(comm, me, n, recv, bounds, reduction, 0, what)
+        # All-gather around the ring: pass on the chunk received the step before.
+        right, left = (me + 1) % n, (me - 1) % n
+        for step in range(n - 1):
+            out_chunk, in_chunk = (owned - step) % n, (owned - step - 1) % n
+            lo, hi = bounds[out_chunk]
+            rlo, rhi = bounds[in_chunk]
+            self._sendrecv(comm, recv[lo:hi], right, recv[rlo:rhi], left, what)
+
+    def _ring_reduce_scatter(self, comm, me, n, work, bounds, reduction, shift, what) -> int:
+        """Reduces `work` (this rank's data, overwritten) around the ring; returns the chunk
+        this rank holds complete: (me + 1 - shift) % n."""
+        right, left = (me + 1) % n, (me - 1) % n
+        largest = max(hi - lo for lo, hi in bounds)
+        incoming = np.empty(largest, work.dtype)
+        for step in range(n - 1):
+            out_chunk, in_chunk = (me - step - shift) % n, (me - step - shift - 1) % n
+            lo, hi = bounds[out_chunk]
+            rlo, rhi = bounds[in_chunk]
+            part = incoming[:rhi - rlo]
+            self._sendrecv(comm, work[lo:hi], right, part, left, what)
+            reduction.apply(part, work[rlo:rhi], work[rlo:rhi])
+        return (me + 1 - shift) % n
+
+    def _sendrecv(self, comm, send, to, recv, source, what) -> None:
+        BYTE = self._MPI.BYTE
+        requests = [self._start(what, comm.Irecv, [_bytes(recv), BYTE], source, _TAG_RING),
+                    self._start(what, comm.Isend, [_bytes(send), BYTE], to, _TAG_RING)]
+        self._wait(requests, what)
+
+    def _all_gather(self, device, group, send, recv) -> None:
+        what = f"all_gather over ranks {group}"
+        if send.size == 0:
+            return
+        if len(group) == 1:
+            np.copyto(recv, send)
+            return
+        comm = self._group(group, what)
+        BYTE = self._MPI.BYTE
+        self._wait(self._start(what, comm.Iallgather, [_bytes(send), BYTE],
+                               [_bytes(recv), BYTE]), what)
+
+    def _all_to_all(self, device, group, sends, recvs) -> None:
+        what = f"all_to_all over ranks {group}"
+        if len(group) == 1:
+            np.copyto(recvs[0], sends[0])
+            return
+        comm = self._group(group, what)
+        BYTE = self._MPI.BYTE
+        send_counts = [c.nbytes for c in sends]
+        recv_counts = [c.nbytes for c in recvs]
+        packed = np.concatenate([_bytes(c) for c in sends]) if sends else np.empty(0, np.uint8)
+        landing = np.empty(sum(recv_counts), np.uint8)
+        self._wait(self._start(what, comm.Ialltoallv,
+                               [packed, (send_counts, _offsets(send_counts)), BYTE],
+                               [landing, (recv_counts, _offsets(recv_counts)), BYTE]), what)
+        for chunk, start, count in zip(recvs, _offsets(recv_counts), recv_counts):
+            _bytes(chunk)[:] = landing[start:start + count]
+
+    def _permute(self, device, send_to, recv_from, send, recv) -> None:
+        what = f"permute (to rank {send_to}, from rank {recv_from})"
+        MPI = self._MPI
+        requests, peers = [], []
+        if recv_from is not None:           # first, so that statuses[0] is the receive's
+            requests.append(self._start(what, self._comm.Irecv, [_bytes(recv), MPI.BYTE],
+                                        recv_from, _TAG_PERMUTE))
+            peers.append(recv_from)
+        if send_to is not None:
+            requests.append(self._start(what, self._comm.Isend, [_bytes(send), MPI.BYTE],
+                                        send_to, _TAG_PERMUTE))
+            peers.append(send_to)
+        if not requests:
+            return
+        statuses = [MPI.Status() for _ in requests]
+        self._wait(requests, what, peers, statuses)
+        if recv_from is not None:
+            count = statuses[0].Get_count(MPI.BYTE)
+            if count != recv.nbytes:
+                self._fail(f"permute: rank {recv_from} sent {count} bytes to rank {self.rank}, "
+                           f"which expects {recv.nbytes} ({recv.dtype}[{recv.size}])")
+
+    def _broadcast(self, device, group, root, buf) -> None:
+        what = f"broadcast over ranks {group}"
+        if buf.size == 0 or len(group) == 1:
+            return
+        comm = self._group(group, what)
+        self._wait(self._start(what, comm.Ibcast, [_bytes(buf), self._MPI.BYTE],
+                               group.index(root)), what)
+
+    def _barrier(self, device) -> None:
+        self._wait(self._start("barrier", self._comm.Ibarrier), "barrier")
+
+    def _check_same_program(self, device, fingerprint: str) -> None:
+        what = "check_same_program"
+        MPI = self._MPI
+        text = np.frombuffer(fingerprint.encode(), np.uint8)
+        lengths = np.zeros(self.num_devices, np.int64)
+        self._wait(self._start(what, self._comm.Iallgather,
+                               [np.array([text.size], np.int64), MPI.INT64_T],
+                               [lengths, MPI.INT64_T]), what)
+        everything = np.zeros(int(lengths.sum()), np.uint8)
+        counts = [int(c) for c in lengths]
+        self._wait(self._start(what, self._comm.Iallgatherv, [text, MPI.BYTE],
+                               [everything, (counts, _offsets(counts)), MPI.BYTE]), what)
+        texts = {rank: everything[start:start + count].tobytes().decode(errors="replace")
+                 for rank, (start, count) in enumerate(zip(_offsets(counts), counts))}
+        if len(set(texts.values())) > 1:
+            raise CollectiveError("ranks run different programs (fingerprints differ): "
+                                  + describe_mismatch(texts, noun="rank"))
+
+    def close(self) -> None:
+        super().close()
+        for group, comm in list(self._groups.items()):
+            try:
+                comm.Free()
+            except self._MPI.Exception:
+                pass
+        self._groups.clear()
+
+
+def _offsets(counts) -> list[int]:
+    offsets, total = [], 0
+    for count in counts:
+        offsets.append(total)
+        total += count
+    return offsets
