@@ -84,11 +84,9 @@ import threading
 import numpy as np
 
 from . import config
-
-REDUCE_OPS = ("sum", "prod", "min", "max", "and", "or")
-
-_UFUNCS = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum,
-           "and": np.bitwise_and, "or": np.bitwise_or}
+from .collective_util import REDUCE_OPS  # noqa: F401 - part of this module's API
+from .collective_util import (Reduction, check_writable, flat, resolve_reduction,
+                              same_memory)
 
 
 class CollectiveError(RuntimeError):
@@ -103,78 +101,6 @@ class CollectiveError(RuntimeError):
         super().__init__(message)
         self.device = device
         self.cause = cause
-
-
-def describe_error(exc: BaseException) -> str:
-    """`ValueError: boom`, on one line."""
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-class Reduction:
-    """A reduction resolved for one dtype: a named op (with its numpy ufunc) or a callable."""
-    __slots__ = ("name", "ufunc", "combine")
-
-    def __init__(self, name: str | None, ufunc, combine):
-        self.name, self.ufunc, self.combine = name, ufunc, combine
-
-    def apply(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-        """out = a op b (out may be a or b)."""
-        if self.ufunc is not None:
-            self.ufunc(a, b, out=out)
-            return
-        result = self.combine(a, b)
-        if result is not out:
-            result = np.asarray(result)
-            if result.shape != out.shape:
-                raise ValueError(f"the reducer returned shape {result.shape} for operands of "
-                                 f"shape {out.shape}: it must be elementwise")
-            np.copyto(out, result, casting="same_kind")
-
-
-def resolve_reduction(op, dtype: np.dtype) -> Reduction:
-    """Checks `op` for `dtype`; a one-line ValueError for a combination that has no meaning."""
-    if callable(op) and not isinstance(op, str):
-        return Reduction(None, None, op)
-    if op not in _UFUNCS:
-        raise ValueError(f"unknown reduction {op!r}: expected one of {', '.join(REDUCE_OPS)} "
-                         "or a callable combine(a, b)")
-    kind = dtype.kind
-    if op in ("and", "or") and kind not in "biu":
-        raise ValueError(f"reduction {op!r} needs bool or integer buffers, not {dtype}")
-    if op in ("min", "max") and kind == "c":
-        raise ValueError(f"reduction {op!r} is not defined for complex buffers ({dtype})")
-    return Reduction(op, _UFUNCS[op], None)
-
-
-def flat(array: np.ndarray, what: str) -> np.ndarray:
-    """A 1-d view of a C-contiguous numpy array (a ValueError for anything else)."""
-    if not isinstance(array, np.ndarray):
-        raise TypeError(f"{what} must be a numpy array, not {type(array).__name__}")
-    if not array.flags.c_contiguous:
-        raise ValueError(f"{what} must be C-contiguous")
-    return array.reshape(-1)
-
-
-def check_writable(array: np.ndarray, what: str) -> None:
-    if not array.flags.writeable:
-        raise ValueError(f"{what} must be writable")
-
-
-def same_memory(a: np.ndarray, b: np.ndarray, what: str) -> bool:
-    """True when a and b are the same buffer (in place); an error if they overlap otherwise."""
-    if a.size == 0 or b.size == 0:
-        return False
-    if a.ctypes.data == b.ctypes.data and a.nbytes == b.nbytes:
-        return True
-    if np.may_share_memory(a, b):
-        raise ValueError(f"{what}: send and recv overlap without being the same buffer")
-    return False
-
-
-def chunk_bounds(size: int, parts: int, index: int) -> tuple[int, int]:
-    """[lo, hi) of chunk `index` when `size` elements are cut into `parts` near-equal chunks."""
-    return size * index // parts, size * (index + 1) // parts
 
 
 class PendingCollective:
@@ -526,16 +452,3 @@ class Communicator(abc.ABC):
 
     @abc.abstractmethod
     def _check_same_program(self, device, fingerprint: str) -> None: ...
-
-
-def describe_mismatch(values: dict, noun: str = "device") -> str:
-    """'devices 0, 2: 'abc'; device 1: 'xyz'' for {0: 'abc', 1: 'xyz', 2: 'abc'}."""
-    by_value: dict = {}
-    for who, value in sorted(values.items()):
-        by_value.setdefault(value, []).append(who)
-    parts = []
-    for value, whos in by_value.items():
-        shown = value if len(value) <= 40 else value[:37] + "..."
-        label = noun + ("s " if len(whos) > 1 else " ") + ", ".join(map(str, whos))
-        parts.append(f"{label}: {shown!r}")
-    return "; ".join(parts)

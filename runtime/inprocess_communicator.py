@@ -36,8 +36,9 @@ import time
 
 import numpy as np
 
-from .communicator import (Communicator, CollectiveError, Reduction, chunk_bounds,
-                           describe_error, describe_mismatch, same_memory)
+from .collective_util import (Reduction, chunk_bounds, describe_error, describe_mismatch,
+                              same_memory)
+from .communicator import CollectiveError, Communicator
 
 BLOCK_BYTES = 256 << 10      # a reduction's working block: stays in L2 while members fold
 SMALL_BYTES = 64 << 10       # all-reduces up to this size are reduced whole by every member
@@ -148,10 +149,11 @@ class InProcessCommunicator(Communicator):
                 meeting = _Meeting(key, kind, signature, device, len(group), stages)
                 self._meetings[key] = meeting
             elif (meeting.kind, meeting.signature) != (kind, signature):
+                theirs = _describe_signature(meeting.kind, meeting.signature)
                 raise self._fail(None, None, (
                     f"devices disagree at their collective #{k} over group {group}: device "
-                    f"{meeting.creator} called {_describe_signature(meeting.kind, meeting.signature)}"
-                    f", device {device} called {_describe_signature(kind, signature)}"))
+                    f"{meeting.creator} called {theirs}, device {device} called "
+                    f"{_describe_signature(kind, signature)}"))
             meeting.posts[index] = post
             self._arrive(device, index, meeting, 0, what, last=stages == 1)
         return meeting

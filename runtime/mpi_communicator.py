@@ -49,8 +49,9 @@ import time
 
 import numpy as np
 
-from .communicator import (Communicator, CollectiveError, Reduction, chunk_bounds,
-                           describe_error, describe_mismatch, same_memory)
+from .collective_util import (Reduction, chunk_bounds, describe_error, describe_mismatch,
+                              same_memory)
+from .communicator import CollectiveError, Communicator
 
 _TAG_HANDSHAKE, _TAG_PERMUTE, _TAG_RING = 101, 102, 103
 _POLLS_PER_CHECK = 16        # Test() calls between looks at the clock (and a yield)
