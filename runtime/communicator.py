@@ -42,7 +42,7 @@ bool; bool "sum" is "or", "prod" is "and") -- or a callable `combine(a, b) -> ar
 reducer no engine has (a compiled reducer computation): elementwise, associative and
 commutative; it is called on pieces of the buffers, from several threads at once, and may
 return one of its arguments. `send` and `recv` may be the same array (in place); other
-overlaps are an error.
+overlaps are an error, and buffers of different devices must not overlap.
 
 Order. Each device issues its collectives in program order; the k-th collective a device
 issues over a group meets the k-th of every other member (under MPI, the rank's calls

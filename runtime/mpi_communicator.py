@@ -7,6 +7,9 @@ with no flags). Device d is rank d of the communicator given (COMM_WORLD by defa
 
     mpirun -n 4 python train.py          # each rank: comm = MpiCommunicator()
 
+Making one is collective over the ranks of `comm` (a nonblocking Idup, polled like every
+other wait): every rank makes its communicators in the same order.
+
 MPI is the engine; we write no transport. Data moves with mpi4py's buffer methods on
 numpy arrays, never pickled: Iallreduce, Iallgather, Ireduce_scatter_block, Ialltoallv,
 Isend/Irecv (permute), Ibcast, Ibarrier. Movements send bytes (any dtype, bfloat16
