@@ -53,6 +53,19 @@ from typing import Callable
 
 import numpy as np
 
+from ..hlo.ir import HloComputation, HloInstruction, callees_first
+from ..hlo.parser import parse_module
+from ..hlo.printer import print_computation
+from ..hlo.shape import Shape
+
+from . import sort_thunk
+from .buffer_assignment import Slot
+from .executable import Program
+from .gemm_library import Routine
+from .gemm_microkernel import MicroTile
+from .gemm_packing import PackLayout
+from .thunks import CallThunk, ConditionalThunk, CopyThunk, KernelThunk, WhileThunk
+
 MAGIC = b"XLAPYC\x00\x03"
 _DIGEST = 32
 _HEADER = len(MAGIC) + _DIGEST + 8
@@ -81,16 +94,6 @@ def _registry() -> dict[str, _Kind]:
 
     `transient`: fields that are not stored (machine-code bindings, ctypes tables,
     counters), each with the value it has after loading; `link` rebuilds them."""
-    from ..hlo.shape import Shape
-
-    from . import sort_thunk
-    from .buffer_assignment import Slot
-    from .executable import Program
-    from .gemm_library import Routine
-    from .gemm_microkernel import MicroTile
-    from .gemm_packing import PackLayout
-    from .thunks import CallThunk, ConditionalThunk, CopyThunk, KernelThunk, WhileThunk
-
     none = lambda: None        # noqa: E731
     kinds = [
         _Kind(Program, {"_table_type": none, "_template": none, "_linked": lambda: False,
@@ -170,7 +173,6 @@ class _Writer:
         kind = _registry().get(name)
         if kind is not None and kind.cls is t:
             return self.object(value, kind, name)
-        from ..hlo.ir import HloComputation, HloInstruction
         if t is HloComputation:
             return {"$hlo": self.computation(value)}
         if t is HloInstruction:
@@ -217,8 +219,6 @@ class _Writer:
     def computation(self, comp) -> int:
         index = self._hlo.get(id(comp))
         if index is None:
-            from ..hlo.ir import callees_first
-            from ..hlo.printer import print_computation
             blocks = [f"HloModule cached_{comp.name}"]
             blocks += [print_computation(c, is_entry=c is comp) for c in callees_first([comp])]
             self.hlo_texts.append("\n\n".join(blocks) + "\n")
@@ -351,7 +351,6 @@ class _Reader:
             raise FormatError("bad HLO index")
         comp = self._hlo.get(index)
         if comp is None:
-            from ..hlo.parser import parse_module
             comp = self._hlo[index] = parse_module(self.hlo_texts[index]).entry
         return comp
 

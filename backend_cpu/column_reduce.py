@@ -48,6 +48,7 @@ import llvmlite.ir as ir
 
 from ..hlo.shape import Shape
 
+from . import elemental
 from .kernel_ir import KernelIR, delinearize, linearize
 from .llvm_types import compute_type, element_bytes
 from .loops import for_range, i64, major_to_minor
@@ -157,7 +158,6 @@ def try_emit_reduce_epilogue(kernel: KernelIR, comp, operand_gens, outputs) -> i
     elements = comp.root.operands if comp.root.opcode == "tuple" else [comp.root]
     reduces = [r for stage in stages for r in stage]
     accs = {r: kernel.buffer(kernel.scratch_slot(r.shape), r.shape) for r in reduces}
-    from . import elemental      # elemental imports reduction, which this module imports
     gens: dict = {}
     for instr in comp.post_order():
         if instr.opcode == "parameter":

@@ -21,7 +21,7 @@ between, once per slot and layout. Layouts that order the dimensions of size > 1
 alike store the same bytes and share the slot. A bitcast reinterprets bytes: it
 always aliases, and its value is in its own layout. Inside a fusion, generators
 index operands logically, so fused parameters and roots need no copy (the memory
-views of dot_emitter.resolve_view check the layout). The entry's results keep the
+views of gemm_operands.resolve_view check the layout). The entry's results keep the
 root's layouts; CpuExecutable converts them to numpy's.
 
 Compile time is part of the first call, so the driver avoids work that does
@@ -57,11 +57,12 @@ from typing import Callable
 import llvmlite.ir as ir
 import numpy as np
 
-from .. import runtime
+from .. import passes, runtime
 from ..hlo import HloInstruction, parse_module
 from ..hlo.dtypes import numpy_dtype
 
-from . import disk_cache, gemm_library, inter_op, ir_policy, kernels, llvm_target, sort_thunk
+from . import (disk_cache, gemm_library, inter_op, ir_policy, kernels, llvm_target, machine_code,
+               sort_thunk)
 from . import strategies
 from . import target as targets
 from .buffer_assignment import Slot, assign_arena
@@ -192,8 +193,8 @@ def _load_from_disk(disk_key: str, start: float) -> CpuExecutable | None:
         return None
     try:
         # The GEMM routines the module calls live in the process-wide library.
-        gemm_library.ensure_compiled(payload.get("gemm_routines", []))
-        jit = disk_cache.jit_object(payload["object"])
+        gemm_library.ensure_compiled(payload.get("gemm_routines", []), disk_cache)
+        jit = machine_code.jit_object(payload["object"])
         program = payload["program"]
         program.link(jit.lookup)
         target, hlo_text = targets.current(), payload["hlo_text"]
@@ -223,8 +224,7 @@ def _run_pipeline(module, text: str, pipeline, copy=None):
     else:
         module = parse_module(text)
     if pipeline == "default":
-        from ..passes import cpu_pipeline
-        cpu_pipeline(facts=targets.current()).run(module)   # the compile target's facts
+        passes.cpu_pipeline(facts=targets.current()).run(module)   # the compile target's facts
     elif callable(pipeline):
         pipeline(module)
     elif hasattr(pipeline, "run"):
@@ -255,8 +255,8 @@ def _compile_module(module, start: float, use_disk_cache: bool = False
     target = targets.current()
     jit = None
     if target.runs_on_host:     # otherwise compile and print only: nothing is JIT'd
-        gemm_library.ensure_compiled(routines, use_disk_cache)
-        jit = disk_cache.jit_module(ref, strength_reduction=strength_reduction)
+        gemm_library.ensure_compiled(routines, disk_cache if use_disk_cache else None)
+        jit = machine_code.jit_module(ref, strength_reduction=strength_reduction)
         program.link(jit.lookup)
     params = [(p.name, p.shape) for p in module.entry.parameters]
     hlo_text = module.to_text()

@@ -4,7 +4,7 @@ These are the general, always-correct paths: any batch/contracting dimensions,
 any dtype (operands converted to the result type; f16 accumulates in f32),
 any convolution window (stride, padding, lhs/rhs dilation, reversal) and
 feature/batch grouping. Large matrix products and convolutions go to the packed
-GEMM instead (dot_emitter.py, conv_emitter.py; kernels.py picks them), and
+GEMM instead (dot_emitter.py, conv_emitter.py; strategies.py picks them), and
 depthwise convolutions to a direct vectorized loop (conv_depthwise.py); these
 generators remain for small or unusual cases (f16, integers, a kernel computed
 in the same fusion) and let a dot or convolution sit inside a fusion like any
@@ -15,13 +15,20 @@ contraction loop and form FMAs; XLA gives the same latitude.
 """
 from __future__ import annotations
 
-from .conv_plan import parse_dim_labels
 from .kernel_ir import KernelIR
 from .llvm_types import FLOAT, HALF, compute_type, is_float, is_pred
-from .loops import for_range, i64
+from .loops import clamp_index, for_range, i64, in_range
 from .scalar_ops import const, emit_convert
 
 _FAST = ("reassoc", "contract")
+
+
+def parse_dim_labels(labels: str):
+    """'b01f_01io->b01f' -> (lhs, rhs, out) maps from label char to dimension."""
+    lhs, rest = labels.split("_", 1)
+    rhs, out = rest.split("->")
+    return ({c: i for i, c in enumerate(lhs)}, {c: i for i, c in enumerate(rhs)},
+            {c: i for i, c in enumerate(out)})
 
 
 class _Sum:
@@ -112,7 +119,6 @@ def _dot(kernel, instr, srcs):
 
 
 def _convolution(kernel, instr, srcs):
-    from .elemental import clamp_index, in_range
     a = instr.attrs
     lhs, rhs = instr.operands[0].shape, instr.operands[1].shape
     lmap, rmap, omap = parse_dim_labels(a["dim_labels"])

@@ -23,8 +23,8 @@ import itertools
 from math import prod
 
 from .conv_patches import element
-from .conv_plan import parse_dim_labels
-from .dot_emitter import even_cuts, run_units
+from .contraction import parse_dim_labels
+from .gemm_partition import even_cuts, run_units
 from .kernel_ir import strides as layout_strides
 from .llvm_types import constant, storage_type
 from .loops import for_range, i64

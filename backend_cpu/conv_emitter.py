@@ -5,7 +5,7 @@ one) and whose element type is f32 or f64 — any `dim_labels`, stride, padding,
 lhs/rhs dilation, window reversal, feature or batch grouping — is computed per
 group as out[row, f] = P[row, k] @ W[k, f] (conv_plan.py explains the notation
 and the choices). The kernel's [begin, end) count work units
-(dot_emitter.run_units); a unit runs a range of work items, an item being one
+(gemm_partition.run_units); a unit runs a range of work items, an item being one
 (group, chunk of rows):
 
     for each item (g, rows [r0, r1)):
@@ -30,9 +30,11 @@ from ..hlo.shape import Shape
 from .conv_patches import PatchBuilder, copy_rhs, copy_tile, element
 from .conv_phases import split_phases
 from .conv_plan import ConvPlan, plan_conv, plan_refusal
-from .dot_emitter import View, even_cuts, run_units
+from . import gemm
+from .gemm_operands import View
 from .gemm_packing import ALIGN
-from .llvm_types import storage_type
+from .gemm_partition import even_cuts, intra_op_threads, run_units
+from .llvm_types import constant, storage_type
 from .loops import for_range, i64
 
 
@@ -50,8 +52,6 @@ def why_not_conv(conv, rhs_view, out_shape) -> str | None:
 
 def why_not_conv_gemm(conv, rhs_view, out) -> str | None:
     """Why `conv` is not computed by im2col + GEMMs (emit_conv_gemm), or None."""
-    from . import gemm
-    from .dot_emitter import _threads
     reason = why_not_conv(conv, rhs_view, out.shape)
     if reason is not None:
         return reason
@@ -59,10 +59,10 @@ def why_not_conv_gemm(conv, rhs_view, out) -> str | None:
     parts = [(conv, rhs_view)] if phases is None else \
         [(p.conv, p.rhs) for p in phases if p.conv is not None]
     for part_conv, part_rhs in parts:
-        plan = plan_conv(part_conv, part_rhs.dims, part_rhs.strides, _threads(),
+        plan = plan_conv(part_conv, part_rhs.dims, part_rhs.strides, intra_op_threads(),
                          allow_direct=phases is None)
         if plan is None:
-            return plan_refusal(part_conv, part_rhs.dims, part_rhs.strides, _threads(),
+            return plan_refusal(part_conv, part_rhs.dims, part_rhs.strides, intra_op_threads(),
                                 allow_direct=phases is None)
         error = gemm.spec_error(**_gemm_args(plan))
         if error is not None:
@@ -73,8 +73,6 @@ def why_not_conv_gemm(conv, rhs_view, out) -> str | None:
 def emit_conv_gemm(kernel, conv, lhs_gen, rhs_view, out) -> int | None:
     """Emits `conv` as chunked im2col + GEMMs; the partition extent, or None to decline
     (why_not_conv_gemm says why)."""
-    from . import gemm
-    from .dot_emitter import _threads
     if why_not_conv(conv, rhs_view, out.shape) is not None:
         return None
     phases = split_phases(conv, rhs_view, out)
@@ -82,7 +80,7 @@ def emit_conv_gemm(kernel, conv, lhs_gen, rhs_view, out) -> int | None:
         [_Part(p.conv, p.rhs_offset, p.rhs, p.out) for p in phases if p.conv is not None]
     zero_outputs = [p.out for p in phases or () if p.conv is None]
     for index, part in enumerate(parts):
-        part.plan = plan_conv(part.conv, part.rhs.dims, part.rhs.strides, _threads(),
+        part.plan = plan_conv(part.conv, part.rhs.dims, part.rhs.strides, intra_op_threads(),
                               allow_direct=phases is None)
         if part.plan is None:
             return None
@@ -168,7 +166,6 @@ def _emit_items(kernel, part: _Part, work, at: dict, lo, hi, gemm_scratch) -> No
 
 def _emit_zero_fill(kernel, out) -> None:
     """Stores 0 to every element of `out` (a phase's rows)."""
-    from .llvm_types import constant
     b, index = kernel.b, []
 
     def nest(level):

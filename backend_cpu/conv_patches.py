@@ -11,6 +11,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from .conv_plan import ConvPlan
+from .kernel_ir import strides as layout_strides
 from .llvm_types import constant, storage_type
 from .loops import for_range, i64
 from .reduction import window_source
@@ -240,7 +241,6 @@ def affine_range(b, step: int, shift, size: int, lo, hi):
 def copy_tile(kernel, plan: ConvPlan, out, g, r0, r1, work, base) -> None:
     """out[row.., g * Fg + f] = the tile's [row - r0, f] (in `work` from element
     `base`) for rows [r0, r1)."""
-    from .kernel_ir import strides as layout_strides
     b = kernel.b
     f_contiguous = layout_strides(out.shape)[plan.out_feature_dim] == 1
     first_f = b.mul(g, i64(plan.features))

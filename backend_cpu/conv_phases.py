@@ -26,8 +26,8 @@ from math import ceil
 from ..hlo.ir import Window, WindowDim
 from ..hlo.shape import Shape
 
-from .conv_plan import parse_dim_labels
-from .dot_emitter import View
+from .contraction import parse_dim_labels
+from .gemm_operands import View
 from .loops import i64
 
 

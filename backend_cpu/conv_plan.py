@@ -33,6 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import ceil, prod
 
+from .contraction import parse_dim_labels
+from .gemm_partition import even_cuts
 from .kernel_ir import strides as layout_strides
 
 # The patch chunks of all units together stay under this many bytes.
@@ -104,14 +106,6 @@ class ConvPlan:
         return 2 * self.m * self.k * self.features * self.groups
 
 
-def parse_dim_labels(labels: str):
-    """'b01f_01io->b01f' -> (lhs, rhs, out) maps from label char to dimension."""
-    lhs, rest = labels.split("_", 1)
-    rhs, out = rest.split("->")
-    return ({c: i for i, c in enumerate(lhs)}, {c: i for i, c in enumerate(rhs)},
-            {c: i for i, c in enumerate(out)})
-
-
 def plan_conv(conv, rhs_dims, rhs_strides, threads: int,
               allow_direct: bool = True) -> ConvPlan | None:
     """The plan of `conv` (an HLO convolution, or a phase of one: conv_phases.py) whose
@@ -178,7 +172,6 @@ def _plan(conv, rhs_dims, rhs_strides, threads: int, allow_direct: bool) -> Conv
 def _chunking(m: int, k: int, esize: int, features: int, groups: int, threads: int):
     """(rows per chunk, work units), or (None, 0) when one row of patches per unit
     does not fit the budget."""
-    from .dot_emitter import even_cuts
     row_bytes = k * esize
     rows = max(CHUNK_BYTES // row_bytes, ROWS_PER_FEATURE * features, 1)
     chunks = ceil(m / rows)

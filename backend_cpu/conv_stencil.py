@@ -21,7 +21,7 @@ from math import prod
 
 from .conv_depthwise import _FAST, _Depthwise, why_not_grouped
 from .conv_patches import valid_range
-from .dot_emitter import even_cuts, run_units
+from .gemm_partition import even_cuts, run_units
 from .kernel_ir import strides as layout_strides
 from .loops import for_range, i64
 

@@ -23,6 +23,8 @@ whoever could write it. Hence:
 - a corrupt, truncated, foreign (another key's) or other-format entry is
   recompiled, never executed.
 
+Loading the object code into an engine is machine_code.py's (`jit_object`).
+
 The key hashes the module text, the compile options, the target
 (`_target_fingerprint`), the llvmlite and numpy versions and the compiler's
 own source files (hlo/, passes/, backend_cpu/: name, size, modification time),
@@ -43,9 +45,10 @@ import threading
 import warnings
 from pathlib import Path
 
-import llvmlite.binding as llvm
+import llvmlite
+import numpy
 
-from . import llvm_target, native_symbols
+from . import cache_format
 from . import target as targets
 
 FORMAT = "xlapy-compiled-3"   # 3: plain data (cache_format.py) instead of pickles
@@ -75,8 +78,6 @@ def _target_fingerprint() -> str:
 @functools.lru_cache(maxsize=None)
 def _compiler_fingerprint() -> str:
     """Hash of the compiler's own source and of the library versions."""
-    import llvmlite
-    import numpy
     digest = hashlib.sha256(f"{FORMAT} llvmlite {llvmlite.__version__} "
                             f"numpy {numpy.__version__}".encode())
     root = Path(__file__).resolve().parent.parent
@@ -181,7 +182,6 @@ def load(entry_key: str) -> dict | None:
     data = _read_entry(folder, f"{entry_key}{SUFFIX}")
     if data is None:
         return None
-    from . import cache_format
     try:
         return cache_format.loads(data, key=entry_key, format=FORMAT)
     except Exception:        # corrupt, truncated, tampered with: recompile
@@ -206,7 +206,6 @@ def store(entry_key: str, payload: dict) -> None:
     folder = cache_dir()
     if folder is None:
         return
-    from . import cache_format
     data = cache_format.dumps(payload, key=entry_key, format=FORMAT)
     try:
         if not _writable_folder(folder):
@@ -253,53 +252,3 @@ def _evict(folder: Path) -> None:
     entries.sort(key=lambda e: (not e.name.endswith(_LEGACY_SUFFIXES), e.stat().st_mtime))
     for entry in entries[:len(entries) - MAX_ENTRIES * 9 // 10]:
         _unlink(entry.path)
-
-
-class Jit:
-    """JIT-compiled machine code: `lookup(name) -> address`; `object_code` is its bytes."""
-
-    def __init__(self, engine, object_code: bytes | None):
-        self.engine = engine
-        self.object_code = object_code
-
-    def lookup(self, name: str) -> int:
-        address = self.engine.get_function_address(name)
-        if not address:
-            raise KeyError(f"backend_cpu: no function named {name!r} in the compiled code")
-        return address
-
-
-def _engine_target_machine():
-    # MCJIT takes ownership of its TargetMachine and frees it with the engine: every
-    # engine needs a fresh one, never llvm_target's cached machine.
-    return llvm_target.new_target_machine()
-
-
-def object_code(module_ref, strength_reduction: bool = True) -> bytes:
-    """The object code of an optimized module, for `jit_object` and the cache
-    (emitting does not take ownership of the target machine: the shared one serves)."""
-    return llvm_target.emit_object(module_ref, strength_reduction=strength_reduction)
-
-
-def jit_module(module_ref, strength_reduction: bool = True) -> Jit:
-    """JIT-compiles an optimized module; keeps its object code for the cache.
-
-    Code generation runs once, to an object file, which the engine then loads
-    (llvmlite's object-cache hook cannot be used: its engine crashes on disposal).
-    """
-    return jit_object(object_code(module_ref, strength_reduction))
-
-
-def jit_object(object_code: bytes) -> Jit:
-    """Loads object code into a fresh engine (no LLVM optimization or codegen), once
-    every symbol it needs resolves (native_symbols.py: an unresolved one would be
-    address zero, a crash at the first call)."""
-    native_symbols.ensure_resolvable(object_code)
-    engine = llvm.create_mcjit_compiler(llvm_target.parse_and_verify(""),
-                                        _engine_target_machine())
-    object_file = llvm.ObjectFileRef.from_data(object_code)
-    engine.add_object_file(object_file)
-    engine.finalize_object()
-    jit = Jit(engine, object_code)
-    jit._object_file = object_file      # lives as long as the engine that loaded it
-    return jit

@@ -23,33 +23,14 @@ from ..hlo.shape import Shape
 
 from . import contraction, reduction
 from .kernel_ir import KernelIR, delinearize, linearize
-from .llvm_types import (I64, bits, constant as llvm_constant, compute_type, is_float, is_pred,
-                         is_signed)
-from .loops import i64
+from .llvm_types import bits, constant as llvm_constant, compute_type, is_float, is_pred
+from .loops import clamp_index, i64, in_range, index_to_i64
 from .scalar_ops import emit_bitcast_convert, emit_elementwise
 
 Generator = Callable[[ir.IRBuilder, list], object]
 
 
 # --- index helpers ------------------------------------------------------------------
-
-def clamp_index(b: ir.IRBuilder, value: ir.Value, lo: int, hi: int) -> ir.Value:
-    """min(max(value, lo), hi) on signed i64."""
-    value = b.select(b.icmp_signed("<", value, i64(lo)), i64(lo), value)
-    return b.select(b.icmp_signed(">", value, i64(hi)), i64(hi), value)
-
-
-def index_to_i64(b: ir.IRBuilder, value: ir.Value, etype: str) -> ir.Value:
-    """An integer element used as an index, widened to i64 by its signedness."""
-    if value.type.width == 64:
-        return value
-    return b.sext(value, I64) if is_signed(etype) else b.zext(value, I64)
-
-
-def in_range(b: ir.IRBuilder, value: ir.Value, lo: int, hi: int) -> ir.Value:
-    """lo <= value < hi."""
-    return b.and_(b.icmp_signed(">=", value, i64(lo)), b.icmp_signed("<", value, i64(hi)))
-
 
 def memo_key(instr, index) -> tuple:
     parts = []

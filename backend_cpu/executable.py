@@ -23,7 +23,8 @@ import numpy as np
 from .. import runtime
 from ..hlo.dtypes import numpy_dtype
 
-from . import inter_op
+from . import inter_op, llvm_target
+from . import target as targets
 from .buffer_assignment import Slot
 
 
@@ -170,8 +171,7 @@ class CpuExecutable:
         self._program = program
         self._jit = jit                        # keeps the machine code alive
         if target is None:
-            from .target import current
-            target = current()
+            target = targets.current()
         self.target = target
         self._llvm_ir = llvm_ir
         self._llvm_source = llvm_source
@@ -235,7 +235,6 @@ class CpuExecutable:
         deterministic, so this is the code that was compiled to machine code.
         """
         if self._llvm_ir is None:
-            from . import llvm_target
             module = llvm_target.parse_and_verify(self._llvm_source, self.target)
             self._llvm_ir = str(llvm_target.optimize(module, light=self._light_pipeline,
                                                      target=self.target))
@@ -244,7 +243,6 @@ class CpuExecutable:
     def as_asm(self) -> str:
         """The target's assembly of the optimized IR."""
         if self._asm is None:
-            from . import llvm_target
             self._asm = llvm_target.assembly(
                 llvm_target.parse_and_verify(self.as_llvm_ir(), self.target),
                 strength_reduction=self._strength_reduction, target=self.target)

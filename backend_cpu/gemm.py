@@ -42,8 +42,9 @@ from llvmlite import ir
 
 from ..hlo.dtypes import DTYPES
 from .gemm_gemv import emit_gemv
-from .gemm_ir import (I64, PTR, VOID, Arith, GemmSpec, const,
-                      element_ptr, entry_alloca, for_range, imin, storage_type)
+from .gemm_spec import GemmSpec
+from .ir_toolkit import (I64, PTR, VOID, const, element_ptr, entry_alloca, for_range, imin,
+                         storage_type)
 from .gemm_microkernel import MicroTile, choose_tile
 from .gemm_packing import ALIGN, PackLayout
 from . import gemm_library

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from .gemm_ir import (GemmSpec, I32, const, convert, element_ptr, entry_alloca, for_range, imin,
-                      narrow, splat, storage_type)
+from .gemm_spec import GemmSpec, narrow
+from .ir_toolkit import (I32, const, convert, element_ptr, entry_alloca, for_range, imin, splat,
+                         storage_type)
 
 # Rows of a "dot" product computed together (independent FMA chains sharing vec loads).
 DOT_ROWS = 4

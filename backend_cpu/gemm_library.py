@@ -19,7 +19,8 @@ are kept out of line anyway (one call per micro-tile or per packed block).
 A `Routine` is a recipe of plain data: the disk cache stores the ones a
 module needs next to its object code (cache_format.py), so loading a cached
 module first ensures them. The library's own object code is a disk-cache
-entry too, keyed by the routines' recipes and checked against them on load.
+entry too (the compiler hands `ensure_compiled` the disk cache), keyed by the
+routines' recipes and checked against them on load.
 """
 from __future__ import annotations
 
@@ -29,7 +30,9 @@ from dataclasses import dataclass
 from llvmlite import binding as llvm
 from llvmlite import ir
 
-from .gemm_ir import I1, I64, PTR, VOID, accumulation_arith
+from . import llvm_target, machine_code
+from .gemm_spec import accumulation_arith
+from .ir_toolkit import I1, I64, PTR, VOID
 from .gemm_microkernel import MicroTile, emit_microkernel
 from .gemm_packing import PackLayout, emit_pack
 
@@ -82,13 +85,15 @@ def routines_in(module: ir.Module) -> list[Routine]:
                    if f.is_declaration and f.name in _known), key=lambda r: r.name)
 
 
-def ensure_compiled(routines: list[Routine], use_disk_cache: bool = True) -> None:
-    """Makes every routine callable by JIT'd code in this process (thread-safe)."""
+def ensure_compiled(routines: list[Routine], cache=None) -> None:
+    """Makes every routine callable by JIT'd code in this process (thread-safe).
+    `cache`: where the library's object code is kept between processes (the disk cache,
+    disk_cache.py: `key`, `load`, `store`), or None to compile without one."""
     with _lock:
         missing = [r for r in routines if r.name not in _ready]
         if not missing:
             return
-        jit = _load_or_compile(missing, use_disk_cache)
+        jit = _load_or_compile(missing, cache)
         _engines.append(jit)
         for r in missing:
             address = jit.lookup(r.name)
@@ -103,20 +108,19 @@ def compiled_names() -> list[str]:
         return sorted(_ready)
 
 
-def _load_or_compile(routines: list[Routine], use_disk_cache: bool):
-    from . import disk_cache, llvm_target
+def _load_or_compile(routines: list[Routine], cache):
     recipe = "\n".join(repr(r) for r in routines)
-    key = disk_cache.key(recipe, "gemm-library") if use_disk_cache else None
-    payload = disk_cache.load(key) if key else None
+    key = cache.key(recipe, "gemm-library") if cache is not None else None
+    payload = cache.load(key) if key else None
     if payload is not None and payload.get("routines") == recipe:
-        return disk_cache.jit_object(payload["object"])
+        return machine_code.jit_object(payload["object"])
     module = ir.Module(name="xlapy_gemm_library")
     for r in routines:
         r.emit(module)
     ref = llvm_target.parse_and_verify(str(module))
     llvm_target.optimize(ref)
-    jit = disk_cache.jit_module(ref)
+    jit = machine_code.jit_module(ref)
     if key:
-        disk_cache.store(key, {"routines": recipe, "object": jit.object_code})
+        cache.store(key, {"routines": recipe, "object": jit.object_code})
     return jit
 

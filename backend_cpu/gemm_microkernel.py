@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from .gemm_ir import (I1, I32, I64, PTR, VOID, Arith, const, element_ptr, entry_alloca,
-                      for_range, narrow, splat, storage_type)
+from .gemm_spec import Arith, narrow
+from .ir_toolkit import (I1, I32, I64, PTR, VOID, const, element_ptr, entry_alloca, for_range,
+                         splat, storage_type)
 
 # The k loop body is repeated this many times per iteration: amortizes the loop
 # counter and lets the scheduler overlap loads of step kk+1 with FMAs of step kk.

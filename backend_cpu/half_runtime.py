@@ -24,6 +24,8 @@ import threading
 from llvmlite import binding as llvm
 from llvmlite import ir
 
+from . import llvm_target
+
 HALF, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
 I16, I32, I64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
 
@@ -95,7 +97,6 @@ def build_module() -> str:
 
 def ensure() -> None:
     """Makes the routines callable by JIT'd code in this process (once; thread-safe)."""
-    from . import llvm_target
     with _lock:
         if _engines or all(llvm.address_of_symbol(name) for name in ROUTINES):
             return

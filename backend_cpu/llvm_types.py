@@ -1,4 +1,5 @@
-"""How HLO element types live in LLVM: storage types, compute types, loads, stores.
+"""How HLO element types live in LLVM: storage types, compute types, loads, stores,
+and how many lanes a vector of them has on the compile target (`lanes_for`).
 
 Every element has two LLVM types:
 
@@ -16,6 +17,8 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ..hlo.dtypes import dtype as _dtype
+
+from . import target as targets
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -95,3 +98,11 @@ def constant(name: str, value) -> ir.Constant:
         return ir.Constant(I1, int(bool(value)))
     width = bits(name)
     return ir.Constant(ty, int(value) & ((1 << width) - 1))
+
+
+def lanes_for(etype: str) -> int:
+    """Lanes per vector for a kernel storing `etype`: one register of the target's
+    width of f32 or f64 (16 or 8 on AVX-512, 8 or 4 on AVX2); narrower types take as
+    many lanes as f32, so their wider operands still fit a few registers."""
+    size = {"f64": 8, "s64": 8, "u64": 8}.get(etype, 4)
+    return targets.current().lanes(size)

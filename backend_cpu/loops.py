@@ -1,4 +1,5 @@
-"""Loop emission: counted loops, and the loop nest that materializes an array.
+"""Loop emission: counted loops, and the loop nest that materializes an array (and
+the i64 index arithmetic they use: constants, clamping, range checks).
 
 `for_range` is the one loop shape the backend emits (a header with the
 induction phi, a body, a latch back to the header), written so LLVM's loop
@@ -22,11 +23,29 @@ from typing import Callable, Iterator
 
 import llvmlite.ir as ir
 
-from .llvm_types import I64
+from .llvm_types import I64, is_signed
 
 
 def i64(value: int) -> ir.Constant:
     return ir.Constant(I64, value)
+
+
+def clamp_index(b: ir.IRBuilder, value: ir.Value, lo: int, hi: int) -> ir.Value:
+    """min(max(value, lo), hi) on signed i64."""
+    value = b.select(b.icmp_signed("<", value, i64(lo)), i64(lo), value)
+    return b.select(b.icmp_signed(">", value, i64(hi)), i64(hi), value)
+
+
+def index_to_i64(b: ir.IRBuilder, value: ir.Value, etype: str) -> ir.Value:
+    """An integer element used as an index, widened to i64 by its signedness."""
+    if value.type.width == 64:
+        return value
+    return b.sext(value, I64) if is_signed(etype) else b.zext(value, I64)
+
+
+def in_range(b: ir.IRBuilder, value: ir.Value, lo: int, hi: int) -> ir.Value:
+    """lo <= value < hi."""
+    return b.and_(b.icmp_signed(">=", value, i64(lo)), b.icmp_signed("<", value, i64(hi)))
 
 
 def loop_hints(module: ir.Module, interleave: int | None,

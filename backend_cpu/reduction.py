@@ -35,8 +35,9 @@ from ..hlo.opcodes import OPCODES
 
 from . import target as targets
 from .kernel_ir import KernelIR
-from .llvm_types import compute_type, is_float
-from .loops import LONG_LOOP_INTERLEAVE, NO_UNROLL_TRIP_COUNT, for_range, i64, major_to_minor
+from .llvm_types import compute_type, is_float, lanes_for
+from .loops import (LONG_LOOP_INTERLEAVE, NO_UNROLL_TRIP_COUNT, clamp_index, for_range, i64,
+                    in_range, major_to_minor)
 from .pairwise_sum import BLOCK_CHAIN, LLVM_ACCUMULATORS, Levels, is_pairwise, wide_type
 from .scalar_ops import BINARY
 
@@ -188,7 +189,6 @@ def block_elements(etype: str, sizes: list[int], interleave: int = LLVM_ACCUMULA
     lane, counting the accumulators LLVM's vectorizer keeps (`interleave` vectors of the
     target's width) when the innermost loop is long enough to fill them (else one: a
     short innermost loop stays scalar; `interleave` 0: the loop is not vectorized)."""
-    from .vector_gen import lanes_for      # vector_gen imports this module
     lanes = lanes_for(etype)
     inner = sizes[-1] if sizes else 1
     if not interleave:
@@ -354,7 +354,6 @@ def window_source(b, index, loop: dict, window, in_dims):
     Input position = out * stride + k * window_dilation - pad_low, in the base-dilated
     input; it is a real element iff it lands on a multiple of base_dilation inside.
     """
-    from .elemental import clamp_index, in_range
     valid, source = None, []
     for d, w in enumerate(window):
         k = loop.get(d, i64(0))

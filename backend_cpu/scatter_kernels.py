@@ -44,10 +44,10 @@ import llvmlite.ir as ir
 
 from ..hlo.shape import Shape
 
-from .elemental import apply_computation, in_range, index_to_i64
+from .elemental import apply_computation
 from .kernel_ir import linearize
 from .llvm_types import I1, I64, PTR, compute_type, element_bytes, from_storage, to_storage
-from .loops import for_range, i64, major_to_minor
+from .loops import for_range, i64, in_range, index_to_i64, major_to_minor
 from .reduction import window_source
 
 LINE_BYTES = 64

@@ -23,14 +23,16 @@ strictly less (which keeps equal elements in order: stable).
 """
 from __future__ import annotations
 
+import llvmlite.ir as ir
+
 from ..hlo.shape import Shape
 
+from .elemental import apply_computation
 from .llvm_types import I1, I64
 from .loops import for_range, i64
 
 
 def emit_sort(kernel, instr, gens, outputs, for_each_row) -> None:
-    from .elemental import apply_computation
     dim = instr.dims()[0]
     shape = outputs[0].shape
     n = shape.dims[dim]
@@ -93,5 +95,4 @@ def _min(b, value, limit):
 
 
 def _true():
-    import llvmlite.ir as ir
     return ir.Constant(I1, 1)

@@ -67,7 +67,8 @@ from .column_reduce import (emit_column_reduce, try_emit_column_reduces,
 from .conv_depthwise import try_emit_depthwise, why_not_depthwise
 from .conv_emitter import emit_conv_gemm, why_not_conv, why_not_conv_gemm
 from .conv_stencil import try_emit_depthwise_spatial, why_not_depthwise_spatial
-from .dot_emitter import View, resolve_view, try_emit_gemm, why_not_gemm
+from .dot_emitter import try_emit_gemm, why_not_gemm
+from .gemm_operands import View, resolve_view
 from .hoisting import make_hoister, plan_hoisting
 from .kernel_ir import strides
 from .sort_thunk import match_sort, why_not_host_sort

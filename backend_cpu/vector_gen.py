@@ -46,10 +46,9 @@ import llvmlite.ir as ir
 
 from ..hlo.dtypes import dtype
 
-from . import target as targets
 from .elemental import memo_key, nondegenerate_dims
-from .gemm_ir import splat          # `value` in every lane (shared with the GEMM)
-from .llvm_types import I64, compute_type, is_float
+from .ir_toolkit import splat      # `value` in every lane (shared with the GEMM)
+from .llvm_types import I64, compute_type, is_float, lanes_for
 from .loops import for_range, i64
 from .pairwise_sum import BLOCK_CHAIN, Levels
 from .reduction import simple_reducer
@@ -61,14 +60,6 @@ LANE_TYPES = frozenset({"pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "
                         "f32", "f64"})
 # Vector accumulators of a reduction along the lanes (emit_row_reduce).
 ACCUMULATORS = 4
-
-
-def lanes_for(etype: str) -> int:
-    """Lanes per vector for a kernel storing `etype`: one register of the target's
-    width of f32 or f64 (16 or 8 on AVX-512, 8 or 4 on AVX2); narrower types take as
-    many lanes as f32, so their wider operands still fit a few registers."""
-    size = {"f64": 8, "s64": 8, "u64": 8}.get(etype, 4)
-    return targets.current().lanes(size)
 
 
 class _Decline(Exception):

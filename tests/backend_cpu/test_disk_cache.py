@@ -284,11 +284,11 @@ import sys
 sys.path.insert(0, {str(ROOT)!r})
 import numpy as np
 from xlapy import backend_cpu, hlo
-from xlapy.backend_cpu import disk_cache, llvm_target
+from xlapy.backend_cpu import llvm_target, machine_code
 if sys.argv[1] == "load":
     def refuse(*args, **kwargs):
         raise AssertionError("compiled instead of loading")
-    disk_cache.jit_module = refuse
+    machine_code.jit_module = refuse
     llvm_target.optimize = refuse
 exe = backend_cpu.compile(hlo.parse_module({text!r}))
 x = np.random.default_rng(8).uniform(-1, 1, (40, 80)).astype(np.float32)

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from llvmlite import ir
 
-from xlapy.backend_cpu import gemm_library, llvm_target
+from xlapy.backend_cpu import disk_cache, gemm_library, llvm_target
 from xlapy.backend_cpu.gemm import (BIG_GEMM_FLOPS, K_PANEL_BYTES, emit_gemm, gemm_partitions, gemm_row_split,
                               gemm_scratch_bytes, host_vector_bits, plan_gemm)
-from xlapy.backend_cpu.gemm_ir import GemmSpec
+from xlapy.backend_cpu.gemm_spec import GemmSpec
 from xlapy.backend_cpu.gemm_microkernel import choose_tile
 from xlapy.backend_cpu.gemm_packing import transpose_square
 from xlapy.hlo.dtypes import numpy_dtype
@@ -95,7 +95,7 @@ def _compiled_table():
         names[(spec, bits)] = f"gemm{index}"
         _emit(module, names[(spec, bits)], spec, bits)
     # The micro-kernels and packing routines come from the process-wide library.
-    gemm_library.ensure_compiled(gemm_library.routines_in(module))
+    gemm_library.ensure_compiled(gemm_library.routines_in(module), disk_cache)
     jit = llvm_target.jit_compile(str(module))
     kernels = {case: KERNEL(jit.lookup(name)) for case, name in names.items()}
     return jit, kernels

@@ -10,7 +10,7 @@ from llvmlite import ir
 
 from xlapy import backend_cpu
 from xlapy import hlo
-from xlapy.backend_cpu import disk_cache, llvm_target, native_symbols
+from xlapy.backend_cpu import llvm_target, machine_code, native_symbols
 
 CONVERT = """HloModule halves
 ENTRY e {{
@@ -71,10 +71,10 @@ def test_a_symbol_nobody_provides_is_refused_not_called():
     b.call(missing, [])
     b.ret_void()
     ref = llvm_target.parse_and_verify(str(module))
-    code = disk_cache.object_code(ref)
+    code = machine_code.object_code(ref)
     assert "xlapy_no_such_routine" in native_symbols.undefined_symbols(code)
     with pytest.raises(NotImplementedError, match="xlapy_no_such_routine"):
-        disk_cache.jit_object(code)
+        machine_code.jit_object(code)
 
 
 def test_undefined_symbols_of_a_compiled_module():
