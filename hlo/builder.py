@@ -33,8 +33,8 @@ from typing import Sequence
 import numpy as np
 
 from .dtypes import from_numpy, numpy_dtype
-from .ir import (HloComputation, HloInstruction, HloModule, PadDim, SliceDim, Window, WindowDim,
-                 callees_first)
+from .ir import (HloComputation, HloInstruction, HloModule, PadDim, ReplicaGroups, SliceDim,
+                 Window, WindowDim, callees_first)
 from .opcodes import OPCODES
 from .shape import Shape
 from .shape_inference import infer_shape
@@ -170,10 +170,14 @@ class HloBuilder:
         return comp
 
     def build_module(self, root: HloInstruction | None = None,
-                     name: str | None = None) -> HloModule:
-        """A module whose entry is this computation, with every computation it calls."""
+                     name: str | None = None, *, replica_count: int = 1,
+                     num_partitions: int = 1) -> HloModule:
+        """A module whose entry is this computation, with every computation it calls,
+        on `replica_count` x `num_partitions` devices."""
         entry = self.build(root)
         module = HloModule(name or entry.name)
+        module.replica_count = replica_count
+        module.num_partitions = num_partitions
         for comp in callees_first([entry]):
             # Computations from unrelated builders may reuse names ("p0", "add");
             # the module's namespace is shared, so clashes get a ".N" suffix.
@@ -377,6 +381,63 @@ class HloBuilder:
 
     def custom_call(self, target: str, operands, shape: Shape, **kw) -> HloInstruction:
         return self.op("custom-call", operands, shape, custom_call_target=target, **kw)
+
+    # --- collectives (hlo/collectives.py says what the groups mean) --------------------
+    # `replica_groups`: a ReplicaGroups or a list of id lists (() = everyone);
+    # `channel_id` / `use_global_device_ids` pick the group mode. all-gather and
+    # reduce-scatter need `group_size` (the number of participants of each group),
+    # which depends on the module's devices.
+    def all_reduce(self, operands, to_apply: HloComputation, replica_groups=(), **kw):
+        return self.op("all-reduce", operands, to_apply=to_apply,
+                       **_collective_attrs(replica_groups, kw))
+
+    def all_gather(self, operands, dim: int, group_size: int, replica_groups=(), **kw):
+        operands = _as_list(operands)
+        hint = _resized([o.shape for o in operands], dim, lambda n: n * group_size)
+        return self.op("all-gather", operands, hint, dimensions=(dim,),
+                       **_collective_attrs(replica_groups, kw))
+
+    def reduce_scatter(self, operands, dim: int, group_size: int, to_apply: HloComputation,
+                       replica_groups=(), **kw):
+        operands = _as_list(operands)
+        for o in operands:
+            if o.shape.is_array and dim < o.shape.rank and o.shape.dims[dim] % group_size:
+                raise ShapeError(f"reduce-scatter: dimension {dim} of {o.shape} is not "
+                                 f"divisible by the group size {group_size}")
+        hint = _resized([o.shape for o in operands], dim, lambda n: n // group_size)
+        return self.op("reduce-scatter", operands, hint, dimensions=(dim,), to_apply=to_apply,
+                       **_collective_attrs(replica_groups, kw))
+
+    def all_to_all(self, operands, dim: int | None = None, replica_groups=(), **kw):
+        """With `dim`: one array split and concatenated along it; without: the tuple form."""
+        if dim is not None:
+            kw["dimensions"] = (dim,)
+        return self.op("all-to-all", operands, **_collective_attrs(replica_groups, kw))
+
+    def collective_permute(self, operands, pairs, **kw):
+        return self.op("collective-permute", operands,
+                       source_target_pairs=tuple((int(s), int(t)) for s, t in pairs), **kw)
+
+    def collective_broadcast(self, operands, replica_groups=(), **kw):
+        return self.op("collective-broadcast", operands, **_collective_attrs(replica_groups, kw))
+
+    def replica_id(self, **kw) -> HloInstruction:
+        return self.op("replica-id", [], **kw)
+
+    def partition_id(self, **kw) -> HloInstruction:
+        return self.op("partition-id", [], **kw)
+
+
+def _collective_attrs(replica_groups, kw: dict) -> dict:
+    groups = (replica_groups if isinstance(replica_groups, ReplicaGroups)
+              else ReplicaGroups(tuple(tuple(g) for g in replica_groups)))
+    return {"replica_groups": groups, **kw}
+
+
+def _resized(shapes, dim: int, size) -> Shape:
+    out = [s.with_dims(tuple(size(n) if d == dim else n for d, n in enumerate(s.dims)))
+           if s.is_array and dim < s.rank else s for s in shapes]
+    return out[0] if len(out) == 1 else Shape.tuple_of(out)
 
 
 # --- one method per elementwise opcode -------------------------------------------------

@@ -146,7 +146,7 @@ class DeviceSlot:
             raise EvaluationError(f"%{instr.name} ({instr.opcode}) runs on devices "
                                   f"{_join(group)}: evaluate the module with "
                                   f"hlo.evaluate_devices")
-        what = f"device {self.device}, %{instr.name} ({instr.opcode}) execution {count + 1}"
+        what = f"%{instr.name} ({instr.opcode}) execution {count + 1}"   # the caller names the device
         return self.rendezvous.exchange((id(instr), count, group), group, self.device,
                                         values, what)
 
