@@ -183,7 +183,7 @@ def test_all_gather_cross_replica_per_partition():
         np.testing.assert_array_equal(got[d], np.concatenate([xs[a], xs[b]]))
 
 
-@pytest.mark.parametrize("n,dim,groups", [(2, 0, [[0, 1]]), (3, 1, [[0, 1, 2]]),
+@pytest.mark.parametrize("n,dim,groups", [(1, 0, [[0]]), (2, 0, [[0, 1]]), (3, 1, [[0, 1, 2]]),
                                           (4, 0, [[1, 0], [3, 2]])])
 def test_reduce_scatter(n, dim, groups):
     size = len(groups[0])
@@ -205,6 +205,7 @@ def test_reduce_scatter(n, dim, groups):
 
 
 @pytest.mark.parametrize("n,dim,attrs,groups", [
+    (1, 0, "channel_id=1, replica_groups={{0}}", [[0]]),
     (2, 0, "channel_id=1, replica_groups={{0,1}}", [[0, 1]]),
     (3, 1, "channel_id=1, replica_groups={{0,1,2}}", [[0, 1, 2]]),
     (4, 0, "channel_id=1, replica_groups={{0,3},{2,1}}", [[0, 3], [2, 1]]),
@@ -288,14 +289,43 @@ def test_collective_permute_with_replica_and_partition_ids():
     assert [int(o[0]) for o in outs] == [2, 0, 1, 12, 10, 11]
 
 
-def test_collective_broadcast_sends_the_first_of_each_group():
+@pytest.mark.parametrize("n,groups,roots", [
+    (1, "{{0}}", [0]), (2, "{{1,0}}", [1, 1]), (3, "{{2,0,1}}", [2, 2, 2]),
+    (4, "{{1,0},{3,2}}", [1, 1, 3, 3]),
+])
+def test_collective_broadcast_sends_the_first_of_each_group(n, groups, roots):
     m = build("  x = s32[3] parameter(0)\n"
-              "  ROOT r = s32[3] collective-broadcast(x), channel_id=1, "
-              "replica_groups={{1,0},{3,2}}", "num_partitions=4")
-    xs = inputs(4, (3,), np.int32)
+              f"  ROOT r = s32[3] collective-broadcast(x), channel_id=1, replica_groups={groups}",
+              f"num_partitions={n}")
+    xs = inputs(n, (3,), np.int32)
     got = run(m, xs)
-    for d, root in enumerate([1, 1, 3, 3]):
+    for d, root in enumerate(roots):
         np.testing.assert_array_equal(got[d], xs[root])
+
+
+@pytest.mark.parametrize("t,dtype", [("f64", np.float64), ("s32", np.int32), ("pred", np.bool_),
+                                     ("f16", np.float16), ("bf16", np.float32),
+                                     ("u64", np.uint64)])
+def test_data_movement_collectives_keep_every_dtype(t, dtype):
+    m = build(f"""
+  x = {t}[4] parameter(0)
+  g = {t}[8] all-gather(x), channel_id=1, replica_groups={{{{0,1}}}}, dimensions={{0}}, use_global_device_ids=true
+  a = {t}[4] all-to-all(x), channel_id=2, replica_groups={{{{0,1}}}}, dimensions={{0}}
+  p = {t}[4] collective-permute(x), channel_id=3, source_target_pairs={{{{1,0}}}}
+  b = {t}[4] collective-broadcast(x), channel_id=4, replica_groups={{{{1,0}}}}
+  ROOT r = ({t}[8], {t}[4], {t}[4], {t}[4]) tuple(g, a, p, b)""", "num_partitions=2")
+    xs = inputs(2, (4,), dtype, seed=7)
+    if t == "bf16":
+        xs = [np.round(x * 4) / 4 for x in xs]      # few significant bits: exact in bf16
+    outs = hlo.evaluate_devices(m, [[x] for x in xs])
+    for d, (g, a, p, b) in enumerate(outs):
+        for value in (g, a, p, b):
+            assert value.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(g, np.concatenate(xs))
+        np.testing.assert_array_equal(a, np.concatenate([xs[0][2 * d:2 * d + 2],
+                                                         xs[1][2 * d:2 * d + 2]]))
+        np.testing.assert_array_equal(p, xs[1] if d == 0 else np.zeros(4, dtype))
+        np.testing.assert_array_equal(b, xs[1])
 
 
 # --- async pairs, loops, zero sizes ------------------------------------------------------
