@@ -49,9 +49,9 @@ import llvmlite.ir as ir
 from ..hlo.shape import Shape
 
 from . import elemental
-from .kernel_ir import KernelIR, delinearize, linearize
-from .llvm_types import compute_type, element_bytes
-from .loops import for_range, i64, major_to_minor
+from .llvm.kernel_ir import KernelIR, delinearize, linearize
+from .llvm.types import compute_type, element_bytes
+from .llvm.loops import for_range, i64, major_to_minor
 from .pairwise_sum import (BLOCK_CHAIN, final_levels, is_pairwise, levels_needed, trailing_ones,
                            wide_type)
 from .reduction import BlockPlan, make_reducer, simple_reducer

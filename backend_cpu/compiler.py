@@ -28,7 +28,7 @@ Compile time is part of the first call, so the driver avoids work that does
 not change the machine code: Python's cyclic garbage collector is paused
 while a module compiles (`paused_gc`), a caller that hands its module over
 (`copy=`) saves the parse of the module's text that gives the passes a copy, the
-optimized LLVM IR is printed only when someone asks for it, and ir_policy.py
+optimized LLVM IR is printed only when someone asks for it, and llvm/ir_policy.py
 keeps LLVM from runtime-unrolling loops and from optimizing kernels that only
 call the (unoptimized) GEMM driver. A module whose kernels all stream large
 outputs (memory-bound) is generated without loop strength reduction. A module
@@ -61,14 +61,14 @@ from .. import passes, runtime
 from ..hlo import HloInstruction, parse_module
 from ..hlo.dtypes import numpy_dtype
 
-from . import (disk_cache, gemm_library, inter_op, ir_policy, kernels, llvm_target, machine_code,
-               sort_thunk)
+from . import disk_cache, gemm_library, inter_op, kernels, sort_thunk
+from .llvm import ir_policy, target_machine, machine_code
 from . import strategies
 from . import target as targets
 from .buffer_assignment import Slot, assign_arena
 from .executable import CpuExecutable, Program, physical_dims, to_physical
-from .loops import loops_left_to_llvm
-from .kernel_ir import KernelIR
+from .llvm.loops import loops_left_to_llvm
+from .llvm.kernel_ir import KernelIR
 from .target import Target
 from .thunks import CallThunk, ConditionalThunk, CopyThunk, KernelThunk, WhileThunk
 
@@ -244,9 +244,9 @@ def _compile_module(module, start: float, use_disk_cache: bool = False
     program = ProgramBuilder(context, module.entry).build()
     ir_policy.no_runtime_unrolling(context.module)
     llvm_source = str(context.module)
-    ref = llvm_target.parse_and_verify(llvm_source)
+    ref = target_machine.parse_and_verify(llvm_source)
     light = context.all_loops_written_on_vectors()
-    llvm_target.optimize(ref, light=light)
+    target_machine.optimize(ref, light=light)
     routines = gemm_library.routines_in(context.module)
     # Loop strength reduction tunes address arithmetic, which cannot matter in a
     # kernel bound by memory bandwidth, and is a third of the code generator's time

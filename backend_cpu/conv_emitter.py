@@ -34,8 +34,8 @@ from . import gemm
 from .gemm_operands import View
 from .gemm_packing import ALIGN
 from .gemm_partition import even_cuts, intra_op_threads, run_units
-from .llvm_types import constant, storage_type
-from .loops import for_range, i64
+from .llvm.types import constant, storage_type
+from .llvm.loops import for_range, i64
 
 
 def why_not_conv(conv, rhs_view, out_shape) -> str | None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from .conv_plan import ConvPlan
-from .kernel_ir import strides as layout_strides
-from .llvm_types import constant, storage_type
-from .loops import for_range, i64
+from .llvm.kernel_ir import strides as layout_strides
+from .llvm.types import constant, storage_type
+from .llvm.loops import for_range, i64
 from .reduction import window_source
 
 

@@ -28,7 +28,7 @@ from ..hlo.shape import Shape
 
 from .contraction import parse_dim_labels
 from .gemm_operands import View
-from .loops import i64
+from .llvm.loops import i64
 
 
 @dataclass(frozen=True)

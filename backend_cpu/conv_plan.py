@@ -35,7 +35,7 @@ from math import ceil, prod
 
 from .contraction import parse_dim_labels
 from .gemm_partition import even_cuts
-from .kernel_ir import strides as layout_strides
+from .llvm.kernel_ir import strides as layout_strides
 
 # The patch chunks of all units together stay under this many bytes.
 MAX_PATCH_BYTES = 64 << 20

@@ -22,8 +22,8 @@ from math import prod
 from .conv_depthwise import _FAST, _Depthwise, why_not_grouped
 from .conv_patches import valid_range
 from .gemm_partition import even_cuts, run_units
-from .kernel_ir import strides as layout_strides
-from .loops import for_range, i64
+from .llvm.kernel_ir import strides as layout_strides
+from .llvm.loops import for_range, i64
 
 
 def why_not_depthwise_spatial(kernel, conv, rhs_view, out) -> str | None:

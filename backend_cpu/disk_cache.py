@@ -23,11 +23,11 @@ whoever could write it. Hence:
 - a corrupt, truncated, foreign (another key's) or other-format entry is
   recompiled, never executed.
 
-Loading the object code into an engine is machine_code.py's (`jit_object`).
+Loading the object code into an engine is llvm/machine_code.py's (`jit_object`).
 
 The key hashes the module text, the compile options, the target
 (`_target_fingerprint`), the llvmlite and numpy versions and the compiler's
-own source files (hlo/, passes/, backend_cpu/: name, size, modification time),
+own source files (every .py below hlo/, passes/, backend_cpu/: path, size, mtime),
 so a changed compiler never loads stale code. Entries are written atomically
 (temp file + rename); beyond MAX_ENTRIES entries the oldest are deleted
 (checked on a process's first write, then every EVICT_CHECK_EVERY writes).
@@ -75,18 +75,25 @@ def _target_fingerprint() -> str:
     return targets.current().fingerprint()
 
 
+def _compiler_sources() -> tuple[Path, list[Path]]:
+    """The folder holding the compiler's packages, and every .py file of them
+    (hlo/, passes/, backend_cpu/, their subpackages included), in a stable order."""
+    root = Path(__file__).resolve().parent.parent
+    return root, [path for package in ("hlo", "passes", "backend_cpu")
+                  for path in sorted((root / package).rglob("*.py"))]
+
+
 @functools.lru_cache(maxsize=None)
 def _compiler_fingerprint() -> str:
     """Hash of the compiler's own source and of the library versions."""
     digest = hashlib.sha256(f"{FORMAT} llvmlite {llvmlite.__version__} "
                             f"numpy {numpy.__version__}".encode())
-    root = Path(__file__).resolve().parent.parent
-    for package in ("hlo", "passes", "backend_cpu"):
-        for path in sorted((root / package).glob("*.py")):
-            # Size and modification time stand for the content: any edit changes them,
-            # and a stat is ten times cheaper than reading the file (this runs per process).
-            info = path.stat()
-            digest.update(f"{path.name}:{info.st_size}:{info.st_mtime_ns};".encode())
+    root, paths = _compiler_sources()
+    for path in paths:
+        # Size and modification time stand for the content: any edit changes them,
+        # and a stat is ten times cheaper than reading the file (this runs per process).
+        info = path.stat()
+        digest.update(f"{path.relative_to(root)}:{info.st_size}:{info.st_mtime_ns};".encode())
     return digest.hexdigest()
 
 

@@ -25,8 +25,8 @@ import llvmlite.ir as ir
 from . import gemm
 from .gemm_operands import View
 from .gemm_partition import even_cuts, intra_op_threads, run_units
-from .llvm_types import element_bytes
-from .loops import for_range, i64
+from .llvm.types import element_bytes
+from .llvm.loops import for_range, i64
 
 # Below this many multiply-adds the generic dot generator is used.
 GEMM_MIN_FLOPS = 32 * 1024

@@ -22,9 +22,9 @@ import llvmlite.ir as ir
 from ..hlo.shape import Shape
 
 from . import contraction, reduction
-from .kernel_ir import KernelIR, delinearize, linearize
-from .llvm_types import bits, constant as llvm_constant, compute_type, is_float, is_pred
-from .loops import clamp_index, i64, in_range, index_to_i64
+from .llvm.kernel_ir import KernelIR, delinearize, linearize
+from .llvm.types import bits, constant as llvm_constant, compute_type, is_float, is_pred
+from .llvm.loops import clamp_index, i64, in_range, index_to_i64
 from .scalar_ops import emit_bitcast_convert, emit_elementwise
 
 Generator = Callable[[ir.IRBuilder, list], object]

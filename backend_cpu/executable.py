@@ -23,7 +23,8 @@ import numpy as np
 from .. import runtime
 from ..hlo.dtypes import numpy_dtype
 
-from . import inter_op, llvm_target
+from . import inter_op
+from .llvm import target_machine
 from . import target as targets
 from .buffer_assignment import Slot
 
@@ -235,16 +236,16 @@ class CpuExecutable:
         deterministic, so this is the code that was compiled to machine code.
         """
         if self._llvm_ir is None:
-            module = llvm_target.parse_and_verify(self._llvm_source, self.target)
-            self._llvm_ir = str(llvm_target.optimize(module, light=self._light_pipeline,
+            module = target_machine.parse_and_verify(self._llvm_source, self.target)
+            self._llvm_ir = str(target_machine.optimize(module, light=self._light_pipeline,
                                                      target=self.target))
         return self._llvm_ir
 
     def as_asm(self) -> str:
         """The target's assembly of the optimized IR."""
         if self._asm is None:
-            self._asm = llvm_target.assembly(
-                llvm_target.parse_and_verify(self.as_llvm_ir(), self.target),
+            self._asm = target_machine.assembly(
+                target_machine.parse_and_verify(self.as_llvm_ir(), self.target),
                 strength_reduction=self._strength_reduction, target=self.target)
         return self._asm
 

@@ -43,7 +43,7 @@ from llvmlite import ir
 from ..hlo.dtypes import DTYPES
 from .gemm_gemv import emit_gemv
 from .gemm_spec import GemmSpec
-from .ir_toolkit import (I64, PTR, VOID, const, element_ptr, entry_alloca, for_range, imin,
+from .llvm.ir_toolkit import (I64, PTR, VOID, const, element_ptr, entry_alloca, for_range, imin,
                          storage_type)
 from .gemm_microkernel import MicroTile, choose_tile
 from .gemm_packing import ALIGN, PackLayout

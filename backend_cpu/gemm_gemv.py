@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from .gemm_spec import GemmSpec, narrow
-from .ir_toolkit import (I32, const, convert, element_ptr, entry_alloca, for_range, imin, splat,
+from .llvm.ir_toolkit import (I32, const, convert, element_ptr, entry_alloca, for_range, imin, splat,
                          storage_type)
 
 # Rows of a "dot" product computed together (independent FMA chains sharing vec loads).

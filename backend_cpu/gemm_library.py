@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from llvmlite import binding as llvm
 from llvmlite import ir
 
-from . import llvm_target, machine_code
+from .llvm import target_machine, machine_code
 from .gemm_spec import accumulation_arith
-from .ir_toolkit import I1, I64, PTR, VOID
+from .llvm.ir_toolkit import I1, I64, PTR, VOID
 from .gemm_microkernel import MicroTile, emit_microkernel
 from .gemm_packing import PackLayout, emit_pack
 
@@ -117,8 +117,8 @@ def _load_or_compile(routines: list[Routine], cache):
     module = ir.Module(name="xlapy_gemm_library")
     for r in routines:
         r.emit(module)
-    ref = llvm_target.parse_and_verify(str(module))
-    llvm_target.optimize(ref)
+    ref = target_machine.parse_and_verify(str(module))
+    target_machine.optimize(ref)
     jit = machine_code.jit_module(ref)
     if key:
         cache.store(key, {"routines": recipe, "object": jit.object_code})

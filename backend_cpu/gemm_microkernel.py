@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from .gemm_spec import Arith, narrow
-from .ir_toolkit import (I1, I32, I64, PTR, VOID, const, element_ptr, entry_alloca, for_range,
+from .llvm.ir_toolkit import (I1, I32, I64, PTR, VOID, const, element_ptr, entry_alloca, for_range,
                          splat, storage_type)
 
 # The k loop body is repeated this many times per iteration: amortizes the loop

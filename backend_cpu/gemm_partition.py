@@ -16,7 +16,7 @@ from ..hlo.shape import Shape
 
 from .gemm import MIN_FLOPS_PER_PARTITION
 from .gemm_packing import ALIGN
-from .loops import for_range, i64
+from .llvm.loops import for_range, i64
 
 
 def even_cuts(count: int, flops: int) -> list[int]:

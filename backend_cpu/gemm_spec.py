@@ -15,7 +15,7 @@ from llvmlite import ir
 
 from ..hlo.dtypes import dtype as hlo_dtype
 
-from .ir_toolkit import intrinsic, storage_type
+from .llvm.ir_toolkit import intrinsic, storage_type
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ meaning "call once with [0, 1)".
 from __future__ import annotations
 
 from . import elemental, streaming, vector_gen
-from .kernel_ir import Buffer
-from .loops import emit_loop_nest, for_range, i64, partition_extent
+from .llvm.kernel_ir import Buffer
+from .llvm.loops import emit_loop_nest, for_range, i64, partition_extent
 from .scatter_kernels import emit_scatter, emit_select_and_scatter
 from .sorting import emit_sort
 

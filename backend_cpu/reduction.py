@@ -34,9 +34,9 @@ from ..hlo.dtypes import dtype
 from ..hlo.opcodes import OPCODES
 
 from . import target as targets
-from .kernel_ir import KernelIR
-from .llvm_types import compute_type, is_float, lanes_for
-from .loops import (LONG_LOOP_INTERLEAVE, NO_UNROLL_TRIP_COUNT, clamp_index, for_range, i64,
+from .llvm.kernel_ir import KernelIR
+from .llvm.types import compute_type, is_float, lanes_for
+from .llvm.loops import (LONG_LOOP_INTERLEAVE, NO_UNROLL_TRIP_COUNT, clamp_index, for_range, i64,
                     in_range, major_to_minor)
 from .pairwise_sum import BLOCK_CHAIN, LLVM_ACCUMULATORS, Levels, is_pairwise, wide_type
 from .scalar_ops import BINARY

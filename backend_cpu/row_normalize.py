@@ -24,10 +24,10 @@ from ..hlo.shape import Shape
 
 from . import streaming
 from .hoisting import make_hoister
-from .ir_toolkit import splat
-from .kernel_ir import Buffer
-from .llvm_types import PTR, compute_type, lanes_for, storage_type
-from .loops import emit_loop_nest, for_range, nest_order, partition_extent
+from .llvm.ir_toolkit import splat
+from .llvm.kernel_ir import Buffer
+from .llvm.types import PTR, compute_type, lanes_for, storage_type
+from .llvm.loops import emit_loop_nest, for_range, nest_order, partition_extent
 from .reduction import BlockPlan, block_elements, blocked_sum, simple_reducer
 from .vector_gen import accumulate_row, horizontal_sum, vector_generator
 

@@ -1,6 +1,6 @@
 """Per-opcode scalar recipes: the LLVM side of the elementwise part of the opcode table.
 
-Each recipe maps LLVM values in compute type (see llvm_types.py) to one LLVM
+Each recipe maps LLVM values in compute type (see llvm/types.py) to one LLVM
 value, with XLA's defined semantics and no undefined behaviour:
 
 - integer division by zero gives -1 (all ones), remainder by zero gives the
@@ -29,7 +29,7 @@ import llvmlite.ir as ir
 
 from ..hlo.opcodes import OPCODES
 from . import vecmath
-from .llvm_types import FLOAT, HALF, I1, bits, compute_type, is_float, is_pred, is_signed
+from .llvm.types import FLOAT, HALF, I1, bits, compute_type, is_float, is_pred, is_signed
 
 
 # --- small helpers ------------------------------------------------------------------

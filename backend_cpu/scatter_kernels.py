@@ -45,9 +45,9 @@ import llvmlite.ir as ir
 from ..hlo.shape import Shape
 
 from .elemental import apply_computation
-from .kernel_ir import linearize
-from .llvm_types import I1, I64, PTR, compute_type, element_bytes, from_storage, to_storage
-from .loops import for_range, i64, in_range, index_to_i64, major_to_minor
+from .llvm.kernel_ir import linearize
+from .llvm.types import I1, I64, PTR, compute_type, element_bytes, from_storage, to_storage
+from .llvm.loops import for_range, i64, in_range, index_to_i64, major_to_minor
 from .reduction import window_source
 
 LINE_BYTES = 64

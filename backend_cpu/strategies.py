@@ -70,7 +70,7 @@ from .conv_stencil import try_emit_depthwise_spatial, why_not_depthwise_spatial
 from .dot_emitter import try_emit_gemm, why_not_gemm
 from .gemm_operands import View, resolve_view
 from .hoisting import make_hoister, plan_hoisting
-from .kernel_ir import strides
+from .llvm.kernel_ir import strides
 from .sort_thunk import match_sort, why_not_host_sort
 from .transpose import (try_emit_block_transpose, try_emit_row_shuffle, why_not_block_transpose,
                         why_not_row_shuffle)

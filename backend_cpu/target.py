@@ -133,7 +133,7 @@ class Target(TargetFacts):
 
     def target_machine(self) -> llvm.TargetMachine:
         """A fresh LLVM TargetMachine for this target (O3, JIT code model). Callers
-        that only optimize or print share `llvm_target.target_machine(target)`."""
+        that only optimize or print share `llvm/target_machine.target_machine(target)`."""
         _initialize()
         try:
             llvm_target = llvm.Target.from_triple(self.triple)

@@ -47,8 +47,8 @@ import llvmlite.ir as ir
 
 from . import streaming
 from . import target as targets
-from .llvm_types import I64, storage_type
-from .loops import for_range, i64
+from .llvm.types import I64, storage_type
+from .llvm.loops import for_range, i64
 
 BLOCK = 8
 WIDE_BLOCK = 16

@@ -88,6 +88,6 @@ def emit_math(builder: ir.IRBuilder, opcode: str, args: Sequence[ir.Value]) -> i
     return (f32 if m.kind == "float" else f64)(m, *args)
 
 
-# The floating-point mode (flush-to-zero) lives in fp_env.py; the math kernels of
+# The floating-point mode (flush-to-zero) lives in llvm/fp_env.py; the math kernels of
 # vecmath_kernel.py take it from there.
 

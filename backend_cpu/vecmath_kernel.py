@@ -19,8 +19,8 @@ import numpy as np
 from llvmlite import ir
 
 from ..hlo.opcodes import OPCODES
-from . import llvm_target
-from .fp_env import emit_restore_fp_mode, emit_set_flush_denormals
+from .llvm import target_machine
+from .llvm.fp_env import emit_restore_fp_mode, emit_set_flush_denormals
 from .vecmath import emit_math
 
 _I64 = ir.IntType(64)
@@ -97,7 +97,7 @@ class MathKernel:
         self.opcode, self.dtype = opcode, np.dtype(dtype)
         self.arity = OPCODES[opcode].arity
         self.ir_text = build_module(opcode, dtype, lanes, ftz, emit)
-        self._jit = llvm_target.jit_compile(self.ir_text)
+        self._jit = target_machine.jit_compile(self.ir_text)
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p,
                                     ctypes.c_void_p, ctypes.c_int64)(self._jit.lookup("kernel"))
 
@@ -122,6 +122,6 @@ def math_kernel(opcode: str, dtype, lanes: int | None = 16, ftz: bool = True) ->
 
 def assembly(opcode: str, dtype, lanes: int | None = None) -> str:
     """Optimized host assembly of the kernel (for checks on the emitted code)."""
-    module = llvm_target.parse_and_verify(build_module(opcode, dtype, lanes))
-    llvm_target.optimize(module)
-    return llvm_target.assembly(module)
+    module = target_machine.parse_and_verify(build_module(opcode, dtype, lanes))
+    target_machine.optimize(module)
+    return target_machine.assembly(module)

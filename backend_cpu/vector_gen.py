@@ -5,7 +5,7 @@ loop vectorizer turns the loop around it into vector code. That works, but it
 is most of the compile time of a memory-bound kernel: on a softmax row kernel
 LLVM's O3 pipeline takes ~10 ms, of which almost nothing is left to do once the
 loops are written on vectors (then a light pipeline of three passes takes
-~1 ms, see llvm_target.optimize). A vector generator gives `lanes` consecutive
+~1 ms, see target_machine.optimize). A vector generator gives `lanes` consecutive
 elements along one dimension at once, as one LLVM vector:
 
     vgen = vector_generator(kernel, gens, instr, dim, lanes)   # None: not possible
@@ -47,9 +47,9 @@ import llvmlite.ir as ir
 from ..hlo.dtypes import dtype
 
 from .elemental import memo_key, nondegenerate_dims
-from .ir_toolkit import splat      # `value` in every lane (shared with the GEMM)
-from .llvm_types import I64, compute_type, is_float, lanes_for
-from .loops import for_range, i64
+from .llvm.ir_toolkit import splat      # `value` in every lane (shared with the GEMM)
+from .llvm.types import I64, compute_type, is_float, lanes_for
+from .llvm.loops import for_range, i64
 from .pairwise_sum import BLOCK_CHAIN, Levels
 from .reduction import simple_reducer
 from .scalar_ops import BINARY, call_intrinsic, emit_bitcast_convert, emit_elementwise

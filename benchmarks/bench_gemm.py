@@ -31,7 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from llvmlite import ir  # noqa: E402
 
-from xlapy.backend_cpu import disk_cache, gemm_library, llvm_target  # noqa: E402
+from xlapy.backend_cpu import disk_cache, gemm_library  # noqa: E402
+from xlapy.backend_cpu.llvm import target_machine  # noqa: E402
 from _common import host_line  # noqa: E402
 from xlapy.backend_cpu.gemm import (emit_gemm, gemm_partitions, gemm_row_split,  # noqa: E402
                               gemm_scratch_bytes)
@@ -53,7 +54,7 @@ def compile_matmul(m: int, n: int, k: int):
                 lhs_strides=(k, 1), rhs_strides=(n, 1))
     emit_gemm(module, "matmul", **args)
     gemm_library.ensure_compiled(gemm_library.routines_in(module), disk_cache)
-    jit = llvm_target.jit_compile(str(module))
+    jit = target_machine.jit_compile(str(module))
     kernel, nbytes = KERNEL(jit.lookup("matmul")), gemm_scratch_bytes(**args)
     scratch = threading.local()       # packing memory: one block per thread, reused
 

@@ -12,7 +12,8 @@ import numpy as np
 
 from xlapy import backend_cpu
 from xlapy import hlo
-from xlapy.backend_cpu import compiler, ir_policy
+from xlapy.backend_cpu import compiler
+from xlapy.backend_cpu.llvm import ir_policy
 
 TEXT = """HloModule compile_time
 ENTRY e {
@@ -126,8 +127,8 @@ def test_loops_without_hints_get_no_runtime_unrolling():
     assert "llvm.loop" not in plain.blocks[1].terminator.metadata
     assert '"mine"' in str(hinted.blocks[2].terminator.metadata["llvm.loop"])
     # The loop ID is self-referential (unique to its loop) and LLVM accepts it.
-    from xlapy.backend_cpu import llvm_target
-    llvm_target.parse_and_verify(text)
+    from xlapy.backend_cpu.llvm import target_machine
+    target_machine.parse_and_verify(text)
 
 
 def test_llvm_ir_is_optimized_on_demand_and_is_what_was_compiled():
@@ -200,26 +201,26 @@ exit:
 
 
 def test_strength_reduction_is_switched_off_for_one_emission_only():
-    from xlapy.backend_cpu import llvm_target
+    from xlapy.backend_cpu.llvm import target_machine
 
     def emit(strength_reduction):
-        module = llvm_target.parse_and_verify(ROW_LOOP)
-        llvm_target.optimize(module)
-        return llvm_target.emit_object(module, strength_reduction=strength_reduction)
+        module = target_machine.parse_and_verify(ROW_LOOP)
+        target_machine.optimize(module)
+        return target_machine.emit_object(module, strength_reduction=strength_reduction)
     before, without, after = emit(True), emit(False), emit(True)
     assert without != before              # the switch changes this loop's code
     assert after == before                # and the process-wide option is back on
 
 
 def test_modules_that_only_stream_are_generated_without_strength_reduction():
-    from xlapy.backend_cpu import llvm_target
+    from xlapy.backend_cpu.llvm import target_machine
     from tests.backend_cpu.test_streaming_stores import CHAIN, _compile
     _, streamed = _compile(CHAIN.format(n=4099), threshold=4096)
     _, ordinary = _compile(CHAIN.format(n=4099))
     for executable, strength_reduction in ((streamed, False), (ordinary, True)):
-        module = llvm_target.parse_and_verify(executable.as_llvm_ir())
-        assert executable.as_asm() == llvm_target.assembly(
+        module = target_machine.parse_and_verify(executable.as_llvm_ir())
+        assert executable.as_asm() == target_machine.assembly(
             module, strength_reduction=strength_reduction)
     assert "movntps" in streamed.as_asm() and "movntps" not in ordinary.as_asm()
-    module = llvm_target.parse_and_verify(streamed.as_llvm_ir())
-    assert streamed.as_asm() != llvm_target.assembly(module, strength_reduction=True)
+    module = target_machine.parse_and_verify(streamed.as_llvm_ir())
+    assert streamed.as_asm() != target_machine.assembly(module, strength_reduction=True)

@@ -8,6 +8,7 @@ byte, a truncated file, a pickle -- is recompiled, never executed.
 """
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 import os
@@ -284,12 +285,12 @@ import sys
 sys.path.insert(0, {str(ROOT)!r})
 import numpy as np
 from xlapy import backend_cpu, hlo
-from xlapy.backend_cpu import llvm_target, machine_code
+from xlapy.backend_cpu.llvm import machine_code, target_machine
 if sys.argv[1] == "load":
     def refuse(*args, **kwargs):
         raise AssertionError("compiled instead of loading")
     machine_code.jit_module = refuse
-    llvm_target.optimize = refuse
+    target_machine.optimize = refuse
 exe = backend_cpu.compile(hlo.parse_module({text!r}))
 x = np.random.default_rng(8).uniform(-1, 1, (40, 80)).astype(np.float32)
 np.save(sys.argv[2], exe.run(x)[0])
@@ -631,6 +632,19 @@ def test_the_thread_count_is_part_of_the_key(folder):
         runtime.configure(intra_op_threads=saved)
 
 
+def test_the_compiler_fingerprint_covers_every_source_file_of_the_subpackages_too():
+    """A change in backend_cpu/llvm/loops.py (a subpackage) must invalidate the cache as
+    one in backend_cpu/compiler.py does: every .py below the packages is hashed, by its
+    path (two subpackages may hold files of the same name)."""
+    root, paths = disk_cache._compiler_sources()
+    names = {str(p.relative_to(root)) for p in paths}
+    package = Path(disk_cache.__file__).resolve().parent
+    expected = {str(p.relative_to(root)) for p in package.rglob("*.py")}
+    assert any(os.sep in str(p.relative_to(package)) for p in package.rglob("*.py"))
+    assert expected <= names
+    assert os.path.join("backend_cpu", "llvm", "loops.py") in names
+
+
 def test_the_key_has_a_target_fingerprint(monkeypatch):
     base = disk_cache.key("m", "o")
     monkeypatch.setattr(disk_cache, "_target_fingerprint", lambda: "another machine")
@@ -708,14 +722,13 @@ def test_an_unregistered_thunk_kind_fails_loudly():
 
 
 def test_every_thunk_kind_of_the_backend_is_registered():
-    """A class with `link` and `run` in backend_cpu is a thunk kind: the disk cache must
-    know how to store it (else every compile that uses it fails at store time)."""
-    from xlapy import backend_cpu as package
-    import importlib
+    """A class with `link` and `run` in backend_cpu (subpackages included) is a thunk
+    kind: the disk cache must know how to store it (else every compile that uses it
+    fails at store time)."""
     registered = set(cache_format.registered_classes())
     thunk_kinds = set()
-    for info in pkgutil.iter_modules(package.__path__):
-        module = importlib.import_module(f"xlapy.backend_cpu.{info.name}")
+    for info in pkgutil.walk_packages(backend_cpu.__path__, "xlapy.backend_cpu."):
+        module = importlib.import_module(info.name)
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if cls.__module__ == module.__name__ and callable(getattr(cls, "link", None)) \
                     and callable(getattr(cls, "run", None)):

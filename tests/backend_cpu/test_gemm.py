@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from llvmlite import ir
 
-from xlapy.backend_cpu import disk_cache, gemm_library, llvm_target
+from xlapy.backend_cpu import disk_cache, gemm_library
+from xlapy.backend_cpu.llvm import target_machine
 from xlapy.backend_cpu.gemm import (BIG_GEMM_FLOPS, K_PANEL_BYTES, emit_gemm, gemm_partitions, gemm_row_split,
                               gemm_scratch_bytes, host_vector_bits, plan_gemm)
 from xlapy.backend_cpu.gemm_spec import GemmSpec
@@ -96,7 +97,7 @@ def _compiled_table():
         _emit(module, names[(spec, bits)], spec, bits)
     # The micro-kernels and packing routines come from the process-wide library.
     gemm_library.ensure_compiled(gemm_library.routines_in(module), disk_cache)
-    jit = llvm_target.jit_compile(str(module))
+    jit = target_machine.jit_compile(str(module))
     kernels = {case: KERNEL(jit.lookup(name)) for case, name in names.items()}
     return jit, kernels
 
@@ -278,7 +279,7 @@ def test_transpose_square_in_registers(lanes):
         b.store(column, b.gep(fn.args[1], [ir.Constant(ir.IntType(64), i * lanes)],
                               source_etype=f32), align=4)
     b.ret_void()
-    jit = llvm_target.jit_compile(str(module))
+    jit = target_machine.jit_compile(str(module))
     square = np.arange(lanes * lanes, dtype=np.float32).reshape(lanes, lanes)
     result = np.zeros_like(square)
     ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(jit.lookup("t"))(
@@ -297,9 +298,9 @@ def test_microkernel_uses_full_registers_with_broadcast_operands(isa):
               None)
         for routine in gemm_library.routines_in(kernel_module):   # the library's code
             routine.emit(module)
-        ref = llvm_target.parse_and_verify(str(module))
-        llvm_target.optimize(ref)
-        asm = llvm_target.assembly(ref)
+        ref = target_machine.parse_and_verify(str(module))
+        target_machine.optimize(ref)
+        asm = target_machine.assembly(ref)
     lines = asm.splitlines()
     accumulators = {"zmm": 24, "ymm": 12, "xmm": 12}[isa.register]
     if isa.register == "xmm":

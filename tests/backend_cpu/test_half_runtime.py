@@ -1,7 +1,7 @@
 """f16 on targets without F16C: the conversions LLVM turns into runtime calls
-(half_runtime.py) give the same bits as numpy, and an object that needs a symbol
+(llvm/half_runtime.py) give the same bits as numpy, and an object that needs a symbol
 nobody provides is refused at compile time instead of crashing the process
-(native_symbols.py)."""
+(llvm/native_symbols.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +10,7 @@ from llvmlite import ir
 
 from xlapy import backend_cpu
 from xlapy import hlo
-from xlapy.backend_cpu import llvm_target, machine_code, native_symbols
+from xlapy.backend_cpu.llvm import target_machine, machine_code, native_symbols
 
 CONVERT = """HloModule halves
 ENTRY e {{
@@ -70,7 +70,7 @@ def test_a_symbol_nobody_provides_is_refused_not_called():
     b = ir.IRBuilder(fn.append_basic_block())
     b.call(missing, [])
     b.ret_void()
-    ref = llvm_target.parse_and_verify(str(module))
+    ref = target_machine.parse_and_verify(str(module))
     code = machine_code.object_code(ref)
     assert "xlapy_no_such_routine" in native_symbols.undefined_symbols(code)
     with pytest.raises(NotImplementedError, match="xlapy_no_such_routine"):

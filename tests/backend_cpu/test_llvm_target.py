@@ -1,11 +1,11 @@
-"""backend_cpu.llvm_target: target machine, O3 pipeline, JIT engines, libm symbols."""
+"""backend_cpu.llvm.target_machine: target machine, O3 pipeline, JIT engines, libm symbols."""
 import ctypes
 import gc
 
 import llvmlite.binding as llvm
 import pytest
 
-from xlapy.backend_cpu import llvm_target
+from xlapy.backend_cpu.llvm import target_machine
 
 SQUARE = """
 define double @square(double %x) {
@@ -51,20 +51,20 @@ def _call_square(jit, x: float) -> float:
 
 
 def test_initialize_is_idempotent():
-    llvm_target.initialize()
-    llvm_target.initialize()
+    target_machine.initialize()
+    target_machine.initialize()
 
 
 def test_host_target_machine_is_cached_and_for_this_cpu():
-    tm = llvm_target.host_target_machine()
-    assert tm is llvm_target.host_target_machine()
+    tm = target_machine.host_target_machine()
+    assert tm is target_machine.host_target_machine()
     assert tm.triple == llvm.get_process_triple()
-    module = llvm_target.parse_and_verify(SQUARE)
+    module = target_machine.parse_and_verify(SQUARE)
     assert module.triple == tm.triple and module.data_layout == str(tm.target_data)
 
 
 def test_jit_compile_unpacks_and_runs():
-    engine, lookup = llvm_target.jit_compile(SQUARE)
+    engine, lookup = target_machine.jit_compile(SQUARE)
     assert isinstance(engine, llvm.ExecutionEngine)
     assert ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)(lookup("square"))(3.0) == 9.0
 
@@ -72,15 +72,15 @@ def test_jit_compile_unpacks_and_runs():
 def test_engines_can_be_freed_and_created_again():
     """Each engine owns its TargetMachine: freeing one must not break the next."""
     for i in range(4):
-        jit = llvm_target.jit_compile(SQUARE)
+        jit = target_machine.jit_compile(SQUARE)
         assert _call_square(jit, float(i)) == float(i * i)
         del jit
         gc.collect()
-    assert llvm_target.host_target_machine().triple   # the shared machine still works
+    assert target_machine.host_target_machine().triple   # the shared machine still works
 
 
 def test_lookup_of_unknown_function_is_a_clear_error():
-    jit = llvm_target.jit_compile(SQUARE)
+    jit = target_machine.jit_compile(SQUARE)
     with pytest.raises(KeyError, match="no function named 'cube'"):
         jit.lookup("cube")
 
@@ -88,22 +88,22 @@ def test_lookup_of_unknown_function_is_a_clear_error():
 def test_optimize_vectorizes_loops_for_the_target(isa):
     """LLVM's loop vectorizer uses the target's full width (also on CPUs whose
     scheduling model prefers 256-bit vectors: the target says -prefer-256-bit)."""
-    module = llvm_target.parse_and_verify(SAXPY, isa.target)
-    llvm_target.optimize(module, target=isa.target)
-    assert isa.uses_full_vectors(llvm_target.assembly(module, target=isa.target))
+    module = target_machine.parse_and_verify(SAXPY, isa.target)
+    target_machine.optimize(module, target=isa.target)
+    assert isa.uses_full_vectors(target_machine.assembly(module, target=isa.target))
 
 
 def test_libm_symbols_resolve_to_the_c_library():
-    llvm_target.initialize()
+    target_machine.initialize()
     assert llvm.address_of_symbol("sin") and llvm.address_of_symbol("erf")
-    jit = llvm_target.jit_compile(CALLS_SIN)
+    jit = target_machine.jit_compile(CALLS_SIN)
     fn = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)(jit.lookup("f"))
     assert abs(fn(1.0) - 0.8414709848078965) < 1e-15
 
 
 def test_parse_error_is_reported():
     with pytest.raises(RuntimeError, match="parsing error"):
-        llvm_target.parse_and_verify("define nonsense")
+        target_machine.parse_and_verify("define nonsense")
 
 
 def _heap_bytes_in_use() -> int:
@@ -123,8 +123,8 @@ def test_optimize_frees_its_pass_manager():
     run was lost); optimize() deletes it itself. What stays is the pass builder's
     instrumentation object, about 1.5 KiB, which llvmlite gives no way to free."""
     def run_once():
-        module = llvm_target.parse_and_verify(SAXPY)
-        llvm_target.optimize(module)
+        module = target_machine.parse_and_verify(SAXPY)
+        target_machine.optimize(module)
         module.close()
     for _ in range(20):
         run_once()

@@ -8,7 +8,7 @@
   go away with their executables when the cache is off; resident memory stays
   flat over many calls and nearly flat over uncached compiles (about 2 KiB
   per compile stays behind inside llvmlite's pass builder; see
-  `backend_cpu.llvm_target.optimize`); and the in-memory compile cache is a
+  `backend_cpu.llvm.target_machine.optimize`); and the in-memory compile cache is a
   bounded LRU (`backend_cpu.compiler.CACHE_CAPACITY`).
 
 The heavy variants (thousands of compiles and calls) are `@pytest.mark.slow`.

@@ -8,7 +8,7 @@ zero: the first f16 kernel would crash the process. So the backend brings its
 own, written here in LLVM IR on the bit patterns (no float arithmetic that the
 flush-to-zero mode of the calling kernel could change, except where noted), and
 publishes them with `llvm.add_symbol` the first time a kernel needs them
-(native_symbols.py asks).
+(llvm/native_symbols.py asks).
 
     half -> float     exact (subnormal halves become normal floats)
     float  -> half    round to nearest even; overflow to inf; NaN stays NaN (quiet)
@@ -24,7 +24,7 @@ import threading
 from llvmlite import binding as llvm
 from llvmlite import ir
 
-from . import llvm_target
+from . import target_machine
 
 HALF, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
 I16, I32, I64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
@@ -100,7 +100,7 @@ def ensure() -> None:
     with _lock:
         if _engines or all(llvm.address_of_symbol(name) for name in ROUTINES):
             return
-        jit = llvm_target.jit_compile(build_module())
+        jit = target_machine.jit_compile(build_module())
         for name in ROUTINES:
             llvm.add_symbol(name, jit.lookup(name))
         _engines.append(jit)

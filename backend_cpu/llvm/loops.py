@@ -23,7 +23,7 @@ from typing import Callable, Iterator
 
 import llvmlite.ir as ir
 
-from .llvm_types import I64, is_signed
+from .types import I64, is_signed
 
 
 def i64(value: int) -> ir.Constant:

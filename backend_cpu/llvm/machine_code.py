@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import llvmlite.binding as llvm
 
-from . import llvm_target, native_symbols
+from . import target_machine, native_symbols
 
 
 class Jit:
@@ -29,13 +29,13 @@ class Jit:
 def _engine_target_machine():
     # MCJIT takes ownership of its TargetMachine and frees it with the engine: every
     # engine needs a fresh one, never llvm_target's cached machine.
-    return llvm_target.new_target_machine()
+    return target_machine.new_target_machine()
 
 
 def object_code(module_ref, strength_reduction: bool = True) -> bytes:
     """The object code of an optimized module, for `jit_object` and the cache
     (emitting does not take ownership of the target machine: the shared one serves)."""
-    return llvm_target.emit_object(module_ref, strength_reduction=strength_reduction)
+    return target_machine.emit_object(module_ref, strength_reduction=strength_reduction)
 
 
 def jit_module(module_ref, strength_reduction: bool = True) -> Jit:
@@ -49,10 +49,10 @@ def jit_module(module_ref, strength_reduction: bool = True) -> Jit:
 
 def jit_object(object_code: bytes) -> Jit:
     """Loads object code into a fresh engine (no LLVM optimization or codegen), once
-    every symbol it needs resolves (native_symbols.py: an unresolved one would be
+    every symbol it needs resolves (llvm/native_symbols.py: an unresolved one would be
     address zero, a crash at the first call)."""
     native_symbols.ensure_resolvable(object_code)
-    engine = llvm.create_mcjit_compiler(llvm_target.parse_and_verify(""),
+    engine = llvm.create_mcjit_compiler(target_machine.parse_and_verify(""),
                                         _engine_target_machine())
     object_file = llvm.ObjectFileRef.from_data(object_code)
     engine.add_object_file(object_file)

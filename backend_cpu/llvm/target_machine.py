@@ -27,8 +27,8 @@ from typing import Callable, NamedTuple
 
 import llvmlite.binding as llvm
 
-from . import target as targets
-from .target import Target
+from .. import target as targets
+from ..target import Target
 
 _initialized = False
 

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 from llvmlite import ir
 
-from ..hlo.dtypes import dtype as hlo_dtype
+from ...hlo.dtypes import dtype as hlo_dtype
 
 I1 = ir.IntType(1)
 I32 = ir.IntType(32)

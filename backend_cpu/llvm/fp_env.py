@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from . import target as targets
+from .. import target as targets
 
 # The intrinsics above, by name prefix (ir_policy tells them from real work).
 INTRINSIC_PREFIXES = ("llvm.x86.sse.", "llvm.aarch64.get.fpcr", "llvm.aarch64.set.fpcr")

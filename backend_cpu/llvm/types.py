@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from ..hlo.dtypes import dtype as _dtype
+from ...hlo.dtypes import dtype as _dtype
 
-from . import target as targets
+from .. import target as targets
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
