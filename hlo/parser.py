@@ -19,6 +19,7 @@ the text gives, and the verifier checks it.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -418,7 +419,7 @@ MAX_DEVICES = 2 ** 20
 
 
 def _is_count(text: str) -> bool:
-    return text.isdigit() and 1 <= int(text) <= MAX_DEVICES
+    return re.fullmatch("[0-9]{1,8}", text) is not None and 1 <= int(text) <= MAX_DEVICES
 
 
 def _bare(name: Token) -> str:

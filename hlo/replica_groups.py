@@ -31,7 +31,11 @@ import numpy as np
 
 from .ir import ReplicaGroups
 
-__all__ = ["parse_replica_groups", "iota_groups", "mesh_groups"]
+__all__ = ["parse_replica_groups", "iota_groups", "mesh_groups", "MAX_IDS"]
+
+# No spelling may expand to more ids than this (a few characters of iota or mesh text
+# could otherwise ask for gigabytes).
+MAX_IDS = 2 ** 20
 
 _INT_LIST = r"\s*(?:-?\d+\s*(?:,\s*-?\d+\s*)*)?"
 _LIST_RE = re.compile(rf"\{{\s*(?:\{{{_INT_LIST}\}}\s*(?:,\s*\{{{_INT_LIST}\}}\s*)*)?\}}")
@@ -78,6 +82,8 @@ def iota_groups(shape, dims, perm=None) -> tuple[tuple[int, ...], ...]:
         raise ValueError(f"an iota replica group list is [groups,size]<=[...], got {shape}")
     if not dims or min(dims) < 1:
         raise ValueError(f"iota dims must be positive, got {dims}")
+    if prod(dims) > MAX_IDS:
+        raise ValueError(f"iota dims {dims} name more than {MAX_IDS} ids")
     if prod(dims) != shape[0] * shape[1]:
         raise ValueError(f"iota dims {dims} hold {prod(dims)} ids, but {shape[0]} groups of "
                          f"{shape[1]} need {shape[0] * shape[1]}")
@@ -119,6 +125,9 @@ def _parse_mesh(text: str) -> tuple[tuple[int, ...], ...]:
 
 def _mesh_device_ids(spelled: str | None, sizes: list[int], text: str) -> np.ndarray:
     n = prod(sizes)
+    if n > MAX_IDS or min(sizes, default=0) < 1:
+        raise ValueError(f"mesh axis sizes must be positive, at most {MAX_IDS} devices in all, "
+                         f"got {sizes}")
     if spelled is None:
         return np.arange(n)
     spelled = spelled.strip()
@@ -126,8 +135,11 @@ def _mesh_device_ids(spelled: str | None, sizes: list[int], text: str) -> np.nda
         m = _IOTA_RE.fullmatch(spelled)
         if m is None:
             raise ValueError(f"mesh device_ids must be a list of ids or an iota, got {spelled!r}")
-        perm = _ints(m.group(3)) if m.group(3) is not None else None
         dims = _ints(m.group(2))
+        perm = _ints(m.group(3)) if m.group(3) is not None else list(range(len(dims)))
+        if not dims or min(dims) < 1 or prod(dims) != n or sorted(perm) != list(range(len(dims))):
+            raise ValueError(f"mesh device_ids {spelled!r}: an iota over dims of {n} ids whose "
+                             f"T(...) permutes its {len(dims)} dims {dims}")
         ids = np.arange(prod(dims)).reshape(dims).transpose(perm).reshape(-1)
     else:
         try:
@@ -147,6 +159,8 @@ def mesh_groups(sizes, refs, ids=None) -> tuple[tuple[int, ...], ...]:
     sizes = [int(s) for s in sizes]
     if not sizes or min(sizes) < 1:
         raise ValueError(f"mesh axis sizes must be positive, got {sizes}")
+    if prod(sizes) > MAX_IDS:
+        raise ValueError(f"a mesh of {sizes} has more than {MAX_IDS} devices")
     ids = np.arange(prod(sizes)) if ids is None else np.asarray(ids)
     # Split every referenced axis into pieces so that each reference is one dimension.
     pieces: list[int] = []          # the sizes of the dimensions after splitting

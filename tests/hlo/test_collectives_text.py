@@ -65,7 +65,7 @@ def test_setting_device_counts():
             m.num_partitions = bad
 
 
-@pytest.mark.parametrize("value", ["0", "-2", "two", "{4}", "99999999999"])
+@pytest.mark.parametrize("value", ["0", "-2", "two", "{4}", "99999999999", "\u00b2"])
 def test_bad_device_count_is_a_parse_error_at_its_value(value):
     text = f"HloModule m, replica_count={value}\nENTRY e {{\n  ROOT p = f32[] parameter(0)\n}}\n"
     with pytest.raises(hlo.ParseError) as info:
@@ -130,7 +130,9 @@ BAD_GROUPS = [
     ("mesh['x'=2] {'z'}", "'z' is not an axis of the mesh"),
     ("mesh['x'=2,'y'=2], device_ids=(0,1,1,2) {'x'}", "permutation of 0..3"),
     ("mesh['a'=8] {'a':(3)2}", "does not split axis"),
-    ("mesh['x'=4], device_ids=([2,2]<=[4]T(1,0)) {'x'}", "must permute the 1 iota dims"),
+    ("mesh['x'=4], device_ids=([2,2]<=[4]T(1,0)) {'x'}", "T(...) permutes its 1 dims [4]"),
+    ("[1073741824,1]<=[1073741824]", "name more than 1048576 ids"),
+    ("mesh['x'=65536,'y'=65536] {'x'}", "at most 1048576 devices in all"),
 ]
 
 
