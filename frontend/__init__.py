@@ -14,7 +14,10 @@ Modules: tensor (Tensor and its operators), trace (Graph, Node, tracing),
 registry (XlaOpKernel, register_xla_op, lookup), kernels/ (the kernels by
 family), ops/ (the user API, TensorFlow names), dtypes (promotion rules),
 lowering (graph -> HLO), jit / signature / compiled (jit_compile, Lowered,
-Compiled), cost (cost analysis), pytree. `hlo_opt` is the hlo-opt command.
+Compiled), cost (cost analysis), pytree, distribute (tf.distribute-style
+strategies: MirroredStrategy, MultiWorkerMirroredStrategy, the replica context,
+all-reduced gradients) and bucketing (gradient buckets); ops.collective has TF's
+collective ops. `hlo_opt` is the hlo-opt command.
 """
 from . import kernels  # noqa: F401  (registers every kernel)
 from . import ops
@@ -26,8 +29,9 @@ from .tensor import Tensor
 from .trace import Graph, Node, tracing
 from .autodiff import grad, register_gradient, value_and_grad
 from .control_flow import cond, fori_loop, while_loop
+from . import distribute
 
 __all__ = ["jit_compile", "JitFunction", "Lowered", "Compiled", "ops", "Tensor", "Graph",
            "Node", "tracing", "XlaOpKernel", "XlaOpContext", "register_xla_op", "lookup",
            "registered_ops", "UnknownOpError", "grad", "value_and_grad", "register_gradient",
-           "cond", "while_loop", "fori_loop"]
+           "cond", "while_loop", "fori_loop", "distribute"]

@@ -127,11 +127,13 @@ def _plain_avals(sig):
     return tuple((shape, np.dtype(dtype)) for shape, dtype in sig.avals)
 
 
-def _compile_cpu(lowered, pipeline, intra_op_threads, max_isa=None):
+def _compile_cpu(lowered, pipeline, intra_op_threads, max_isa=None, **more_options):
+    """The backend's executable for `lowered`; `more_options` are further CompileOptions
+    fields (frontend/distribute.py: num_devices, distributed)."""
     from .. import backend_cpu
     import dataclasses
     fields = {f.name for f in dataclasses.fields(backend_cpu.CompileOptions)}
-    options = {"pipeline": _pipeline_callable(pipeline), "max_isa": max_isa}
+    options = {"pipeline": _pipeline_callable(pipeline), "max_isa": max_isa, **more_options}
 
     def compile_(**extra):
         # The pipeline rewrites a copy of the module (the Lowered keeps its own for

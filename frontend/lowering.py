@@ -3,6 +3,7 @@
     ENTRY parameters  = the graph's parameters (the flattened pytree leaves), in order
     instructions      = each live node's kernel, in program order
     ROOT              = the single output, or a tuple of the flattened outputs
+    replica_count     = graph.num_replicas (the replicas one SPMD program runs on)
 
 Nodes no output depends on are not lowered (their shapes were still checked at
 trace time).
@@ -32,7 +33,10 @@ def lower_graph(graph: Graph, outputs, name: str | None = None):
             values[id(t)] = v
     roots = [values[id(t)] for t in outputs]
     root = roots[0] if len(roots) == 1 else b.tuple(roots)
-    return b.build_module(root, _hlo_name(name or graph.name))
+    module = b.build_module(root, _hlo_name(name or graph.name))
+    if graph.num_replicas != 1:
+        module.replica_count = graph.num_replicas
+    return module
 
 
 def _hlo_name(name: str) -> str:

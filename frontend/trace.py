@@ -64,6 +64,13 @@ class Graph:
         self.name = name
         self.nodes: list[Node] = []
         self.params: list[Tensor] = []
+        # The replicas the traced program runs on (one SPMD program, every replica runs
+        # all of it); strategies of frontend/distribute.py set it, lowering writes it as
+        # the module's replica_count, collective ops (ops/collective.py) read it.
+        self.num_replicas = 1
+        # What the collective ops of this trace used, to check TF's key rules
+        # (ops/collective.py): group_key -> group_size, (group_key, instance_key) -> use.
+        self.collective_keys: dict = {}
 
     def parameter(self, shape, dtype) -> Tensor:
         """A symbolic input (the next ENTRY parameter)."""

@@ -13,8 +13,9 @@
     layer.lower(x, w, b).compile().as_hlo_text()     # after the CPU pipeline
 
 The user API is the frontend's: `jit_compile`, `ops`, `grad`, `value_and_grad`,
-`cond`, `while_loop`, `fori_loop`. The layers are subpackages, imported from
-the top down (DESIGN.md):
+`cond`, `while_loop`, `fori_loop`, and `distribute` (tf.distribute-style strategies
+over several devices and MPI processes; `ops.collective` has TF's collective ops).
+The layers are subpackages, imported from the top down (DESIGN.md):
 
     xlapy.frontend     tf2xla-style op kernels, tracing, jit_compile, autodiff, hlo-opt
     xlapy.passes       HloModulePass, pipelines, the passes
@@ -26,8 +27,9 @@ In the repository each subpackage is a top-level folder (`hlo/`, `passes/`, ...)
 pyproject.toml installs them under this root (setuptools' package-dir mapping).
 """
 from . import backend_cpu, frontend, hlo, passes, runtime
-from .frontend import cond, fori_loop, grad, jit_compile, ops, value_and_grad, while_loop
+from .frontend import (cond, distribute, fori_loop, grad, jit_compile, ops, value_and_grad,
+                       while_loop)
 
 __version__ = "0.1.0"
 __all__ = ["jit_compile", "ops", "grad", "value_and_grad", "cond", "while_loop", "fori_loop",
-           "hlo", "passes", "backend_cpu", "frontend", "runtime"]
+           "distribute", "hlo", "passes", "backend_cpu", "frontend", "runtime"]

@@ -71,7 +71,11 @@ def _has_tensor(tree) -> bool:
     return any(isinstance(leaf, Tensor) for leaf in leaves)
 
 
-def _value_and_grad_traced(fn, positions, single, has_aux, args, kwargs):
+def _value_and_grad_traced(fn, positions, single, has_aux, args, kwargs, combine=None):
+    """value_and_grad inside a trace. `combine`, if given, sees the flat gradients:
+    `combine.ready(i, g)` as soon as gradient i is complete in the backward pass (see
+    backprop.vjp), then `combine.finish(grads) -> grads` (frontend/bucketing.py
+    all-reduces them across replicas)."""
     args = list(args)
     for p in positions:
         if not -len(args) <= p < len(args):
@@ -87,7 +91,10 @@ def _value_and_grad_traced(fn, positions, single, has_aux, args, kwargs):
     result = fn(*args, **kwargs)
     value, aux = result if has_aux else (result, None)
     value = _check_scalar(value)
-    grads = vjp(current_graph(), [value], [ops.ones_like(value)], wrt)
+    grads = vjp(current_graph(), [value], [ops.ones_like(value)], wrt,
+                on_ready=None if combine is None else combine.ready)
+    if combine is not None:
+        grads = combine.finish(grads)
     out, start = [], 0
     for p in positions:
         tree, n = trees[p]

@@ -38,33 +38,68 @@ def active_nodes(graph, outputs, wrt) -> tuple[list, set]:
     return on_path, active
 
 
-def vjp(graph, outputs, seeds, wrt) -> list[Tensor]:
+def vjp(graph, outputs, seeds, wrt, on_ready=None) -> list[Tensor]:
     """Cotangents of `wrt` given cotangents `seeds` of `outputs` (Tensors of `graph`).
 
-    A wrt tensor that the outputs do not depend on gets zeros.
+    A wrt tensor that the outputs do not depend on gets zeros. `on_ready(i, ct)`, if
+    given, is called once per wrt tensor as soon as its cotangent is complete: right
+    after the backward step of its first consumer in program order (the last
+    contribution), so ops it records land in the middle of the backward pass
+    (gradient all-reduce buckets, frontend/bucketing.py). The list returned holds
+    the same cotangents.
     """
     cotangent: dict[int, Tensor] = {}
     for out, seed in zip(outputs, seeds):
         if seed is not None and is_differentiable(out):
             _accumulate(cotangent, out, seed)
     nodes, active = active_nodes(graph, outputs, wrt)
-    for node in reversed(nodes):
-        out_grads = [cotangent.get(id(t)) for t in node.outputs]
-        if all(g is None for g in out_grads):
-            continue
-        fn = gradient_function(node.op, node.source)
-        if fn is None:
-            continue
-        out_grads = [g if g is not None or not is_differentiable(t) else ops.zeros_like(t)
-                     for g, t in zip(out_grads, node.outputs)]
-        in_grads = list(fn(node, out_grads))
-        if len(in_grads) != len(node.inputs):
-            raise RuntimeError(f"gradient of {node.op} returned {len(in_grads)} values for "
-                               f"{len(node.inputs)} inputs")
-        for t, g in zip(node.inputs, in_grads):
-            if g is not None and id(t) in active:
-                _accumulate(cotangent, t, _checked(node, t, g))
-    return [cotangent.get(id(t)) if id(t) in cotangent else ops.zeros_like(t) for t in wrt]
+    # ready_after[k]: the wrt positions whose last contribution comes from nodes[k].
+    ready_after: dict[int, list[int]] = {}
+    if on_ready is not None:
+        first_use = {}
+        for k, node in enumerate(nodes):
+            for t in node.inputs:
+                first_use.setdefault(id(t), k)
+        for i, t in enumerate(wrt):
+            if id(t) in first_use:
+                ready_after.setdefault(first_use[id(t)], []).append(i)
+    for k in range(len(nodes) - 1, -1, -1):
+        node = nodes[k]
+        _backward_step(node, cotangent, active)
+        for i in ready_after.get(k, ()):
+            on_ready(i, _result(cotangent, wrt[i]))
+    results = [_result(cotangent, t) for t in wrt]
+    if on_ready is not None:
+        used = {i for ready in ready_after.values() for i in ready}
+        for i, t in enumerate(wrt):
+            if i not in used:
+                on_ready(i, results[i])
+    return results
+
+
+def _result(cotangent: dict, t: Tensor) -> Tensor:
+    if id(t) not in cotangent:
+        cotangent[id(t)] = ops.zeros_like(t)      # made once: on_ready and the result agree
+    return cotangent[id(t)]
+
+
+def _backward_step(node, cotangent: dict, active: set) -> None:
+    """Hands the cotangents of node's outputs to its inputs (through its gradient)."""
+    out_grads = [cotangent.get(id(t)) for t in node.outputs]
+    if all(g is None for g in out_grads):
+        return
+    fn = gradient_function(node.op, node.source)
+    if fn is None:
+        return
+    out_grads = [g if g is not None or not is_differentiable(t) else ops.zeros_like(t)
+                 for g, t in zip(out_grads, node.outputs)]
+    in_grads = list(fn(node, out_grads))
+    if len(in_grads) != len(node.inputs):
+        raise RuntimeError(f"gradient of {node.op} returned {len(in_grads)} values for "
+                           f"{len(node.inputs)} inputs")
+    for t, g in zip(node.inputs, in_grads):
+        if g is not None and id(t) in active:
+            _accumulate(cotangent, t, _checked(node, t, g))
 
 
 def _checked(node, t: Tensor, g) -> Tensor:

@@ -24,5 +24,7 @@ from .nn import (avg_pool2d, bias_add, conv2d, depthwise_conv2d, elu, gelu, laye
                  softmax, softmax_cross_entropy_with_logits, softplus,
                  sparse_softmax_cross_entropy_with_logits, swish)
 
+from . import collective      # TF's collective ops: ops.collective.all_reduce, ...
+
 # One function per row of frontend/unary_table.py (negative, exp, tanh, floor, ...).
 globals().update(UNARY_FUNCTIONS)
