@@ -22,11 +22,14 @@ class _Keys:
 
     def __init__(self):
         self._fingerprints: dict[int, tuple] = {}
+        self._runs_per_device: dict[int, bool] = {}
 
     def instruction(self, instr: HloInstruction, operand_ids) -> tuple | None:
         """The key of `instr` given keys for its operands; None if it must stay unique."""
         if instr.opcode == "parameter" or instr.has_side_effect() or instr.info.per_device:
             return None     # per-device: collectives and device ids stay one per use
+        if any(self.runs_per_device(c) for c in instr.called_computations()):
+            return None     # a call whose body holds a collective counts as one
         if instr.opcode == "constant":
             if instr.literal is None:      # an elided literal: its value is unknown
                 return None
@@ -48,6 +51,17 @@ class _Keys:
         if isinstance(value, dict):
             return tuple((k, self.freeze(v)) for k, v in sorted(value.items()))
         return value
+
+    def runs_per_device(self, comp: HloComputation) -> bool:
+        """True if `comp`, or a computation it calls, holds a per-device instruction."""
+        known = self._runs_per_device.get(id(comp))
+        if known is None:
+            self._runs_per_device[id(comp)] = False        # no recursion in HLO; be safe
+            known = any(i.info.per_device or any(self.runs_per_device(c)
+                                                 for c in i.called_computations())
+                        for i in comp.instructions)
+            self._runs_per_device[id(comp)] = known
+        return known
 
     def computation(self, comp: HloComputation) -> tuple:
         """A structural fingerprint: instructions in post order, operands by position."""

@@ -71,6 +71,28 @@ ENTRY e {
     assert opcodes(module.entry).count("partition-id") == 2
 
 
+def test_cse_keeps_calls_whose_body_holds_a_collective():
+    module = parse("HloModule m, num_partitions=2\n" + ADD + """
+body1 {
+  p1 = f32[4] parameter(0)
+  ROOT r1 = f32[4] all-reduce(p1), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add
+}
+
+body2 {
+  p2 = f32[4] parameter(0)
+  ROOT r2 = f32[4] all-reduce(p2), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add
+}
+
+ENTRY e {
+  x = f32[4] parameter(0)
+  c1 = f32[4] call(x), to_apply=body1
+  c2 = f32[4] call(x), to_apply=body2
+  ROOT sum = f32[4] add(c1, c2)
+}""")
+    assert not CSE().run(module)
+    assert opcodes(module.entry).count("call") == 2
+
+
 def test_dce_keeps_async_halves_and_drops_a_dead_sync_collective():
     module = parse("HloModule m, num_partitions=2\n" + ADD + """
 ENTRY e {
