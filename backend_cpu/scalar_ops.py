@@ -14,7 +14,7 @@ value, with XLA's defined semantics and no undefined behaviour:
 Everything is select-based and branch-free, so the loop vectorizer can turn a
 fused loop body into straight vector code. Transcendental functions (the
 opcodes the table, hlo/opcodes.py, flags `transcendental`) go through
-`emit_math` only, to their routine in the vector-math library (vecmath.py):
+`emit_math` only, to their routine in the vector-math library (vecmath/routines.py):
 never a scalar libm call, which would keep the loop from vectorizing. An
 opcode flagged but without a routine is an error here, and a test failure
 (tests/test_op_table.py).
@@ -28,7 +28,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ..hlo.opcodes import OPCODES
-from . import vecmath
+from .vecmath import routines
 from .llvm.types import FLOAT, HALF, I1, bits, compute_type, is_float, is_pred, is_signed
 
 
@@ -87,7 +87,7 @@ def emit_math(b: ir.IRBuilder, opcode: str, args) -> ir.Value:
     if lane_type(ty) == HALF:
         wide = [b.fpext(a, like(ty, FLOAT)) for a in args]
         return b.fptrunc(emit_math(b, opcode, wide), ty)
-    return vecmath.emit_math(b, opcode, list(args))
+    return routines.emit_math(b, opcode, list(args))
 
 
 # --- unary ----------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from llvmlite import ir
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from xlapy.backend_cpu.vecmath_kernel import MathKernel, math_kernel  # noqa: E402
+from xlapy.backend_cpu.vecmath.standalone import MathKernel, math_kernel  # noqa: E402
 from _common import host_line  # noqa: E402
 
 # opcode -> (input range of x, range of y for binary ops, numpy function name, libm name)

@@ -18,7 +18,8 @@ import pytest
 from llvmlite import ir
 
 from xlapy import hlo
-from xlapy.backend_cpu import scalar_ops, vecmath
+from xlapy.backend_cpu import scalar_ops
+from xlapy.backend_cpu.vecmath import routines
 from xlapy.frontend import jit_compile, ops
 from xlapy.frontend.autodiff import NON_DIFFERENTIABLE, registered_gradients
 from xlapy.frontend.registry import lookup
@@ -51,7 +52,7 @@ def test_the_flag_marks_elementwise_float_functions():
 def test_every_transcendental_op_has_a_vector_routine(op):
     """f32, f64, their vectors and f16 (computed in f32) all go to vecmath, and the
     emitted code calls nothing but LLVM intrinsics."""
-    f32, f64 = vecmath.ROUTINES[op]
+    f32, f64 = routines.ROUTINES[op]
     assert callable(f32) and callable(f64)
     types = [ir.HalfType(), ir.FloatType(), ir.DoubleType(),
              ir.VectorType(ir.FloatType(), 8), ir.VectorType(ir.DoubleType(), 4)]
@@ -81,7 +82,7 @@ def test_every_transcendental_op_counts_as_one_in_cost_analysis(op):
 
 def test_a_transcendental_op_without_a_routine_is_an_error(monkeypatch):
     """Not a scalar libm loop: the compile fails, naming the opcode."""
-    monkeypatch.delitem(vecmath.ROUTINES, "tanh")
+    monkeypatch.delitem(routines.ROUTINES, "tanh")
     fn = ir.Function(ir.Module(), ir.FunctionType(ir.FloatType(), [ir.FloatType()]), name="f")
     b = ir.IRBuilder(fn.append_basic_block())
     with pytest.raises(ValueError, match="unsupported opcode 'tanh'"):

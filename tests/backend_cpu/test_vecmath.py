@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from llvmlite import ir
 
-from xlapy.backend_cpu.vecmath import ROUTINES, emit_math
-from xlapy.backend_cpu.vecmath_kernel import assembly, math_kernel
+from xlapy.backend_cpu.vecmath.routines import ROUTINES, emit_math
+from xlapy.backend_cpu.vecmath.standalone import assembly, math_kernel
 
 from .test_vecmath_accuracy import BINARY, SUPPORTED, random_bits, reference, ulp_error
 
@@ -225,7 +225,7 @@ def test_scaling_without_avx512_matches(level):
     """Targets without AVX-512 get 2^n scaling by two multiplications, not vscalef
     (compiled and checked on every host, run where the host can)."""
     from xlapy.backend_cpu import target as targets
-    from xlapy.backend_cpu.vecmath_kernel import MathKernel, build_module
+    from xlapy.backend_cpu.vecmath.standalone import MathKernel, build_module
     with targets.using(targets.resolve(max_isa=level)):
         assert "llvm.ldexp" not in build_module("exponential", np.float32, 16)
     if level not in targets.levels_on_host():

@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pytest
 
-from xlapy.backend_cpu.vecmath_kernel import math_kernel
+from xlapy.backend_cpu.vecmath.standalone import math_kernel
 from xlapy.hlo.opcodes import OPCODES, transcendental_opcodes
 
 # What vecmath computes: the opcodes the table flags transcendental (each has a routine:

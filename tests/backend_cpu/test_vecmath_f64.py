@@ -13,10 +13,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from xlapy.backend_cpu.vecmath_coeffs64 import ERF64_LARGE, ERF64_SPLIT
-from xlapy.backend_cpu.vecmath_kernel import math_kernel
-from xlapy.backend_cpu.vecmath_pow64 import log_table
-from xlapy.backend_cpu.vecmath_reduce64 import CODY_WAITE_LIMIT
+from xlapy.backend_cpu.vecmath.coeffs64 import ERF64_LARGE, ERF64_SPLIT
+from xlapy.backend_cpu.vecmath.standalone import math_kernel
+from xlapy.backend_cpu.vecmath.pow64 import log_table
+from xlapy.backend_cpu.vecmath.reduce64 import CODY_WAITE_LIMIT
 
 from .test_vecmath_accuracy import ulp_error
 

@@ -21,9 +21,9 @@ import math
 
 import numpy as np
 
-from . import target as targets
-from .vecmath_coeffs import atanh_tail, ln2_parts, taylor_exp, taylor_expm1_tail
-from .vecmath_ir import MathBuilder
+from .. import target as targets
+from .coeffs import atanh_tail, ln2_parts, taylor_exp, taylor_expm1_tail
+from .math_builder import MathBuilder
 
 LN2 = math.log(2.0)
 LOG2E = 1.0 / LN2

@@ -13,10 +13,10 @@ about 2^-64 relative: a double-double. How:
   log1p through r^10; the large terms are added with error-free transforms,
   the small ones collect in the low part.
 * y * log|x| = p_hi + p_lo exactly enough (two_prod), then e^(p_hi + p_lo)
-  folds p_lo into the reduced argument of exp (vecmath_explog.exp_dd).
+  folds p_lo into the reduced argument of exp (explog.exp_dd).
 
 The sign for odd integer y and the IEEE special cases are shared with f32
-(`vecmath_explog.pow_special_cases`). About 1 ulp.
+(`explog.pow_special_cases`). About 1 ulp.
 """
 from __future__ import annotations
 
@@ -25,9 +25,9 @@ import math
 import struct
 from fractions import Fraction
 
-from .vecmath_coeffs import ln2_parts
-from .vecmath_explog import exp_dd, pow_special_cases
-from .vecmath_ir import MathBuilder
+from .coeffs import ln2_parts
+from .explog import exp_dd, pow_special_cases
+from .math_builder import MathBuilder
 
 _INDEX_BITS = 7
 _INVC_BITS = 8                            # significant bits of invc: keeps r exact

@@ -20,15 +20,15 @@ lane with a select:
   values 1..4 here, so the chunk "gather" is a chain of selects, not a memory
   access.
 
-f64 sin/cos/tan/atan2 are not here: they call scalar libm (see vecmath.py).
+f64 sin/cos/tan/atan2 are not here: they call scalar libm (see vecmath/routines.py).
 """
 from __future__ import annotations
 
 import math
 
-from .vecmath_coeffs import (TAN_PI_8, atan_small, cos_series, pi_over_2_parts,
+from .coeffs import (TAN_PI_8, atan_small, cos_series, pi_over_2_parts,
                              sin_tail, two_over_pi_chunks)
-from .vecmath_ir import MathBuilder
+from .math_builder import MathBuilder
 
 _CHUNKS = two_over_pi_chunks(9)
 _PH_MIN_EXPONENT = 26            # E >= 26  <=>  |x| >= 2^49: the Payne-Hanek path

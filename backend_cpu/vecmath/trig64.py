@@ -1,7 +1,7 @@
 """Trigonometry in IR for f64: sin, cos, tan and atan2, straight-line and vectorizable.
 
 sin, cos, tan: the argument is reduced by pi/2 in double-double
-(vecmath_reduce64: Cody-Waite below 2^28, Payne-Hanek with a table above,
+(reduce64.py: Cody-Waite below 2^28, Payne-Hanek with a table above,
 both exact enough for every double), then
     sin(r_hi + r_lo) = r_hi + (r_hi z S(z) + r_lo (1 - z/2))        z = r_hi^2
     cos(r_hi + r_lo) = w + ((1 - w) - z/2) + z^2 C(z) - r_hi r_lo,   w = 1 - z/2
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import math
 
-from .vecmath_coeffs import atan_steps_dd, atan_tail, cos_series, sin_tail
-from .vecmath_ir import MathBuilder
-from .vecmath_reduce64 import pio2_parts, reduce_pio2
+from .coeffs import atan_steps_dd, atan_tail, cos_series, sin_tail
+from .math_builder import MathBuilder
+from .reduce64 import pio2_parts, reduce_pio2
 
 _SIN_TAIL = sin_tail(8)            # -1/3!, ..., -1/17!
 _COS_TAIL = cos_series(10)[2:]     # 1/4!, ..., 1/18!: cos r = 1 - z/2 + z^2 C(z)
@@ -120,7 +120,7 @@ def _atan_unit(d: MathBuilder, t, t_lo):
 
 
 def atan2(d: MathBuilder, y, x):
-    """atan2(y, x); IEEE zero/inf cases as in the f32 version (see vecmath_trig)."""
+    """atan2(y, x); IEEE zero/inf cases as in the f32 version (see trig.py)."""
     assert d.kind == "double"
     b = d.b
     x = d.flush_denormal(x)

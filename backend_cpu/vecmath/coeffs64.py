@@ -1,7 +1,7 @@
 """Fitted polynomial coefficients for the f64 routines (erf), stored as literals.
 
 f64 fits need reference values well beyond double precision, so they were
-made once with mpmath (50 digits) by `python3 -m backend_cpu.vecmath_coeffs64`,
+made once with mpmath (50 digits) by `python3 -m backend_cpu.vecmath.coeffs64`,
 which prints the tables below (mpmath is a development-time tool only, not
 a dependency): Chebyshev interpolation (`mpmath.chebyfit`, near-minimax) of
 the function on the interval, coefficients rounded to double, and the error of

@@ -14,25 +14,25 @@ f64 within 4 ulp of the correctly rounded result over the whole input range
 (measured: at most 3 ulp, most below 1); IEEE special values (±0, ±inf, NaN,
 overflow/underflow thresholds); correct under flush-to-zero /
 denormals-are-zero, the mode XLA's CPU kernels run in (see
-`fp_env.emit_set_flush_denormals`).
+`llvm/fp_env.emit_set_flush_denormals`).
 
 How each opcode is computed (no libm calls: every routine vectorizes):
 
   opcode                  f32                                 f64
-  exponential, log,       polynomial in IR (vecmath_explog)   same code, longer series
+  exponential, log,       polynomial in IR (explog)           same code, longer series
   exponential-minus-one,
   log-plus-one, tanh,
   logistic
-  cbrt                    Newton in f64 (vecmath_misc)        Newton + exact residual
-  erf                     fitted polynomials (vecmath_misc)   longer fits (vecmath_coeffs64)
+  cbrt                    Newton in f64 (misc)                Newton + exact residual
+  erf                     fitted polynomials (misc)           longer fits (coeffs64)
   sine, cosine, tan       in f64 with full-range reduction    double-double reduction,
-                          (vecmath_trig)                      Payne-Hanek table beyond
-                                                              2^28 (vecmath_trig64,
-                                                              vecmath_reduce64)
-  atan2                   in f64 (vecmath_trig)               double-double table of
-                                                              atan(k/8) (vecmath_trig64)
+                          (trig)                              Payne-Hanek table beyond
+                                                              2^28 (trig64,
+                                                              reduce64)
+  atan2                   in f64 (trig)                       double-double table of
+                                                              atan(k/8) (trig64)
   power                   exp(y log|x|) in f64                double-double log with a
-                          (vecmath_explog)                    table (vecmath_pow64)
+                          (explog)                            table (pow64)
   sqrt, rsqrt             the sqrt instruction (+ a divide)   same
 """
 from __future__ import annotations
@@ -41,13 +41,9 @@ from typing import Callable, Sequence
 
 from llvmlite import ir
 
-from ..hlo.opcodes import OPCODES
-from . import vecmath_explog as explog
-from . import vecmath_misc as misc
-from . import vecmath_pow64 as pow64
-from . import vecmath_trig as trig
-from . import vecmath_trig64 as trig64
-from .vecmath_ir import MathBuilder
+from ...hlo.opcodes import OPCODES
+from . import explog, misc, pow64, trig, trig64
+from .math_builder import MathBuilder
 
 # One row per opcode the table (hlo/opcodes.py) flags `transcendental`: its f32 and
 # f64 routine, each `routine(m: MathBuilder, *args) -> value`. The opcodes come from
@@ -89,5 +85,5 @@ def emit_math(builder: ir.IRBuilder, opcode: str, args: Sequence[ir.Value]) -> i
 
 
 # The floating-point mode (flush-to-zero) lives in llvm/fp_env.py; the math kernels of
-# vecmath_kernel.py take it from there.
+# vecmath/standalone.py take it from there.
 

@@ -34,8 +34,8 @@ from __future__ import annotations
 import functools
 import math
 
-from .vecmath_coeffs import _pi_fixed, pi_over_2_parts
-from .vecmath_ir import MathBuilder
+from .coeffs import _pi_fixed, pi_over_2_parts
+from .math_builder import MathBuilder
 
 CODY_WAITE_LIMIT = 2.0 ** 28
 _BUCKET_SHIFT = 3                        # 8 exponents per table bucket

@@ -18,7 +18,7 @@ from typing import Sequence
 
 from llvmlite import ir
 
-from . import target as targets
+from .. import target as targets
 
 F32 = ir.FloatType()
 F64 = ir.DoubleType()

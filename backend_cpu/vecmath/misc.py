@@ -3,9 +3,9 @@
 erf (f32, native f32 arithmetic): two fitted polynomials joined by a select,
     |x| <  0.875: erf(x) = x * P(x^2)
     |x| >= 0.875: erf(x) = 1 - exp(-x^2) * Q(|x| - 2.4), saturating to 1 past 3.95
-  (see vecmath_coeffs for how P and Q are fitted). Rounding x^2 costs little:
+  (see coeffs.py for how P and Q are fitted). Rounding x^2 costs little:
   exp(-x^2) moves by x^2 * 2^-24 relative, on a term that is at most 0.16.
-erf (f64): the same two forms with longer fits (vecmath_coeffs64): x * P(x^2)
+erf (f64): the same two forms with longer fits (coeffs64.py): x * P(x^2)
   below 0.875, and 1 - exp(-x^2) * Q_i(|x| - c_i) with Q_i one of three
   degree-15 polynomials picked per lane by selects on the coefficients,
   saturating to 1 past 6. About 1.5 ulp.
@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import math
 
-from .vecmath_coeffs import ERF_LARGE_CENTER, ERF_ONE_F32, ERF_SPLIT, erf_large, erf_small
-from .vecmath_coeffs64 import (ERF64_LARGE, ERF64_ONE, ERF64_SMALL, ERF64_SMALL_C0_LO,
+from .coeffs import ERF_LARGE_CENTER, ERF_ONE_F32, ERF_SPLIT, erf_large, erf_small
+from .coeffs64 import (ERF64_LARGE, ERF64_ONE, ERF64_SMALL, ERF64_SMALL_C0_LO,
                                ERF64_SPLIT)
-from .vecmath_explog import exp_normal_range
-from .vecmath_ir import MathBuilder
+from .explog import exp_normal_range
+from .math_builder import MathBuilder
 
 
 def erf(m: MathBuilder, x):
