@@ -110,6 +110,7 @@ def parse_args(argv=None):
                    help="replicas in this process (default 2; under mpirun: one per rank)")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--batch", type=int, default=128, help="the global batch")
+    p.add_argument("--print-every", type=int, default=25)
     p.add_argument("--bucket-bytes", type=int, default=None,
                    help="gradient bucket size in bytes (default: the strategy's)")
     p.add_argument("--backend", choices=("cpu", "interpreter"), default="cpu")
@@ -119,4 +120,4 @@ def parse_args(argv=None):
 if __name__ == "__main__":
     args = parse_args()
     main(replicas=args.replicas, steps=args.steps, batch=args.batch,
-         backend=args.backend, bucket_bytes=args.bucket_bytes)
+         print_every=args.print_every, backend=args.backend, bucket_bytes=args.bucket_bytes)

@@ -42,6 +42,7 @@ Outside a strategy the replica context is the default one: one replica.
 from __future__ import annotations
 
 import functools
+import numbers
 import threading
 
 import numpy as np
@@ -157,7 +158,7 @@ def value_and_grad(fn, argnums=0, *, has_aux: bool = False, reduce_op="MEAN",
         check_bucket_bytes(bucket_bytes, "value_and_grad")
     if not callable(fn):
         raise TypeError(f"value_and_grad: expected a function, got {fn!r}")
-    single = isinstance(argnums, int)
+    single = isinstance(argnums, numbers.Integral)
     positions = (int(argnums),) if single else tuple(int(a) for a in argnums)
     if not positions:
         raise ValueError("value_and_grad: argnums must name at least one argument")
