@@ -7,9 +7,9 @@
         .kernel_strategies(), .compile_seconds
 
 Where to read next: compiler.py (the stages), strategies.py (which emitter takes
-each kernel, every refusal with its reason), elemental.py (how a fusion becomes
+each kernel, every refusal with its reason), elemental/generators.py (how a fusion becomes
 one loop nest of composed element generators), kernels.py (the kernel shapes),
-hoisting.py (row fusions), row_normalize.py (softmax rows: exp once, scale in
+elemental/hoisting.py (row fusions), row_normalize.py (softmax rows: exp once, scale in
 place), buffer_assignment.py (slots and the temp arena), executable.py /
 thunks.py (running), inter_op.py (independent kernels on runtime streams),
 disk_cache.py (the persistent cache:

@@ -1,6 +1,6 @@
 """The streaming column reduce: reductions that keep the input's minor dimension.
 
-Computing such a reduce element by element (a generator, reduction.py) would
+Computing such a reduce element by element (a generator, elemental/reduction.py) would
 walk down a column of a row-major matrix, one new cache line (and often a new
 page) per load. Instead the kernel streams the input once, in memory order,
 and accumulates into the output, which stays in cache:
@@ -24,7 +24,7 @@ the kernel is copied once per row of a step, so an expensive one gets fewer rows
 Summation order: each output element adds its rows in row order, R at a time
 combined as a balanced tree. A float sum over more than BLOCK_CHAIN steps of
 rows is cut into blocks of rows: each block accumulates from -0.0, and the
-block rows join per-output scratch levels pairwise (pairwise_sum.py; the error
+block rows join per-output scratch levels pairwise (elemental/pairwise_sum.py; the error
 grows like log(rows), and 2^24 is no ceiling), the init added last. An f16 sum
 or product accumulates in an f32 scratch row, rounded once. The order never
 depends on the thread count: the partitions split a kept dimension, not the
@@ -48,13 +48,13 @@ import llvmlite.ir as ir
 
 from ..hlo.shape import Shape
 
-from . import elemental
+from .elemental import generators
 from .llvm.kernel_ir import KernelIR, delinearize, linearize
 from .llvm.types import compute_type, element_bytes
 from .llvm.loops import for_range, i64, major_to_minor
-from .pairwise_sum import (BLOCK_CHAIN, final_levels, is_pairwise, levels_needed, trailing_ones,
+from .elemental.pairwise_sum import (BLOCK_CHAIN, final_levels, is_pairwise, levels_needed, trailing_ones,
                            wide_type)
-from .reduction import BlockPlan, make_reducer, simple_reducer
+from .elemental.reduction import BlockPlan, make_reducer, simple_reducer
 
 ROWS_PER_STEP = 8
 ROWS_PER_STEP_COMPUTED = 4      # inputs with a few cheap elementwise ops
@@ -165,7 +165,8 @@ def try_emit_reduce_epilogue(kernel: KernelIR, comp, operand_gens, outputs) -> i
         elif instr in accs:
             gens[instr] = lambda b, index, acc=accs[instr]: acc.load(b, index)
         elif instr.opcode != "tuple":
-            gens[instr] = elemental.make_generator(kernel, instr, [gens[o] for o in instr.operands])
+            gens[instr] = generators.make_generator(kernel, instr,
+                                                    [gens[o] for o in instr.operands])
     row_shape = reduces[0].shape
     part = _Partition(kernel.b, kernel, row_shape, list(accs.values()))
 
@@ -325,7 +326,7 @@ class _Reduce:
         for acc, value in zip(self.accs, accs):
             acc.store(b, out_index, value)
 
-    # --- blocks of rows combined pairwise (pairwise_sum.py), per output element ------------
+    # --- blocks of rows combined pairwise (elemental/pairwise_sum.py), per output element ----
 
     def plan_blocks(self, kernel, blocks: int) -> None:
         """Keeps scratch levels for `blocks` blocks of rows (a float sum only)."""
@@ -383,7 +384,7 @@ def _emit(kernel: KernelIR, reduces: list[_Reduce], epilogue=None, part=None) ->
     Float sums over more rows than one block (BLOCK_CHAIN steps of rows) cut the walk
     into blocks at one reduced loop (reduction.BlockPlan): each block accumulates into
     the accumulator row from -0.0, then joins the scratch levels of its outputs like
-    a binary carry (pairwise_sum.py), and the outputs are init + the levels at the end.
+    a binary carry (elemental/pairwise_sum.py), and the outputs are init + the levels at the end.
     Other reduces of the walk accumulate through the blocks as before."""
     b = kernel.b
     first = reduces[0].instr

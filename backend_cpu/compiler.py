@@ -33,7 +33,7 @@ keeps LLVM from runtime-unrolling loops and from optimizing kernels that only
 call the (unoptimized) GEMM driver. A module whose kernels all stream large
 outputs (memory-bound) is generated without loop strength reduction. A module
 whose kernels leave no loop to LLVM's vectorizer (their minor loops are written
-on vectors, vector_gen.py) takes a light pipeline of three passes instead of O3.
+on vectors, elemental/vector_gen.py) takes a light pipeline of three passes instead of O3.
 
 Compiled executables are cached in memory (an LRU of CACHE_CAPACITY) by a
 fingerprint of the module text and the options: compiling the same module
@@ -553,7 +553,7 @@ class ProgramBuilder:
         elif sum(leaf.numel for leaf in instr.shape.leaves()) <= SMALL_KERNEL_ELEMENTS:
             # Tiny outputs gain nothing from wide vectors and unrolling, but pay for
             # them in compile time: optimize such kernels for size. (A full reduction
-            # is one of them: its float sums are blocked for this, reduction.py.)
+            # is one of them: its float sums are blocked for this, elemental/reduction.py.)
             kernel.function.attributes.add("optsize")
         # Memory traffic is the cost model: a reduction has a small output but reads a lot.
         work_bytes = sum(self.slots[s].nbytes for s in writes + reads)

@@ -23,12 +23,12 @@ import itertools
 from math import prod
 
 from .conv_patches import element
-from .contraction import parse_dim_labels
+from .elemental.contraction import parse_dim_labels
 from .gemm_partition import even_cuts, run_units
 from .llvm.kernel_ir import strides as layout_strides
 from .llvm.types import constant, storage_type
 from .llvm.loops import for_range, i64
-from .reduction import window_source
+from .elemental.reduction import window_source
 
 # A contraction of up to this many terms is unrolled inside the vectorized group loop.
 MAX_UNROLLED_TAPS = 32

@@ -19,7 +19,7 @@ convolution is split into dense sub-convolutions by output phase first
 (conv_phases.py). Depthwise convolutions take a direct loop instead, vectorized
 over the channels when they are innermost (conv_depthwise.py), else along the
 innermost spatial dimension (conv_stencil.py); tiny convolutions stay on the
-generic generator of contraction.py.
+generic generator of elemental/contraction.py.
 """
 from __future__ import annotations
 

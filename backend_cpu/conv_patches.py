@@ -14,7 +14,7 @@ from .conv_plan import ConvPlan
 from .llvm.kernel_ir import strides as layout_strides
 from .llvm.types import constant, storage_type
 from .llvm.loops import for_range, i64
-from .reduction import window_source
+from .elemental.reduction import window_source
 
 
 # An innermost k loop shorter than this leaves the loop around it to LLVM's unroller.

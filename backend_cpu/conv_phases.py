@@ -26,7 +26,7 @@ from math import ceil
 from ..hlo.ir import Window, WindowDim
 from ..hlo.shape import Shape
 
-from .contraction import parse_dim_labels
+from .elemental.contraction import parse_dim_labels
 from .gemm_operands import View
 from .llvm.loops import i64
 

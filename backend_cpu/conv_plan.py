@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import ceil, prod
 
-from .contraction import parse_dim_labels
+from .elemental.contraction import parse_dim_labels
 from .gemm_partition import even_cuts
 from .llvm.kernel_ir import strides as layout_strides
 

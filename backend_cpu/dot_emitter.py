@@ -13,7 +13,7 @@ covers a fixed range of GEMM rows (without batch dimensions; cut by
 offset pointers), and owns region p of a scratch slot for the GEMM's packing
 buffers. The operands' strided views are gemm_operands.py.
 
-Small products stay on the generic dot generator (contraction.py): for them the
+Small products stay on the generic dot generator (elemental/contraction.py): for them the
 packed GEMM costs more compile time than it saves.
 """
 from __future__ import annotations

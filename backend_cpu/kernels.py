@@ -3,7 +3,7 @@ that read a contraction or an in-place result inside.
 
 strategies.py chooses how each kernel is emitted (one ordered table, every refusal
 with its reason) and calls these for the general cases. A fusion's computation is
-turned into generators (elemental.py) whose parameters read the fusion's operand
+turned into generators (elemental/generators.py) whose parameters read the fusion's operand
 buffers; an unfused instruction is treated as a one-instruction fusion. Then:
 
 - a generator-capable root (elementwise, movement, reduce, dot, ...) is
@@ -23,7 +23,8 @@ meaning "call once with [0, 1)".
 """
 from __future__ import annotations
 
-from . import elemental, streaming, vector_gen
+from .elemental import generators, vector_gen
+from . import streaming
 from .llvm.kernel_ir import Buffer
 from .llvm.loops import emit_loop_nest, for_range, i64, partition_extent
 from .scatter_kernels import emit_scatter, emit_select_and_scatter
@@ -40,7 +41,7 @@ def emit_loop_nest_root(kernel, root, operand_gens, outputs, root_gen=None, hois
     """One loop nest storing `root`'s value (`root_gen`, else a generator made from
     `operand_gens`) into `outputs`. `gens`: every instruction's generator (a fusion's);
     None for an unfused `root`."""
-    gen = root_gen or elemental.make_generator(kernel, root, operand_gens)
+    gen = root_gen or generators.make_generator(kernel, root, operand_gens)
     if gens is None:
         gens = {**dict(zip(root.operands, operand_gens)), root: gen}
     return _store_together(kernel, lambda b, index: _as_list(gen(b, index)), outputs,
@@ -91,7 +92,7 @@ def _store_together(kernel, gen, outputs, tile_dim=None, hoist=None, roots=(),
     """One loop nest over the (common) output shape storing every value of `gen`
     (a large output with non-temporal stores: streaming.py). When `roots` (the
     instructions whose values `gen` gives, one output each) have vector generators,
-    the minor loop works on vectors (vector_gen.py)."""
+    the minor loop works on vectors (elemental/vector_gen.py)."""
     shape = outputs[0].shape
     if tile_dim is None:
         outputs = streaming.streamed_outputs(kernel, shape, outputs,
@@ -113,7 +114,7 @@ def _vector_body(kernel, roots, gens, outputs):
     """(lanes, body) storing every root's vector at an index, or None when some root
     has no vector generator along the outputs' minor dimension.
 
-    Only kernels that stream their output take it (vector_gen.py says why)."""
+    Only kernels that stream their output take it (elemental/vector_gen.py says why)."""
     if not isinstance(outputs[0], streaming.StreamedBuffer):
         return None
     if not roots or gens is None or len(roots) != len(outputs) or outputs[0].shape.rank == 0:
@@ -215,12 +216,13 @@ def emit_with_inner_in_place(kernel, comp, operand_gens, outputs) -> int:
             if instr.opcode in IN_PLACE:
                 IN_PLACE[instr.opcode](kernel, instr, srcs, scratch)
             else:
-                _fill(kernel, scratch[0], elemental.make_generator(kernel, instr, srcs))
-            readers = [elemental.buffer_reader(buf) for buf in scratch]
+                _fill(kernel, scratch[0], generators.make_generator(kernel, instr, srcs))
+            readers = [generators.buffer_reader(buf) for buf in scratch]
             gens[instr] = readers[0] if instr.shape.is_array else \
                 (lambda b, index, rs=readers: [r(b, index) for r in rs])
         elif instr.opcode not in IN_PLACE and not (instr is root and root.opcode == "tuple"):
-            gens[instr] = elemental.make_generator(kernel, instr, [gens[o] for o in instr.operands])
+            gens[instr] = generators.make_generator(kernel, instr,
+                                                    [gens[o] for o in instr.operands])
     rest = list(outputs)
     for e in roots:                      # serial: one whole nest (or in-place op) each
         count = len(e.shape.leaves())
@@ -245,4 +247,4 @@ IN_PLACE = {"scatter": emit_scatter, "sort": _sort, "select-and-scatter": emit_s
 # product (a convolution read by a convolution is quadratic).
 MATERIALIZED = frozenset(IN_PLACE) | {"dot", "convolution"}
 
-KERNEL_OPCODES = elemental.GENERATOR_OPCODES | set(IN_PLACE)
+KERNEL_OPCODES = generators.GENERATOR_OPCODES | set(IN_PLACE)

@@ -1,7 +1,7 @@
 """Row normalization in place: `e / sum(e)` with `e` computed once per element.
 
 A fused softmax is `divide(e, broadcast(reduce_sum(e)))` with `e = exp(x - max)`.
-Hoisting (hoisting.py) alone emits three passes per row and evaluates `e` twice:
+Hoisting (elemental/hoisting.py) alone emits three passes per row and evaluates `e` twice:
 
     m = max_k x[k];   s = sum_k exp(x[k] - m);   out[j] = exp(x[j] - m) / s
 
@@ -23,13 +23,13 @@ import llvmlite.ir as ir
 from ..hlo.shape import Shape
 
 from . import streaming
-from .hoisting import make_hoister
+from .elemental.hoisting import make_hoister
 from .llvm.ir_toolkit import splat
 from .llvm.kernel_ir import Buffer
 from .llvm.types import PTR, compute_type, lanes_for, storage_type
 from .llvm.loops import emit_loop_nest, for_range, nest_order, partition_extent
-from .reduction import BlockPlan, block_elements, blocked_sum, simple_reducer
-from .vector_gen import accumulate_row, horizontal_sum, vector_generator
+from .elemental.reduction import BlockPlan, block_elements, blocked_sum, simple_reducer
+from .elemental.vector_gen import accumulate_row, horizontal_sum, vector_generator
 
 _TYPES = ("f32", "f64")
 # Vector bodies per iteration of the exp-and-sum loop: LLVM's choice (4) copies the
@@ -89,7 +89,7 @@ def why_not(root, plan) -> str | None:
     if simple_reducer(reduce.to_apply) != "add":
         return "the divisor's reduce is not a sum"
     if not any(r is reduce for r, _ in plan):
-        return "the sum is not hoisted out of the row loop (hoisting.py)"
+        return "the sum is not hoisted out of the row loop (elemental/hoisting.py)"
     return "the sum's row does not follow the output's outer dimensions"
 
 
@@ -122,7 +122,7 @@ def emit(kernel, root, reduce, gens, plan, output) -> int:
     if row_bytes <= STACK_ROW_MAX_BYTES:    # (streaming must not read the output)
         final = streaming.streamed_outputs(kernel, shape, [output], prefetch_next_row=True)[0]
         stash = _stack_row(kernel, shape)
-    # A streamed row is computed on vectors (vector_gen.py says why only those).
+    # A streamed row is computed on vectors (elemental/vector_gen.py says why only those).
     on_vectors = final is not output
     base = make_hoister(others, gens, kernel if on_vectors else None) if others else None
 
@@ -202,7 +202,7 @@ def _stash_and_sum(kernel, b, num, reduce, gens, index, shape, output,
         output.store(b, at, value)
         return value
     plan = BlockPlan([size], block_elements(shape.element_type, [size], ROW_INTERLEAVE))
-    if plan.blocks > 1:       # a long row: blocks combined pairwise (pairwise_sum.py)
+    if plan.blocks > 1:       # a long row: blocks combined pairwise (elemental/pairwise_sum.py)
         total = blocked_sum(kernel, b, [inner], [size], plan, element, ty, "row",
                             interleave=ROW_INTERLEAVE)
         b.store(b.fadd(b.load(acc), total), acc)

@@ -27,7 +27,7 @@ import llvmlite.ir as ir
 
 from ..hlo.shape import Shape
 
-from .elemental import apply_computation
+from .elemental.generators import apply_computation
 from .llvm.types import I1, I64
 from .llvm.loops import for_range, i64
 

@@ -60,7 +60,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
-from . import elemental, kernels, row_normalize, streaming
+from .elemental import generators
+from . import kernels, row_normalize, streaming
 from .column_reduce import (emit_column_reduce, try_emit_column_reduces,
                             try_emit_reduce_epilogue, why_not_column_reduce,
                             why_not_column_reduces, why_not_reduce_epilogue)
@@ -69,7 +70,7 @@ from .conv_emitter import emit_conv_gemm, why_not_conv, why_not_conv_gemm
 from .conv_stencil import try_emit_depthwise_spatial, why_not_depthwise_spatial
 from .dot_emitter import try_emit_gemm, why_not_gemm
 from .gemm_operands import View, resolve_view
-from .hoisting import make_hoister, plan_hoisting
+from .elemental.hoisting import make_hoister, plan_hoisting
 from .llvm.kernel_ir import strides
 from .sort_thunk import match_sort, why_not_host_sort
 from .transpose import (try_emit_block_transpose, try_emit_row_shuffle, why_not_block_transpose,
@@ -127,7 +128,7 @@ class Candidate:
         self.outputs = list(outputs)
         self.comp = instr.fused_computation if instr.opcode == "fusion" else None
         self.root = self.comp.root if self.comp is not None else instr
-        self.operand_gens = [elemental.buffer_reader(buffer) for buffer in operands]
+        self.operand_gens = [generators.buffer_reader(buffer) for buffer in operands]
         self.views = {i: View(buf.pointer, buf.shape.dims, tuple(strides(buf.shape)), buf.etype)
                       for i, buf in enumerate(operands)}
         self.gens: dict | None = None      # a fusion's generators (build_generators)
@@ -147,7 +148,7 @@ class Candidate:
         if root.opcode == "tuple":
             in_place = [root] + [e for e in root.operands if e.opcode in kernels.IN_PLACE]
         # Building generators emits no IR yet: only the ones the kernel calls cost code.
-        self.gens = elemental.build_generators(self.kernel, self.comp, self.operand_gens,
+        self.gens = generators.build_generators(self.kernel, self.comp, self.operand_gens,
                                                skip=set(in_place))
 
     def operand_gen(self, i: int):
@@ -174,7 +175,7 @@ class Candidate:
 
     @property
     def plan(self) -> list:
-        """A fusion's hoisting plan (hoisting.py): the reduces computed once per row."""
+        """A fusion's hoisting plan (elemental/hoisting.py): the reduces computed once per row."""
         if self._plan is None:
             self._plan = plan_hoisting(self.root)
         return self._plan

@@ -18,7 +18,7 @@ import pytest
 from llvmlite import ir
 
 from xlapy import hlo
-from xlapy.backend_cpu import scalar_ops
+from xlapy.backend_cpu.elemental import scalar_ops
 from xlapy.backend_cpu.vecmath import routines
 from xlapy.frontend import jit_compile, ops
 from xlapy.frontend.autodiff import NON_DIFFERENTIABLE, registered_gradients
@@ -160,7 +160,7 @@ def _reducer(op: str, dtype: str) -> hlo.HloComputation:
 def test_the_reducer_flag_is_what_evaluator_and_backend_recognize(op):
     """A reduce whose computation is a flagged op alone runs as one operation per
     element in both (numpy ufunc, one flagged instruction); no other op does."""
-    from xlapy.backend_cpu.reduction import simple_reducer
+    from xlapy.backend_cpu.elemental.reduction import simple_reducer
     from xlapy.hlo.eval_common import recognize_binary_reducer
     info = OPCODES[op]
     if info.kind != "binary":

@@ -8,7 +8,7 @@ zero: the first f16 kernel would crash the process. So the backend brings its
 own, written here in LLVM IR on the bit patterns (no float arithmetic that the
 flush-to-zero mode of the calling kernel could change, except where noted), and
 publishes them with `llvm.add_symbol` the first time a kernel needs them
-(llvm/native_symbols.py asks).
+(native_symbols.py asks).
 
     half -> float     exact (subnormal halves become normal floats)
     float  -> half    round to nearest even; overflow to inf; NaN stays NaN (quiet)

@@ -58,7 +58,7 @@ _FLOAT_TYPES = (ir.HalfType, ir.FloatType, ir.DoubleType, ir.VectorType)
 def only_drives_unoptimized_routines(fn: ir.Function) -> bool:
     """True if `fn` calls an `optnone` function and computes nothing itself: no
     floating-point or vector values, no calls but those and the floating-point mode's
-    intrinsics (llvm/fp_env.py)."""
+    intrinsics (fp_env.py)."""
     drives = False
     for block in fn.blocks:
         for instr in block.instructions:

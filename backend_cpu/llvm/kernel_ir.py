@@ -96,7 +96,7 @@ class Buffer:
 
     def load_vector(self, b: ir.IRBuilder, index: list, lanes: int) -> ir.Value:
         """`lanes` consecutive elements from `index` along the minor dimension, as one
-        vector in compute type (vector_gen.py; the caller keeps them inside the row)."""
+        vector in compute type (elemental/vector_gen.py; the caller keeps them inside the row)."""
         vector = ir.VectorType(self.llvm_type, lanes)
         raw = b.load(self.address(b, index), typ=vector, align=element_bytes(self.etype))
         if self._on_access is not None:

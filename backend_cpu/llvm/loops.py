@@ -121,7 +121,7 @@ def for_range(b: ir.IRBuilder, start, stop, name: str = "i", step: int = 1,
     The body is emitted inside the `with` block; on exit the builder is
     positioned after the loop. `interleave`, `scalar`: see `loop_hints` (None and
     False: LLVM decides). A long loop (NO_UNROLL_TRIP_COUNT) is interleaved but not
-    unrolled. `vectorized`: the body already works on vectors (vector_gen.py), so
+    unrolled. `vectorized`: the body already works on vectors (elemental/vector_gen.py), so
     LLVM's vectorizer is told to leave it alone, as with `scalar`. `unroll=False`:
     never unrolled, not even fully (the outer loops of a loop nest: see
     emit_loop_nest).
@@ -194,7 +194,7 @@ def emit_loop_nest(b: ir.IRBuilder, shape, begin: ir.Value, end: ir.Value,
     for a kernel that runs in microseconds either way). The minor loop is
     vectorized and unrolled as LLVM sees fit.
 
-    With `hoist` (see hoisting.py), `hoist(b, opened_dims, index)` runs at the top of
+    With `hoist` (see elemental/hoisting.py), `hoist(b, opened_dims, index)` runs at the top of
     the nest and at the top of every loop body, inside `level_scope()`.
 
     With `minor_loop` (untiled nests only; see streaming.py), the minor-most loop is
@@ -204,7 +204,7 @@ def emit_loop_nest(b: ir.IRBuilder, shape, begin: ir.Value, end: ir.Value,
 
     With `vector_body = (lanes, fn)` (untiled nests only), `fn(b, index)` emits the
     body for `lanes` consecutive elements along the minor-most dimension at once
-    (vector_gen.py): the minor loop is a `vector_loop`, and `body` is not used there.
+    (elemental/vector_gen.py): the minor loop is a `vector_loop`, and `body` is not used there.
     """
     if tile_dim is not None:
         minor_loop = vector_body = None

@@ -49,7 +49,7 @@ def jit_module(module_ref, strength_reduction: bool = True) -> Jit:
 
 def jit_object(object_code: bytes) -> Jit:
     """Loads object code into a fresh engine (no LLVM optimization or codegen), once
-    every symbol it needs resolves (llvm/native_symbols.py: an unresolved one would be
+    every symbol it needs resolves (native_symbols.py: an unresolved one would be
     address zero, a crash at the first call)."""
     native_symbols.ensure_resolvable(object_code)
     engine = llvm.create_mcjit_compiler(target_machine.parse_and_verify(""),

@@ -6,7 +6,7 @@ compiler-runtime routine for an instruction the target lacks: `__truncsfhf2`
 for f16 on SSE4.2), so the check reads the object file itself: every undefined
 symbol of its ELF symbol table must resolve -- to a symbol published with
 `llvm.add_symbol` (libm, the GEMM library), to the process's own, or to one of
-our runtime routines (llvm/half_runtime.py), which are then compiled. Anything else
+our runtime routines (half_runtime.py), which are then compiled. Anything else
 is a clear compile-time error, never a crash.
 """
 from __future__ import annotations

@@ -85,5 +85,5 @@ def emit_math(builder: ir.IRBuilder, opcode: str, args: Sequence[ir.Value]) -> i
 
 
 # The floating-point mode (flush-to-zero) lives in llvm/fp_env.py; the math kernels of
-# vecmath/standalone.py take it from there.
+# standalone.py take it from there.
 

@@ -20,7 +20,7 @@ lane with a select:
   values 1..4 here, so the chunk "gather" is a chain of selects, not a memory
   access.
 
-f64 sin/cos/tan/atan2 are not here: they call scalar libm (see vecmath/routines.py).
+f64 sin/cos/tan/atan2 are not here: they call scalar libm (see routines.py).
 """
 from __future__ import annotations
 

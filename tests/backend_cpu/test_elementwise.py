@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from xlapy import hlo
-from xlapy.backend_cpu import scalar_ops
+from xlapy.backend_cpu.elemental import scalar_ops
 from xlapy.hlo.opcodes import transcendental_opcodes
 from tests.backend_cpu.helpers import check_against_evaluator, edge_values
 

@@ -1,13 +1,13 @@
-"""Long float sums keep O(log n) rounding error on every reduction path (pairwise_sum.py).
+"""Long float sums keep O(log n) rounding error on every reduction path (elemental/pairwise_sum.py).
 
 References are exact or f64 sums (math.fsum, numpy in float64), not the evaluator's
 output alone. Each case names the kernel shape it reaches:
 
-- generator: a reduce computed per output element (reduction.py), the loop
+- generator: a reduce computed per output element (elemental/reduction.py), the loop
   vectorized by LLVM; a full reduce to a scalar, rows, several reduced dims;
 - column: the streaming column reduce (column_reduce.py), the input's minor dim
   kept, including kept dims between reduced ones and sibling reduces;
-- row on vectors: a reduce hoisted out of a streamed loop nest (vector_gen.py's
+- row on vectors: a reduce hoisted out of a streamed loop nest (elemental/vector_gen.py's
   emit_row_reduce), and softmax rows (row_normalize.py), on vectors or scalar.
 
 Before blocking, a 1M-element f32 sum of 0.1s was off by 2.6e-4 (relative) and f32

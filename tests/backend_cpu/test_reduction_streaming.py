@@ -1,4 +1,4 @@
-"""The streaming column reduce (reduction.py): several input rows per step.
+"""The streaming column reduce (elemental/reduction.py): several input rows per step.
 
 A column reduce (the input's minor dimension kept) adds R rows per step into the
 accumulator row, R chosen by the cost of an input element, then the remaining
@@ -186,7 +186,7 @@ def test_one_accumulator_store_per_step_of_rows():
     """Each vectorized loop body of the walk loads a whole step of rows (and the
     accumulator) per store of the accumulator (2048 columns: not a small kernel
     optimized for size). (The loops that combine blocks of rows pairwise load at most
-    two rows per store: pairwise_sum.py.)"""
+    two rows per store: elemental/pairwise_sum.py.)"""
     _, exe = compiled(_column_sum(4096, 2048))
     blocks = [(loads, stores) for loads, stores in _vector_blocks(exe.as_llvm_ir())
               if stores and loads > 2 * stores]

@@ -7,7 +7,7 @@ import pytest
 
 from xlapy import hlo
 from xlapy.backend_cpu import row_normalize
-from xlapy.backend_cpu.hoisting import plan_hoisting
+from xlapy.backend_cpu.elemental.hoisting import plan_hoisting
 from tests.backend_cpu.helpers import check_against_evaluator, uniquify
 
 

@@ -156,7 +156,7 @@ def test_streamed_sliced_rows_are_bit_identical(etype, rows, cols):
 @pytest.mark.parametrize("rows,cols", [(6, 1027), (4, 2048)])
 def test_streamed_softmax_matches_ordinary_stores(rows, cols):
     """The row normalization's last pass streams. A streamed row is also summed on
-    vectors (vector_gen.py), in another order than LLVM's vectorizer: equal within
+    vectors (elemental/vector_gen.py), in another order than LLVM's vectorizer: equal within
     DESIGN.md's tolerance, not bit for bit."""
     text = SOFTMAX.format(r=rows, c=cols)
     _, streamed = _compile(text, threshold=256)

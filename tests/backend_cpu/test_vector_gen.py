@@ -1,4 +1,4 @@
-"""Loops written on vectors (vector_gen.py) and the light LLVM pipeline they allow.
+"""Loops written on vectors (elemental/vector_gen.py) and the light LLVM pipeline they allow.
 
 Kernels that stream their output compute their minor loops on vectors of
 consecutive elements; a module whose kernels all do so skips LLVM's O3 pipeline.

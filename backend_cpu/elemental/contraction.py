@@ -15,9 +15,10 @@ contraction loop and form FMAs; XLA gives the same latitude.
 """
 from __future__ import annotations
 
-from .llvm.kernel_ir import KernelIR
-from .llvm.types import FLOAT, HALF, compute_type, is_float, is_pred
-from .llvm.loops import clamp_index, for_range, i64, in_range
+from .generators import register_looping
+from ..llvm.kernel_ir import KernelIR
+from ..llvm.types import FLOAT, HALF, compute_type, is_float, is_pred
+from ..llvm.loops import clamp_index, for_range, i64, in_range
 from .scalar_ops import const, emit_convert
 
 _FAST = ("reassoc", "contract")
@@ -171,3 +172,6 @@ def _convolution(kernel, instr, srcs):
         _nested(kernel, b, [cin] + ksizes, body, "c")
         return acc.result(b)
     return gen
+
+
+register_looping(("dot", "convolution"), make_generator)

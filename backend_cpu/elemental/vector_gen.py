@@ -1,6 +1,6 @@
 """Vector generators: a fused computation evaluated on several consecutive elements.
 
-A scalar generator (elemental.py) gives the value of one element, and LLVM's
+A scalar generator (generators.py) gives the value of one element, and LLVM's
 loop vectorizer turns the loop around it into vector code. That works, but it
 is most of the compile time of a memory-bound kernel: on a softmax row kernel
 LLVM's O3 pipeline takes ~10 ms, of which almost nothing is left to do once the
@@ -44,12 +44,12 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from ..hlo.dtypes import dtype
+from ...hlo.dtypes import dtype
 
-from .elemental import memo_key, nondegenerate_dims
-from .llvm.ir_toolkit import splat      # `value` in every lane (shared with the GEMM)
-from .llvm.types import I64, compute_type, is_float, lanes_for
-from .llvm.loops import for_range, i64
+from .generators import memo_key, nondegenerate_dims
+from ..llvm.ir_toolkit import splat      # `value` in every lane (shared with the GEMM)
+from ..llvm.types import I64, compute_type, is_float, lanes_for
+from ..llvm.loops import for_range, i64
 from .pairwise_sum import BLOCK_CHAIN, Levels
 from .reduction import simple_reducer
 from .scalar_ops import BINARY, call_intrinsic, emit_bitcast_convert, emit_elementwise

@@ -19,15 +19,27 @@ from typing import Callable
 
 import llvmlite.ir as ir
 
-from ..hlo.shape import Shape
+from ...hlo.shape import Shape
 
-from . import contraction, reduction
-from .llvm.kernel_ir import KernelIR, delinearize, linearize
-from .llvm.types import bits, constant as llvm_constant, compute_type, is_float, is_pred
-from .llvm.loops import clamp_index, i64, in_range, index_to_i64
+from ..llvm.kernel_ir import KernelIR, delinearize, linearize
+from ..llvm.types import bits, constant as llvm_constant, compute_type, is_float, is_pred
+from ..llvm.loops import clamp_index, i64, in_range, index_to_i64
 from .scalar_ops import emit_bitcast_convert, emit_elementwise
 
 Generator = Callable[[ir.IRBuilder, list], object]
+
+# The generators of the ops that loop inside one element, by opcode: reduce and
+# reduce-window (reduction.py), dot and convolution (contraction.py). Those modules
+# build on this one (a reducer is emitted with apply_computation), so they register
+# their factories here when imported; the package's __init__ imports them, so the
+# table is complete whenever any module of elemental/ is.
+_LOOPING: dict[str, Callable] = {}
+
+
+def register_looping(opcodes, factory: Callable) -> None:
+    """`factory(kernel, instr, srcs) -> Generator` makes the generators of `opcodes`."""
+    for opcode in opcodes:
+        _LOOPING[opcode] = factory
 
 
 # --- index helpers ------------------------------------------------------------------
@@ -115,10 +127,9 @@ def _raw_generator(kernel: KernelIR, instr, srcs) -> Generator:
     emitter = _MOVEMENT.get(op)
     if emitter is not None:
         return emitter(kernel, instr, srcs)
-    if op in ("reduce", "reduce-window"):
-        return reduction.make_generator(kernel, instr, srcs)
-    if op in ("dot", "convolution"):
-        return contraction.make_generator(kernel, instr, srcs)
+    looping = _LOOPING.get(op)
+    if looping is not None:
+        return looping(kernel, instr, srcs)
     raise NotImplementedError(f"backend_cpu: no emitter for {op}")
 
 
@@ -393,4 +404,6 @@ _MOVEMENT = {
     "get-tuple-element": _get_tuple_element,
 }
 
-GENERATOR_OPCODES = frozenset(_MOVEMENT) | {"reduce", "reduce-window", "dot", "convolution"}
+# The opcodes registered in _LOOPING (tests/backend_cpu/test_elemental_registry.py).
+LOOPING_OPCODES = frozenset({"reduce", "reduce-window", "dot", "convolution"})
+GENERATOR_OPCODES = frozenset(_MOVEMENT) | LOOPING_OPCODES

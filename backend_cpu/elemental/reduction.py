@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from ..hlo.dtypes import dtype
-from ..hlo.opcodes import OPCODES
+from ...hlo.dtypes import dtype
+from ...hlo.opcodes import OPCODES
 
-from . import target as targets
-from .llvm.kernel_ir import KernelIR
-from .llvm.types import compute_type, is_float, lanes_for
-from .llvm.loops import (LONG_LOOP_INTERLEAVE, NO_UNROLL_TRIP_COUNT, clamp_index, for_range, i64,
+from .. import target as targets
+from .generators import apply_computation, register_looping
+from ..llvm.kernel_ir import KernelIR
+from ..llvm.types import compute_type, is_float, lanes_for
+from ..llvm.loops import (LONG_LOOP_INTERLEAVE, NO_UNROLL_TRIP_COUNT, clamp_index, for_range, i64,
                     in_range, major_to_minor)
 from .pairwise_sum import BLOCK_CHAIN, LLVM_ACCUMULATORS, Levels, is_pairwise, wide_type
 from .scalar_ops import BINARY
@@ -60,7 +61,6 @@ def simple_reducer(comp) -> str | None:
 
 def make_reducer(kernel: KernelIR, comp, etypes: list[str]):
     """A function (b, accs, values) -> new accs emitting one step of `comp`."""
-    from .elemental import apply_computation   # elemental imports this module
     simple = simple_reducer(comp) if len(etypes) == 1 else None
     if simple is not None:
         etype = etypes[0]
@@ -376,3 +376,6 @@ def window_source(b, index, loop: dict, window, in_dims):
             valid = ok if valid is None else b.and_(valid, ok)
         source.append(pos)
     return valid, source
+
+
+register_looping(("reduce", "reduce-window"), make_generator)
