@@ -61,9 +61,9 @@ from ..hlo.shape import Shape
 from . import sort_thunk
 from .buffer_assignment import Slot
 from .executable import Program
-from .gemm_library import Routine
-from .gemm_microkernel import MicroTile
-from .gemm_packing import PackLayout
+from .gemm.library import Routine
+from .gemm.microkernel import MicroTile
+from .gemm.packing import PackLayout
 from .thunks import CallThunk, ConditionalThunk, CopyThunk, KernelThunk, WhileThunk
 
 MAGIC = b"XLAPYC\x00\x03"

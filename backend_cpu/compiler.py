@@ -61,7 +61,8 @@ from .. import passes, runtime
 from ..hlo import HloInstruction, parse_module
 from ..hlo.dtypes import numpy_dtype
 
-from . import disk_cache, gemm_library, inter_op, kernels, sort_thunk
+from . import disk_cache, inter_op, kernels, sort_thunk
+from .gemm import library as gemm_library
 from .llvm import ir_policy, target_machine, machine_code
 from . import strategies
 from . import target as targets

@@ -24,7 +24,7 @@ from math import prod
 
 from .conv_patches import element
 from .elemental.contraction import parse_dim_labels
-from .gemm_partition import even_cuts, run_units
+from .gemm.partition import even_cuts, run_units
 from .llvm.kernel_ir import strides as layout_strides
 from .llvm.types import constant, storage_type
 from .llvm.loops import for_range, i64

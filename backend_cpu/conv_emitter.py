@@ -30,10 +30,10 @@ from ..hlo.shape import Shape
 from .conv_patches import PatchBuilder, copy_rhs, copy_tile, element
 from .conv_phases import split_phases
 from .conv_plan import ConvPlan, plan_conv, plan_refusal
-from . import gemm
-from .gemm_operands import View
-from .gemm_packing import ALIGN
-from .gemm_partition import even_cuts, intra_op_threads, run_units
+from .gemm import packed_gemm
+from .gemm.operands import View
+from .gemm.packing import ALIGN
+from .gemm.partition import even_cuts, intra_op_threads, run_units
 from .llvm.types import constant, storage_type
 from .llvm.loops import for_range, i64
 
@@ -64,7 +64,7 @@ def why_not_conv_gemm(conv, rhs_view, out) -> str | None:
         if plan is None:
             return plan_refusal(part_conv, part_rhs.dims, part_rhs.strides, intra_op_threads(),
                                 allow_direct=phases is None)
-        error = gemm.spec_error(**_gemm_args(plan))
+        error = packed_gemm.spec_error(**_gemm_args(plan))
         if error is not None:
             return error
     return None
@@ -86,10 +86,11 @@ def emit_conv_gemm(kernel, conv, lhs_gen, rhs_view, out) -> int | None:
             return None
         args = _gemm_args(part.plan)
         try:
-            part.gemm = gemm.emit_gemm(kernel.function.module, f"{kernel.name}_gemm{index}", **args)
+            part.gemm = packed_gemm.emit_gemm(kernel.function.module,
+                                              f"{kernel.name}_gemm{index}", **args)
         except ValueError:
             return None
-        part.gemm_bytes = gemm.gemm_scratch_bytes(**args)
+        part.gemm_bytes = packed_gemm.gemm_scratch_bytes(**args)
     starts = [0]
     for part in parts:
         starts.append(starts[-1] + part.plan.items)

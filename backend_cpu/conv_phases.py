@@ -27,7 +27,7 @@ from ..hlo.ir import Window, WindowDim
 from ..hlo.shape import Shape
 
 from .elemental.contraction import parse_dim_labels
-from .gemm_operands import View
+from .gemm.operands import View
 from .llvm.loops import i64
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from math import ceil, prod
 
 from .elemental.contraction import parse_dim_labels
-from .gemm_partition import even_cuts
+from .gemm.partition import even_cuts
 from .llvm.kernel_ir import strides as layout_strides
 
 # The patch chunks of all units together stay under this many bytes.

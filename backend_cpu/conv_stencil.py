@@ -21,7 +21,7 @@ from math import prod
 
 from .conv_depthwise import _FAST, _Depthwise, why_not_grouped
 from .conv_patches import valid_range
-from .gemm_partition import even_cuts, run_units
+from .gemm.partition import even_cuts, run_units
 from .llvm.kernel_ir import strides as layout_strides
 from .llvm.loops import for_range, i64
 

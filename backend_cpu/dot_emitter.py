@@ -1,5 +1,5 @@
 """Dots on the packed GEMM: mapping a `dot` (maybe batched, maybe transposed) onto
-`gemm.emit_gemm`'s row-major out[m, n] = lhs[m, k] @ rhs[k, n].
+`packed_gemm.emit_gemm`'s row-major out[m, n] = lhs[m, k] @ rhs[k, n].
 
 The operands must be arrays in memory, reached from the kernel's buffers through
 parameters, bitcasts and transposes only: each of those is a *strided view*
@@ -11,7 +11,7 @@ The kernel's [begin, end) count *work units* (gemm_partition.run_units): unit p
 covers a fixed range of GEMM rows (without batch dimensions; cut by
 `gemm_row_split`) or of batch indices (each batch entry runs the whole GEMM on
 offset pointers), and owns region p of a scratch slot for the GEMM's packing
-buffers. The operands' strided views are gemm_operands.py.
+buffers. The operands' strided views are gemm/operands.py.
 
 Small products stay on the generic dot generator (elemental/contraction.py): for them the
 packed GEMM costs more compile time than it saves.
@@ -22,9 +22,9 @@ from math import prod
 
 import llvmlite.ir as ir
 
-from . import gemm
-from .gemm_operands import View
-from .gemm_partition import even_cuts, intra_op_threads, run_units
+from .gemm import packed_gemm
+from .gemm.operands import View
+from .gemm.partition import even_cuts, intra_op_threads, run_units
 from .llvm.types import element_bytes
 from .llvm.loops import for_range, i64
 
@@ -60,7 +60,7 @@ def why_not_gemm(dot, lhs: View | None, rhs: View | None, out_shape) -> str | No
         return f"contracting sizes differ ({k} and {k2})"
     if m * n * k < GEMM_MIN_FLOPS:
         return f"small: {m * n * k} multiply-adds (the generic dot below {GEMM_MIN_FLOPS})"
-    return gemm.spec_error(lhs_dtype=lhs.etype, rhs_dtype=rhs.etype,
+    return packed_gemm.spec_error(lhs_dtype=lhs.etype, rhs_dtype=rhs.etype,
                            out_dtype=out_shape.element_type, m=m, n=n, k=k,
                            lhs_strides=(sm, slk), rhs_strides=(srk, sn))
 
@@ -87,14 +87,14 @@ def try_emit_gemm(kernel, dot, lhs: View | None, rhs: View | None, out) -> int |
     args = dict(lhs_dtype=lhs.etype, rhs_dtype=rhs.etype, out_dtype=out.shape.element_type,
                 m=m, n=n, k=k, lhs_strides=(sm, slk), rhs_strides=(srk, sn))
     try:
-        fn = gemm.emit_gemm(kernel.function.module, f"{kernel.name}_gemm", **args)
+        fn = packed_gemm.emit_gemm(kernel.function.module, f"{kernel.name}_gemm", **args)
     except ValueError:
         return None
-    scratch_bytes = gemm.gemm_scratch_bytes(**args)
+    scratch_bytes = packed_gemm.gemm_scratch_bytes(**args)
     b = kernel.b
     if not lb:
-        parts = gemm.gemm_partitions(m, n, k, intra_op_threads())
-        cuts = [begin for begin, _ in gemm.gemm_row_split(m, parts)] + [m]
+        parts = packed_gemm.gemm_partitions(m, n, k, intra_op_threads())
+        cuts = [begin for begin, _ in packed_gemm.gemm_row_split(m, parts)] + [m]
         return run_units(kernel, cuts, scratch_bytes, lambda lo, hi, scratch: b.call(
             fn, [lhs.pointer, rhs.pointer, out.pointer, lo, hi, scratch]))
     batch_dims = [dot.shape.dims[i] for i in range(len(lb))]

@@ -69,7 +69,7 @@ from .conv_depthwise import try_emit_depthwise, why_not_depthwise
 from .conv_emitter import emit_conv_gemm, why_not_conv, why_not_conv_gemm
 from .conv_stencil import try_emit_depthwise_spatial, why_not_depthwise_spatial
 from .dot_emitter import try_emit_gemm, why_not_gemm
-from .gemm_operands import View, resolve_view
+from .gemm.operands import View, resolve_view
 from .elemental.hoisting import make_hoister, plan_hoisting
 from .llvm.kernel_ir import strides
 from .sort_thunk import match_sort, why_not_host_sort

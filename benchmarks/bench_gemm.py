@@ -1,4 +1,4 @@
-"""Benchmark of the IR GEMM (backend_cpu/gemm.py) on f32 matmuls, run by hand:
+"""Benchmark of the IR GEMM (backend_cpu/gemm/packed_gemm.py) on f32 matmuls, run by hand:
 
     python3 benchmarks/bench_gemm.py [--shapes 1024 2048 256x4096x1024] [--repeat 7]
 
@@ -31,10 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from llvmlite import ir  # noqa: E402
 
-from xlapy.backend_cpu import disk_cache, gemm_library  # noqa: E402
+from xlapy.backend_cpu import disk_cache  # noqa: E402
+from xlapy.backend_cpu.gemm import library  # noqa: E402
 from xlapy.backend_cpu.llvm import target_machine  # noqa: E402
 from _common import host_line  # noqa: E402
-from xlapy.backend_cpu.gemm import (emit_gemm, gemm_partitions, gemm_row_split,  # noqa: E402
+from xlapy.backend_cpu.gemm.packed_gemm import (emit_gemm, gemm_partitions, gemm_row_split,  # noqa: E402
                               gemm_scratch_bytes)
 
 # 2 Zen 5 cores x 2 FMA pipes x 16 f32 lanes x 2 flops x ~4 GHz (issue 9's figure).
@@ -53,7 +54,7 @@ def compile_matmul(m: int, n: int, k: int):
     args = dict(lhs_dtype="f32", rhs_dtype="f32", out_dtype="f32", m=m, n=n, k=k,
                 lhs_strides=(k, 1), rhs_strides=(n, 1))
     emit_gemm(module, "matmul", **args)
-    gemm_library.ensure_compiled(gemm_library.routines_in(module), disk_cache)
+    library.ensure_compiled(library.routines_in(module), disk_cache)
     jit = target_machine.jit_compile(str(module))
     kernel, nbytes = KERNEL(jit.lookup("matmul")), gemm_scratch_bytes(**args)
     scratch = threading.local()       # packing memory: one block per thread, reused

@@ -17,4 +17,4 @@ reduction and contraction build on generators (a reducer is a computation emitte
 with `apply_computation`) and register their generators in it when imported; this
 file imports them, so the registry is complete once any module here is imported.
 """
-from . import contraction, generators, reduction  # noqa: F401  (they register in generators)
+from . import contraction, generators, reduction

@@ -3,7 +3,7 @@ i64 arithmetic, element pointers, vector splats, dtype conversions, counted loop
 with or without LLVM's loop transforms, and entry-block allocas.
 
 Written for the GEMM (gemm/) and shared with the vector generators (`splat`). The
-GEMM's accumulation arithmetic and its spec are gemm_spec.py.
+GEMM's accumulation arithmetic and its spec are gemm/spec.py.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The IR GEMM (backend_cpu/gemm.py) against numpy.
+"""The IR GEMM (backend_cpu/gemm/packed_gemm.py) against numpy.
 
 Every kernel of the tables below is emitted into one LLVM module that is compiled
 once per session; the tests then call the JIT'd functions through ctypes on random
@@ -16,13 +16,14 @@ import numpy as np
 import pytest
 from llvmlite import ir
 
-from xlapy.backend_cpu import disk_cache, gemm_library
+from xlapy.backend_cpu import disk_cache
+from xlapy.backend_cpu.gemm import library
 from xlapy.backend_cpu.llvm import target_machine
-from xlapy.backend_cpu.gemm import (BIG_GEMM_FLOPS, K_PANEL_BYTES, emit_gemm, gemm_partitions, gemm_row_split,
+from xlapy.backend_cpu.gemm.packed_gemm import (BIG_GEMM_FLOPS, K_PANEL_BYTES, emit_gemm, gemm_partitions, gemm_row_split,
                               gemm_scratch_bytes, host_vector_bits, plan_gemm)
-from xlapy.backend_cpu.gemm_spec import GemmSpec
-from xlapy.backend_cpu.gemm_microkernel import choose_tile
-from xlapy.backend_cpu.gemm_packing import transpose_square
+from xlapy.backend_cpu.gemm.spec import GemmSpec
+from xlapy.backend_cpu.gemm.microkernel import choose_tile
+from xlapy.backend_cpu.gemm.packing import transpose_square
 from xlapy.hlo.dtypes import numpy_dtype
 
 KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
@@ -96,7 +97,7 @@ def _compiled_table():
         names[(spec, bits)] = f"gemm{index}"
         _emit(module, names[(spec, bits)], spec, bits)
     # The micro-kernels and packing routines come from the process-wide library.
-    gemm_library.ensure_compiled(gemm_library.routines_in(module), disk_cache)
+    library.ensure_compiled(library.routines_in(module), disk_cache)
     jit = target_machine.jit_compile(str(module))
     kernels = {case: KERNEL(jit.lookup(name)) for case, name in names.items()}
     return jit, kernels
@@ -296,7 +297,7 @@ def test_microkernel_uses_full_registers_with_broadcast_operands(isa):
     with targets.using(isa.target):
         _emit(kernel_module, "g", GemmSpec("f32", "f32", "f32", 64, 64, 64, (64, 1), (64, 1)),
               None)
-        for routine in gemm_library.routines_in(kernel_module):   # the library's code
+        for routine in library.routines_in(kernel_module):   # the library's code
             routine.emit(module)
         ref = target_machine.parse_and_verify(str(module))
         target_machine.optimize(ref)

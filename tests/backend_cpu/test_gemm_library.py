@@ -1,4 +1,4 @@
-"""The process-wide GEMM library (backend_cpu/gemm_library.py): kernels declare the
+"""The process-wide GEMM library (backend_cpu/gemm/library.py): kernels declare the
 micro-kernel and packing routines, which are compiled once per process (and kept in
 the disk cache), and a module loaded from the disk cache brings its routines back."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from xlapy.backend_cpu import gemm_library
+from xlapy.backend_cpu.gemm import library
 from tests.backend_cpu.helpers import compiled
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +32,7 @@ def test_kernels_declare_the_routines_and_share_them():
         text = exe.as_llvm_ir()
         assert re.search(r'declare void @"?xlapy\.gemm\.\w+\.micro\.', text)   # declared only
         assert not re.search(r'define[^\n]*@"?xlapy\.gemm\.', text)
-    names = gemm_library.compiled_names()
+    names = library.compiled_names()
     tag = first.target.tag          # routines are named for the target they run on
     assert any(n.startswith(f"xlapy.gemm.{tag}.micro.") for n in names)
     assert any(n.startswith(f"xlapy.gemm.{tag}.pack.") for n in names)
@@ -46,16 +46,16 @@ def test_kernels_declare_the_routines_and_share_them():
 
 def test_ensure_compiled_is_idempotent_and_thread_safe():
     _, exe = compiled(DOT.format(name="lib_threads", m=40))
-    routines = [gemm_library.Routine(name, "micro", "f32", None)      # never emitted:
-                for name in gemm_library.compiled_names()]           # all are compiled
-    before = gemm_library.compiled_names()
-    threads = [threading.Thread(target=gemm_library.ensure_compiled, args=(routines,))
+    routines = [library.Routine(name, "micro", "f32", None)      # never emitted:
+                for name in library.compiled_names()]           # all are compiled
+    before = library.compiled_names()
+    threads = [threading.Thread(target=library.ensure_compiled, args=(routines,))
                for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert gemm_library.compiled_names() == before     # nothing compiled twice
+    assert library.compiled_names() == before     # nothing compiled twice
 
 
 _CHILD = """
@@ -63,13 +63,13 @@ import sys
 sys.path.insert(0, {root!r})
 import numpy as np
 from xlapy import backend_cpu, hlo
-from xlapy.backend_cpu import gemm_library
+from xlapy.backend_cpu.gemm import library
 module = hlo.parse_module({text!r})
 exe = backend_cpu.compile(module)
 a = np.full((40, 96), 0.5, np.float32)
 b = np.full((96, 80), 0.25, np.float32)
 out = exe.run(a, b)[0]
-print(float(np.abs(out - 96 * 0.125).max()), len(gemm_library.compiled_names()))
+print(float(np.abs(out - 96 * 0.125).max()), len(library.compiled_names()))
 """
 
 

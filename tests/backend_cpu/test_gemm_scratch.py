@@ -12,7 +12,7 @@ import pytest
 
 from xlapy import runtime
 from xlapy.backend_cpu import executable as executable_module
-from xlapy.backend_cpu.gemm import gemm_scratch_bytes
+from xlapy.backend_cpu.gemm.packed_gemm import gemm_scratch_bytes
 from tests.backend_cpu.helpers import compiled
 
 # Shapes whose packing buffers outgrow the stack (> 64 KiB), so the scratch slot is used.

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .. import runtime
-from ..hlo.shape import Shape
+from ... import runtime
+from ...hlo.shape import Shape
 
-from .gemm import MIN_FLOPS_PER_PARTITION
-from .gemm_packing import ALIGN
-from .llvm.loops import for_range, i64
+from .packed_gemm import MIN_FLOPS_PER_PARTITION
+from .packing import ALIGN
+from ..llvm.loops import for_range, i64
 
 
 def even_cuts(count: int, flops: int) -> list[int]:

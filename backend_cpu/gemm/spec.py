@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from ..hlo.dtypes import dtype as hlo_dtype
+from ...hlo.dtypes import dtype as hlo_dtype
 
-from .llvm.ir_toolkit import intrinsic, storage_type
+from ..llvm.ir_toolkit import intrinsic, storage_type
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The GEMM's shape-independent routines, compiled once per process.
 
-A packed GEMM (gemm.py) calls two kinds of helpers: the micro-kernel
-(gemm_microkernel.py) and the packing routines (gemm_packing.py). Their code
+A packed GEMM (packed_gemm.py) calls two kinds of helpers: the micro-kernel
+(microkernel.py) and the packing routines (packing.py). Their code
 depends only on a few parameters (accumulation type, register tile, packing
 layout), all spelled out in their names, yet they are three quarters of a dot
 kernel's IR. Emitting them into every module made LLVM optimize and generate
@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from llvmlite import binding as llvm
 from llvmlite import ir
 
-from .llvm import target_machine, machine_code
-from .gemm_spec import accumulation_arith
-from .llvm.ir_toolkit import I1, I64, PTR, VOID
-from .gemm_microkernel import MicroTile, emit_microkernel
-from .gemm_packing import PackLayout, emit_pack
+from ..llvm import target_machine, machine_code
+from .spec import accumulation_arith
+from ..llvm.ir_toolkit import I1, I64, PTR, VOID
+from .microkernel import MicroTile, emit_microkernel
+from .packing import PackLayout, emit_pack
 
 # The signatures of the two kinds (see emit_microkernel and emit_pack).
 _SIGNATURES = {

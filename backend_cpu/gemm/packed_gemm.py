@@ -27,11 +27,11 @@ cache level (see the budgets below):
               micro-kernel: C[MR x NR] (+)= A micro-panel @ B micro-panel
 
 Packing converts operands to the accumulation type (s8 -> i32, f16 -> f32, ...) and
-zero-pads partial panels, so the micro-kernel (gemm_microkernel.py) only ever sees
+zero-pads partial panels, so the micro-kernel (microkernel.py) only ever sees
 full, contiguous, aligned panels. The micro-kernel and the packing routines depend
 on a few parameters only (spelled out in their names): they are compiled once per
-process (gemm_library.py), and a GEMM only declares them. Matrix-vector products
-(m == 1 or n == 1) skip all this and stream the matrix once (gemm_gemv.py).
+process (library.py), and a GEMM only declares them. Matrix-vector products
+(m == 1 or n == 1) skip all this and stream the matrix once (gemv.py).
 """
 from __future__ import annotations
 
@@ -40,15 +40,15 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from ..hlo.dtypes import DTYPES
-from .gemm_gemv import emit_gemv
-from .gemm_spec import GemmSpec
-from .llvm.ir_toolkit import (I64, PTR, VOID, const, element_ptr, entry_alloca, for_range, imin,
+from ...hlo.dtypes import DTYPES
+from .gemv import emit_gemv
+from .spec import GemmSpec
+from ..llvm.ir_toolkit import (I64, PTR, VOID, const, element_ptr, entry_alloca, for_range, imin,
                          storage_type)
-from .gemm_microkernel import MicroTile, choose_tile
-from .gemm_packing import ALIGN, PackLayout
-from . import gemm_library
-from . import target as targets
+from .microkernel import MicroTile, choose_tile
+from .packing import ALIGN, PackLayout
+from . import library
+from .. import target as targets
 
 # Cache budgets of Zen 5 (48 KiB L1D and 1 MiB L2 per core, a shared L3), in bytes,
 # from which KC, MC and NC follow for each element size:
@@ -243,17 +243,17 @@ def _emit_zero_fill(fn: ir.Function, spec: GemmSpec) -> None:
 def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan) -> None:
     """The five-loop nest of the module docstring."""
     module, arith, tile = fn.module, spec.arith, plan.tile
-    # The helpers are routines of the process-wide library (gemm_library.py): the
+    # The helpers are routines of the process-wide library (library.py): the
     # module only declares them, by names that encode every parameter.
     may_accumulate = spec.k > plan.kc
     # The target is part of the names too: routines compiled for one target in this
     # process are never called by code compiled for another.
     prefix = f"xlapy.gemm.{targets.current().tag}"
     shape = f"{arith.type}.{tile.mr}x{tile.nrv}x{tile.lanes}"
-    micro = gemm_library.declare(module, gemm_library.Routine(
+    micro = library.declare(module, library.Routine(
         f"{prefix}.micro.{shape}.{spec.out_dtype}{'.acc' * may_accumulate}", "micro",
         spec.out_dtype, tile, may_accumulate))
-    # A's rows and B's columns are the panels' x axis (gemm_packing.py).
+    # A's rows and B's columns are the panels' x axis (packing.py).
     a_strides = [const(s) for s in spec.lhs_strides]            # (s_x, s_k)
     b_strides = [const(s) for s in reversed(spec.rhs_strides)]
     # A's panels are narrower than a vector: transposing them in registers wastes most
@@ -262,7 +262,7 @@ def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan) -> None:
                              in_registers=2 * spec.m * spec.n * spec.k >= BIG_GEMM_FLOPS)
     b_layout = PackLayout.of(spec.rhs_dtype, *reversed(spec.rhs_strides), width=tile.nr,
                              lanes=tile.lanes)
-    pack_a, pack_b = (gemm_library.declare(module, gemm_library.Routine(
+    pack_a, pack_b = (library.declare(module, library.Routine(
         f"{prefix}.pack.{arith.type}.{layout.key()}", "pack", spec.out_dtype, layout))
         for layout in (a_layout, b_layout))
     b = ir.IRBuilder(fn.append_basic_block("entry"))

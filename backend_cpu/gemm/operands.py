@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import llvmlite.ir as ir
 
-from .llvm.kernel_ir import strides as layout_strides
+from ..llvm.kernel_ir import strides as layout_strides
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The GEMM micro-kernel: an MR x NR block of C held in vector registers.
 
-The packed GEMM (gemm.py) hands the micro-kernel one *micro-panel* of A (MR rows,
+The packed GEMM (packed_gemm.py) hands the micro-kernel one *micro-panel* of A (MR rows,
 `kc` columns, stored column by column: a[kk*MR + r]) and one of B (`kc` rows, NR
 columns, stored row by row: b[kk*NR + c]), both zero-padded to full size. For each
 kk the kernel loads NR/lanes vectors of B's row kk, broadcasts each of A's MR values
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from .gemm_spec import Arith, narrow
-from .llvm.ir_toolkit import (I1, I32, I64, PTR, VOID, const, element_ptr, entry_alloca, for_range,
+from .spec import Arith, narrow
+from ..llvm.ir_toolkit import (I1, I32, I64, PTR, VOID, const, element_ptr, entry_alloca, for_range,
                          splat, storage_type)
 
 # The k loop body is repeated this many times per iteration: amortizes the loop

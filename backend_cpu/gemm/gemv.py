@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from .gemm_spec import GemmSpec, narrow
-from .llvm.ir_toolkit import (I32, const, convert, element_ptr, entry_alloca, for_range, imin, splat,
+from .spec import GemmSpec, narrow
+from ..llvm.ir_toolkit import (I32, const, convert, element_ptr, entry_alloca, for_range, imin, splat,
                          storage_type)
 
 # Rows of a "dot" product computed together (independent FMA chains sharing vec loads).
