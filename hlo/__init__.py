@@ -10,6 +10,7 @@ Imports nothing else of the project (see DESIGN.md). The public surface:
     evaluate(module, args) -> list[np.ndarray]
     evaluate_devices(module, args_per_device) -> list[list[np.ndarray]]
     ReplicaGroups, collectives             collectives' groups and device numbering
+    HloSharding, parse_sharding            `sharding=` as data (hlo/sharding.py)
 """
 from .dtypes import DTYPES, DType, dtype, from_numpy, numpy_dtype
 from .shape import Shape
@@ -24,6 +25,7 @@ from .builder import HloBuilder
 from .evaluator import EvaluationError, evaluate
 from .eval_devices import evaluate_devices
 from . import collectives
+from .sharding import HloSharding, ShardingError, parse_sharding
 
 __all__ = [
     "DTYPES", "DType", "dtype", "from_numpy", "numpy_dtype", "Shape", "OPCODES", "OpInfo",
@@ -31,5 +33,5 @@ __all__ = [
     "SliceDim",
     "Window", "WindowDim", "ShapeError", "infer_shape", "ParseError", "parse_module", "print_module",
     "VerifyError", "verify", "HloBuilder", "EvaluationError", "evaluate", "evaluate_devices",
-    "collectives",
+    "collectives", "HloSharding", "ShardingError", "parse_sharding",
 ]

@@ -20,6 +20,7 @@ from typing import Any, Callable
 from .ir import PadDim, RawAttr, ReplicaGroups, SliceDim, Window, WindowDim
 from .opcodes import CALLED_COMPUTATION_ATTRS, CALLED_COMPUTATION_LIST_ATTRS
 from .replica_groups import parse_replica_groups
+from .sharding import HloSharding, ShardingError, parse_sharding
 
 
 class AttributeValueError(ValueError):
@@ -198,6 +199,13 @@ def _decode_replica_groups(text: str) -> ReplicaGroups:
         raise AttributeValueError(str(e)) from None
 
 
+def _decode_sharding(text: str) -> HloSharding:
+    try:
+        return parse_sharding(text)
+    except ShardingError as e:
+        raise AttributeValueError(str(e)) from None
+
+
 _PAIR_RE = re.compile(rf"\{{\s*({_INT})\s*,\s*({_INT})\s*\}}")
 _PAIRS_RE = re.compile(rf"\{{\s*(?:{_PAIR_RE.pattern}\s*(?:,\s*{_PAIR_RE.pattern}\s*)*)?\}}")
 
@@ -211,6 +219,7 @@ def _decode_source_target_pairs(text: str) -> tuple[tuple[int, int], ...]:
 
 _SPECIAL_DECODERS: dict[str, Callable[[str], Any]] = {
     "replica_groups": _decode_replica_groups,
+    "sharding": _decode_sharding,
     "source_target_pairs": _decode_source_target_pairs,
     "slice": _decode_slice,
     "padding": _decode_padding,
@@ -228,6 +237,8 @@ def encode_attribute(key: str, value: Any) -> str:
         return value.text
     if isinstance(value, ReplicaGroups):
         return value.text
+    if isinstance(value, HloSharding):
+        return value.to_text()
     if key == "source_target_pairs":
         return "{" + ",".join(f"{{{int(a)},{int(b)}}}" for a, b in value) + "}"
     if key in CALLED_COMPUTATION_ATTRS:

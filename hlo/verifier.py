@@ -26,6 +26,10 @@ sees a broken graph):
   reduce-scatter change dimension d by exactly the group size, all-to-all
   splits a dimension divisible by it or takes one operand per participant);
   a -done takes the matching -start.
+- shardings (hlo/sharding.py): a `sharding=` fits its instruction's shape (a tiled
+  sharding splits as many dimensions as the shape has, a tuple sharding has one element
+  per tuple element) and, when the header gives the device count, names every device
+  exactly once.
 """
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ from .ir import HloComputation, HloInstruction, HloModule
 from .opcodes import OPCODES
 from .shape_inference import infer_shape
 from .shape_rules_common import ShapeError
+from .sharding import HloSharding, ShardingError
 
 
 class VerifyError(ValueError):
@@ -79,6 +84,8 @@ def _verify_module(module: HloModule) -> None:
             _verify_instruction(comp, instr)
             if OPCODES[instr.opcode].collective:
                 _verify_collective(module, comp, instr)
+            if isinstance(instr.attrs.get("sharding"), HloSharding):
+                _verify_sharding(module, comp, instr)
 
 
 def _check_unique_names(module: HloModule) -> None:
@@ -209,6 +216,16 @@ def _verify_instruction(comp: HloComputation, instr: HloInstruction) -> None:
         _fail(at, str(e))
     if inferred != instr.shape:      # Shape equality ignores layouts
         _fail(at, f"shape {instr.shape} does not match the inferred {inferred}")
+
+
+def _verify_sharding(module: HloModule, comp: HloComputation, instr: HloInstruction) -> None:
+    """The sharding fits the shape; with num_partitions in the header, its devices are
+    the partitions 0..P-1 (SPMD shardings name partitions)."""
+    devices = module.num_partitions if "num_partitions" in module.config else None
+    try:
+        instr.attrs["sharding"].validate(instr.shape, devices)
+    except ShardingError as e:
+        _fail(f"computation {comp.name}, instruction {describe(instr)}", str(e))
 
 
 def _check_literal(instr: HloInstruction, at: str) -> None:

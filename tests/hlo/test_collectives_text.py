@@ -238,10 +238,11 @@ def test_sharding_is_kept_on_parameters_and_inside_fusions():
     m = roundtrip(SHARDED, *[line.strip().removeprefix("ROOT ") for line in SHARDED.splitlines()
                              if "sharding" in line])
     fused = m.computation("fused")
-    assert fused.parameter(0).attrs["sharding"] == hlo.RawAttr(
+    # structured since issue 20 (hlo/sharding.py), the spelling kept
+    assert fused.parameter(0).attrs["sharding"].to_text() == (
         "{devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}")
-    assert fused.root.attrs["sharding"] == hlo.RawAttr("{replicated}")
-    assert m.entry.parameter(0).attrs["sharding"] == hlo.RawAttr("{devices=[4,1]<=[4]}")
+    assert fused.root.attrs["sharding"].is_replicated
+    assert m.entry.parameter(0).attrs["sharding"].to_text() == "{devices=[4,1]<=[4]}"
 
 
 SHARDED = """
