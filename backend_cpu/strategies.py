@@ -25,11 +25,11 @@ The rows, in the order the backend tries them (most specific first, the fallback
                             inside: each computed once into scratch (kernels.py)
     gemm                    a dot of arrays in memory, not tiny: the packed GEMM
                             (dot_emitter.py)
-    conv_depthwise          a depthwise convolution, groups innermost (conv_depthwise.py)
+    conv_depthwise          a depthwise convolution, groups innermost (conv/depthwise.py)
     conv_depthwise_spatial  a depthwise convolution, a spatial dimension innermost
-                            (conv_stencil.py)
+                            (conv/stencil.py)
     conv_gemm               an f32/f64 convolution with its kernel in memory: im2col +
-                            GEMMs (conv_emitter.py)
+                            GEMMs (conv/on_gemm.py)
     row_shuffle             a large transpose keeping the minor dimension (transpose.py)
     block_transpose         a transpose of an array in memory, by register blocks
     column_reduce_epilogue  column reduces under pointwise ops: a mean, a variance
@@ -65,9 +65,9 @@ from . import kernels, row_normalize, streaming
 from .column_reduce import (emit_column_reduce, try_emit_column_reduces,
                             try_emit_reduce_epilogue, why_not_column_reduce,
                             why_not_column_reduces, why_not_reduce_epilogue)
-from .conv_depthwise import try_emit_depthwise, why_not_depthwise
-from .conv_emitter import emit_conv_gemm, why_not_conv, why_not_conv_gemm
-from .conv_stencil import try_emit_depthwise_spatial, why_not_depthwise_spatial
+from .conv.depthwise import try_emit_depthwise, why_not_depthwise
+from .conv.on_gemm import emit_conv_gemm, why_not_conv, why_not_conv_gemm
+from .conv.stencil import try_emit_depthwise_spatial, why_not_depthwise_spatial
 from .dot_emitter import try_emit_gemm, why_not_gemm
 from .gemm.operands import View, resolve_view
 from .elemental.hoisting import make_hoister, plan_hoisting

@@ -1,4 +1,4 @@
-"""Convolutions on im2col + GEMM (conv_plan.py, conv_patches.py, conv_emitter.py)
+"""Convolutions on im2col + GEMM (conv/plan.py, conv/patches.py, conv/on_gemm.py)
 against the reference evaluator: any dim_labels, window, grouping; chunk edges."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import assume, given, settings, strategies as st
 
 from xlapy import backend_cpu
 from xlapy import hlo
-from xlapy.backend_cpu import conv_plan
+from xlapy.backend_cpu.conv import plan as conv_plan
 from xlapy.hlo import Shape, Window, WindowDim
 from xlapy.hlo.builder import HloBuilder
 from tests.corpus_util import assert_close
@@ -217,7 +217,7 @@ def test_random_convolutions(module, chunk_bytes):
 @st.composite
 def transposed_convs(draw):
     """lhs-dilated convolutions with stride 1 (input gradients of strided convs):
-    split into phases by conv_phases.py."""
+    split into phases by conv/phases.py."""
     rank = draw(st.integers(1, 2))
     digits = [str(i) for i in range(rank)]
     sizes = {"b": draw(st.integers(1, 2)), "f": draw(st.integers(1, 3)),
@@ -244,7 +244,7 @@ def test_transposed_convolutions_by_phase(module, chunk_bytes):
 
 
 def test_stride2_input_gradient_splits_into_phases():
-    from xlapy.backend_cpu.conv_phases import split_phases
+    from xlapy.backend_cpu.conv.phases import split_phases
     from xlapy.backend_cpu.dot_emitter import View
     window = window_of([3, 3], pads=[(1, 2), (1, 2)], lhs_dil=[2, 2], rev=[True, True])
     module = conv_module("b01f", "01oi", "b01f", dict(SIZES, **{"0": 4, "1": 3}), window)

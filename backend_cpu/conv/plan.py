@@ -33,9 +33,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import ceil, prod
 
-from .elemental.contraction import parse_dim_labels
-from .gemm.partition import even_cuts
-from .llvm.kernel_ir import strides as layout_strides
+from ..elemental.contraction import parse_dim_labels
+from ..gemm.partition import even_cuts
+from ..llvm.kernel_ir import strides as layout_strides
 
 # The patch chunks of all units together stay under this many bytes.
 MAX_PATCH_BYTES = 64 << 20
@@ -108,7 +108,7 @@ class ConvPlan:
 
 def plan_conv(conv, rhs_dims, rhs_strides, threads: int,
               allow_direct: bool = True) -> ConvPlan | None:
-    """The plan of `conv` (an HLO convolution, or a phase of one: conv_phases.py) whose
+    """The plan of `conv` (an HLO convolution, or a phase of one: phases.py) whose
     rhs is in memory with element `rhs_strides`; None when the GEMM path does not pay
     or does not apply (plan_refusal says why). `allow_direct`: the output is a real
     array (not a phase's strided rows), which the GEMM may write in place."""

@@ -1,7 +1,7 @@
 """Depthwise convolutions with a spatial dimension innermost (NCHW-like layouts), as
 stencils vectorized along that dimension.
 
-When the channels are not contiguous (conv_depthwise.py wants them innermost),
+When the channels are not contiguous (depthwise.py wants them innermost),
 the contiguous dimension of the output is a spatial one, and so is the input's.
 Then each output run along it (one image, one channel, one position of the other
 spatial dimensions) is a sum of shifted, scaled input runs, one per window tap:
@@ -12,18 +12,18 @@ spatial dimensions) is a sum of shifted, scaled input runs, one per window tap:
             out[b, g, o0, o1] += lhs[b, g, o0*s + k0 - p, o1*s + k1 - p] * w
 
 The run stays in L1 between taps. The valid range of o1 (where the input position
-is inside the input) is computed once per tap (conv_patches.valid_range), so the
+is inside the input) is computed once per tap (patches.valid_range), so the
 inner loop is a plain affine multiply-add that LLVM vectorizes.
 """
 from __future__ import annotations
 
 from math import prod
 
-from .conv_depthwise import _FAST, _Depthwise, why_not_grouped
-from .conv_patches import valid_range
-from .gemm.partition import even_cuts, run_units
-from .llvm.kernel_ir import strides as layout_strides
-from .llvm.loops import for_range, i64
+from .depthwise import _FAST, _Depthwise, why_not_grouped
+from .patches import valid_range
+from ..gemm.partition import even_cuts, run_units
+from ..llvm.kernel_ir import strides as layout_strides
+from ..llvm.loops import for_range, i64
 
 
 def why_not_depthwise_spatial(kernel, conv, rhs_view, out) -> str | None:

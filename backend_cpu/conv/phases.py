@@ -23,17 +23,17 @@ import itertools
 from dataclasses import dataclass, replace
 from math import ceil
 
-from ..hlo.ir import Window, WindowDim
-from ..hlo.shape import Shape
+from ...hlo.ir import Window, WindowDim
+from ...hlo.shape import Shape
 
-from .elemental.contraction import parse_dim_labels
-from .gemm.operands import View
-from .llvm.loops import i64
+from ..elemental.contraction import parse_dim_labels
+from ..gemm.operands import View
+from ..llvm.loops import i64
 
 
 @dataclass(frozen=True)
 class SubConv:
-    """One phase, shaped like an HLO convolution for conv_plan and conv_patches."""
+    """One phase, shaped like an HLO convolution for plan.py and patches.py."""
     attrs: dict
     operands: tuple
     shape: Shape

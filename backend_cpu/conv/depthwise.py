@@ -22,13 +22,13 @@ from __future__ import annotations
 import itertools
 from math import prod
 
-from .conv_patches import element
-from .elemental.contraction import parse_dim_labels
-from .gemm.partition import even_cuts, run_units
-from .llvm.kernel_ir import strides as layout_strides
-from .llvm.types import constant, storage_type
-from .llvm.loops import for_range, i64
-from .elemental.reduction import window_source
+from .patches import element
+from ..elemental.contraction import parse_dim_labels
+from ..gemm.partition import even_cuts, run_units
+from ..llvm.kernel_ir import strides as layout_strides
+from ..llvm.types import constant, storage_type
+from ..llvm.loops import for_range, i64
+from ..elemental.reduction import window_source
 
 # A contraction of up to this many terms is unrolled inside the vectorized group loop.
 MAX_UNROLLED_TAPS = 32
@@ -142,7 +142,7 @@ def _operand_buffer(kernel, view):
 
 
 def why_not_grouped(conv, rhs_view, out) -> str | None:
-    """What the depthwise loops (this one and conv_stencil.py's) both need: f32 or
+    """What the depthwise loops (this one and stencil.py's) both need: f32 or
     f64 throughout, and either feature or batch grouping."""
     a = conv.attrs
     etype = out.shape.element_type

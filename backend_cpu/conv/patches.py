@@ -1,4 +1,4 @@
-"""The memory side of convolutions on the GEMM, in IR (notation of conv_plan.py):
+"""The memory side of convolutions on the GEMM, in IR (notation of plan.py):
 building a chunk of the patch matrix P, copying a GEMM result tile into the
 output, and copying the kernel into a [K, F] matrix when it cannot be used in place.
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .conv_plan import ConvPlan
-from .llvm.kernel_ir import strides as layout_strides
-from .llvm.types import constant, storage_type
-from .llvm.loops import for_range, i64
-from .elemental.reduction import window_source
+from .plan import ConvPlan
+from ..llvm.kernel_ir import strides as layout_strides
+from ..llvm.types import constant, storage_type
+from ..llvm.loops import for_range, i64
+from ..elemental.reduction import window_source
 
 
 # An innermost k loop shorter than this leaves the loop around it to LLVM's unroller.

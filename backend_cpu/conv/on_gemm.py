@@ -3,39 +3,39 @@
 Any convolution whose kernel is in memory (a parameter, bitcast or transpose of
 one) and whose element type is f32 or f64 — any `dim_labels`, stride, padding,
 lhs/rhs dilation, window reversal, feature or batch grouping — is computed per
-group as out[row, f] = P[row, k] @ W[k, f] (conv_plan.py explains the notation
+group as out[row, f] = P[row, k] @ W[k, f] (plan.py explains the notation
 and the choices). The kernel's [begin, end) count work units
 (gemm_partition.run_units); a unit runs a range of work items, an item being one
 (group, chunk of rows):
 
     for each item (g, rows [r0, r1)):
-        build P[r0:r1, :] for group g in the unit's patch buffer  (conv_patches.py)
+        build P[r0:r1, :] for group g in the unit's patch buffer  (patches.py)
         GEMM: P chunk @ W[:, g's features] -> the output rows in place, or a tile
         copy the tile into the output through its labels/layout  (when not in place)
 
 Each unit owns a region of two scratch slots — the GEMM's packing buffers, and
 [patch chunk | tile | kernel copy] — so units share no memory. An lhs-dilated
 convolution is split into dense sub-convolutions by output phase first
-(conv_phases.py). Depthwise convolutions take a direct loop instead, vectorized
-over the channels when they are innermost (conv_depthwise.py), else along the
-innermost spatial dimension (conv_stencil.py); tiny convolutions stay on the
+(phases.py). Depthwise convolutions take a direct loop instead, vectorized
+over the channels when they are innermost (depthwise.py), else along the
+innermost spatial dimension (stencil.py); tiny convolutions stay on the
 generic generator of elemental/contraction.py.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..hlo.shape import Shape
+from ...hlo.shape import Shape
 
-from .conv_patches import PatchBuilder, copy_rhs, copy_tile, element
-from .conv_phases import split_phases
-from .conv_plan import ConvPlan, plan_conv, plan_refusal
-from .gemm import packed_gemm
-from .gemm.operands import View
-from .gemm.packing import ALIGN
-from .gemm.partition import even_cuts, intra_op_threads, run_units
-from .llvm.types import constant, storage_type
-from .llvm.loops import for_range, i64
+from .patches import PatchBuilder, copy_rhs, copy_tile, element
+from .phases import split_phases
+from .plan import ConvPlan, plan_conv, plan_refusal
+from ..gemm import packed_gemm
+from ..gemm.operands import View
+from ..gemm.packing import ALIGN
+from ..gemm.partition import even_cuts, intra_op_threads, run_units
+from ..llvm.types import constant, storage_type
+from ..llvm.loops import for_range, i64
 
 
 def why_not_conv(conv, rhs_view, out_shape) -> str | None:
