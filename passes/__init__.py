@@ -22,6 +22,7 @@ from .multi_output_fusion import MultiOutputFusion
 from .horizontal_fusion import HorizontalFusion
 from .hlo_utils import count_kernels
 from .cost_analysis import cost_analysis
+from .sharding_propagation import ShardingPropagation
 from .pipeline import cpu_pipeline, o0_pipeline, named_pipeline
 
 __all__ = [
@@ -32,5 +33,5 @@ __all__ = [
     "AlgebraicSimplifier",
     "CpuInstructionFusion", "FusionDecision", "InstructionFusion", "RowFusion",
     "MultiOutputFusion", "HorizontalFusion", "count_kernels", "cost_analysis", "cpu_pipeline",
-    "o0_pipeline", "named_pipeline",
+    "o0_pipeline", "named_pipeline", "ShardingPropagation",
 ]
