@@ -8,8 +8,8 @@
 
 Where to read next: compiler.py (the stages), strategies.py (which emitter takes
 each kernel, every refusal with its reason), elemental/generators.py (how a fusion becomes
-one loop nest of composed element generators), kernels.py (the kernel shapes),
-elemental/hoisting.py (row fusions), row_normalize.py (softmax rows: exp once, scale in
+one loop nest of composed element generators), emitters/loop_nest.py (the kernel shapes),
+elemental/hoisting.py (row fusions), emitters/row_normalize.py (softmax rows: exp once, scale in
 place), buffer_assignment.py (slots and the temp arena), executable.py /
 thunks.py (running), inter_op.py (independent kernels on runtime streams),
 disk_cache.py (the persistent cache:

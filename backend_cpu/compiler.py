@@ -61,7 +61,8 @@ from .. import passes, runtime
 from ..hlo import HloInstruction, parse_module
 from ..hlo.dtypes import numpy_dtype
 
-from . import disk_cache, inter_op, kernels, sort_thunk
+from . import disk_cache, inter_op, sort_thunk
+from .emitters import loop_nest
 from .gemm import library as gemm_library
 from .llvm import ir_policy, target_machine, machine_code
 from . import strategies
@@ -437,7 +438,7 @@ class ProgramBuilder:
             return self._call(instr, operands)
         if op == "sort":
             return self._sort(instr, operands)
-        if op == "fusion" or op in kernels.KERNEL_OPCODES or instr.info.is_elementwise:
+        if op == "fusion" or op in loop_nest.KERNEL_OPCODES or instr.info.is_elementwise:
             return self._kernel(instr, operands)
         raise NotImplementedError(f"backend_cpu: no emitter for {op}")
 

@@ -1,6 +1,6 @@
 """`sort` on the host with numpy when the comparator is a plain key compare.
 
-Why a library call: a sort is not a loop nest. The LLVM kernel of sorting.py
+Why a library call: a sort is not a loop nest. The LLVM kernel of emitters/merge_sort.py
 (a merge sort of a permutation that calls the comparator per compare) is the
 general path, but it runs one thread at a few tens of cycles per compare. XLA's
 CPU backend does not generate sorts either: it calls a sort from its C++

@@ -22,26 +22,26 @@ The rows, in the order the backend tries them (most specific first, the fallback
     host_sort               a sort by a plain key compare: no kernel, numpy sorts it on
                             the host (sort_thunk.py)
     materialize_inner       a fusion reading a dot, convolution or in-place result
-                            inside: each computed once into scratch (kernels.py)
+                            inside: each computed once into scratch (emitters/loop_nest.py)
     gemm                    a dot of arrays in memory, not tiny: the packed GEMM
-                            (dot_emitter.py)
+                            (emitters/dot.py)
     conv_depthwise          a depthwise convolution, groups innermost (conv/depthwise.py)
     conv_depthwise_spatial  a depthwise convolution, a spatial dimension innermost
                             (conv/stencil.py)
     conv_gemm               an f32/f64 convolution with its kernel in memory: im2col +
                             GEMMs (conv/on_gemm.py)
-    row_shuffle             a large transpose keeping the minor dimension (transpose.py)
+    row_shuffle             a large transpose keeping the minor dimension (emitters/transpose.py)
     block_transpose         a transpose of an array in memory, by register blocks
     column_reduce_epilogue  column reduces under pointwise ops: a mean, a variance
-                            (column_reduce.py)
-    row_normalize           e / sum(e) over the minor dimension: softmax (row_normalize.py)
+                            (emitters/column_reduce.py)
+    row_normalize           e / sum(e) over the minor dimension: softmax (emitters/row_normalize.py)
     column_reduces          a tuple of column reduces sharing one walk
-    scatter                 a scatter root (scatter_kernels.py)
-    merge_sort              a sort root that host_sort declined (sorting.py)
-    select_and_scatter      a select-and-scatter root (scatter_kernels.py)
+    scatter                 a scatter root (emitters/scatter.py)
+    merge_sort              a sort root that host_sort declined (emitters/merge_sort.py)
+    select_and_scatter      a select-and-scatter root (emitters/scatter.py)
     column_reduce           a reduce keeping its input's minor dimension
     loop_nest               any other root, or a tuple whose outputs share one shape:
-                            one loop nest of element generators (kernels.py)
+                            one loop nest of element generators (emitters/loop_nest.py)
     per_output_loops        a tuple root: one serial nest per element
 
 host_sort makes no kernel: the compiler asks `choose_on_host` before it makes one and
@@ -61,19 +61,19 @@ from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 from .elemental import generators
-from . import kernels, row_normalize, streaming
-from .column_reduce import (emit_column_reduce, try_emit_column_reduces,
+from .emitters import loop_nest, row_normalize, streaming
+from .emitters.column_reduce import (emit_column_reduce, try_emit_column_reduces,
                             try_emit_reduce_epilogue, why_not_column_reduce,
                             why_not_column_reduces, why_not_reduce_epilogue)
 from .conv.depthwise import try_emit_depthwise, why_not_depthwise
 from .conv.on_gemm import emit_conv_gemm, why_not_conv, why_not_conv_gemm
 from .conv.stencil import try_emit_depthwise_spatial, why_not_depthwise_spatial
-from .dot_emitter import try_emit_gemm, why_not_gemm
+from .emitters.dot import try_emit_gemm, why_not_gemm
 from .gemm.operands import View, resolve_view
 from .elemental.hoisting import make_hoister, plan_hoisting
 from .llvm.kernel_ir import strides
 from .sort_thunk import match_sort, why_not_host_sort
-from .transpose import (try_emit_block_transpose, try_emit_row_shuffle, why_not_block_transpose,
+from .emitters.transpose import (try_emit_block_transpose, try_emit_row_shuffle, why_not_block_transpose,
                         why_not_row_shuffle)
 
 
@@ -144,9 +144,9 @@ class Candidate:
         if self.comp is None or self.gens is not None:
             return
         root = self.root
-        in_place = [root] if root.opcode in kernels.IN_PLACE else []
+        in_place = [root] if root.opcode in loop_nest.IN_PLACE else []
         if root.opcode == "tuple":
-            in_place = [root] + [e for e in root.operands if e.opcode in kernels.IN_PLACE]
+            in_place = [root] + [e for e in root.operands if e.opcode in loop_nest.IN_PLACE]
         # Building generators emits no IR yet: only the ones the kernel calls cost code.
         self.gens = generators.build_generators(self.kernel, self.comp, self.operand_gens,
                                                skip=set(in_place))
@@ -204,13 +204,13 @@ def _match_host_sort(c: Candidate) -> Decision:
 def _match_materialize_inner(c: Candidate) -> Decision:
     if not c.fused:
         return Decision("not a fusion")
-    if not kernels.materialized(c.comp):
+    if not loop_nest.materialized(c.comp):
         return Decision("reads no dot, convolution or in-place result inside")
     return MAY_APPLY
 
 
 def _emit_materialize_inner(c: Candidate, _: Decision) -> int:
-    return kernels.emit_with_inner_in_place(c.kernel, c.comp, c.operand_gens, c.outputs)
+    return loop_nest.emit_with_inner_in_place(c.kernel, c.comp, c.operand_gens, c.outputs)
 
 
 # --- contractions: the GEMM and the convolutions ---------------------------------------------
@@ -325,7 +325,7 @@ def _in_place(opcode: str) -> Callable[[Candidate], Decision]:
 
 
 def _emit_in_place(c: Candidate, _: Decision) -> int:
-    return kernels.emit_in_place(c.kernel, c.root, c.root_operand_gens(), c.outputs)
+    return loop_nest.emit_in_place(c.kernel, c.root, c.root_operand_gens(), c.outputs)
 
 
 # --- loop nests: the fallback --------------------------------------------------------------------
@@ -341,18 +341,18 @@ def _hoister(c: Candidate):
 
 def _match_loop_nest(c: Candidate) -> Decision:
     if c.root.opcode == "tuple":
-        return _decision(kernels.why_not_one_nest(c.root, c.outputs))
+        return _decision(loop_nest.why_not_one_nest(c.root, c.outputs))
     return MAY_APPLY
 
 
 def _emit_loop_nest(c: Candidate, _: Decision) -> int:
     root = c.root
     if not c.fused:
-        return kernels.emit_loop_nest_root(c.kernel, root, c.operand_gens, c.outputs)
+        return loop_nest.emit_loop_nest_root(c.kernel, root, c.operand_gens, c.outputs)
     hoist = _hoister(c)
     if root.opcode == "tuple":
-        return kernels.emit_tuple_together(c.kernel, root, c.gens, c.outputs, hoist)
-    return kernels.emit_loop_nest_root(c.kernel, root, c.root_operand_gens(), c.outputs,
+        return loop_nest.emit_tuple_together(c.kernel, root, c.gens, c.outputs, hoist)
+    return loop_nest.emit_loop_nest_root(c.kernel, root, c.root_operand_gens(), c.outputs,
                                        c.gens.get(root), hoist, c.gens)
 
 
@@ -361,7 +361,7 @@ def _match_per_output(c: Candidate) -> Decision:
 
 
 def _emit_per_output(c: Candidate, _: Decision) -> int:
-    return kernels.emit_per_output(c.kernel, c.root, c.gens, c.outputs)
+    return loop_nest.emit_per_output(c.kernel, c.root, c.gens, c.outputs)
 
 
 STRATEGIES: list[Strategy] = [

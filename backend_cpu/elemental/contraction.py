@@ -4,7 +4,7 @@ These are the general, always-correct paths: any batch/contracting dimensions,
 any dtype (operands converted to the result type; f16 accumulates in f32),
 any convolution window (stride, padding, lhs/rhs dilation, reversal) and
 feature/batch grouping. Large matrix products and convolutions go to the packed
-GEMM instead (dot_emitter.py, conv/on_gemm.py; strategies.py picks them), and
+GEMM instead (emitters/dot.py, conv/on_gemm.py; strategies.py picks them), and
 depthwise convolutions to a direct vectorized loop (conv/depthwise.py); these
 generators remain for small or unusual cases (f16, integers, a kernel computed
 in the same fusion) and let a dot or convolution sit inside a fusion like any

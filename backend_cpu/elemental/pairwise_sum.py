@@ -32,7 +32,7 @@ The block count is a compile-time constant (shapes are static), so the final
 combination is straight-line code, and a block's number comes from the loop
 indices around it (no counter kept in memory). Levels live in a small array on
 the stack (`Levels`) or, for a column reduce that sums a whole row of outputs at
-once, in scratch rows indexed like the outputs (column_reduce.py).
+once, in scratch rows indexed like the outputs (emitters/column_reduce.py).
 """
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ accumulates in f32 and is rounded once. Integer sums, max, min and f32/f64
 products keep the one-accumulator loop: exact, or (products) no better in a tree.
 
 A column reduce (the input's minor dimension kept) is not a generator: its
-kernel streams the input once in memory order (column_reduce.py).
+kernel streams the input once in memory order (emitters/column_reduce.py).
 
 A reduce-window generator loops over the window of one output element,
 starting from the init value; a window position in padding, or between
@@ -150,7 +150,7 @@ def _float_reduce(kernel, instr, srcs, reducer: str, kept: list[int], order: lis
     wide = wide_type(etype) or ty
     sizes = [in_shape.dims[d] for d in order]
     # A kept minor dimension (a column reduce computed per element, in a fusion that
-    # could not take column_reduce.py's walk) leaves a strided inner loop: one chain.
+    # could not take emitters/column_reduce.py's walk) leaves a strided inner loop: one chain.
     strided = in_shape.rank > 0 and in_shape.minor_to_major()[0] in kept
     plan = BlockPlan(sizes, block_elements(etype, sizes, 0 if strided else LLVM_ACCUMULATORS)) \
         if reducer == "add" else None

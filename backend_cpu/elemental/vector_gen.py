@@ -31,7 +31,7 @@ Anything else (gathers, pads, concatenates, reductions along the lanes, f16,
 a lane dimension that is not unit-stride in memory) declines: the kernel then
 keeps its scalar loop, and LLVM's vectorizer.
 
-Who uses them: the kernels that stream their output (streaming.py), where
+Who uses them: the kernels that stream their output (emitters/streaming.py), where
 memory sets the speed and compile time is what is left to win (the softmax
 kernel of f32[4096,4096]: the whole compile went from ~24 to ~17 ms, the run
 time stayed the same). Kernels whose data stays in cache keep LLVM's

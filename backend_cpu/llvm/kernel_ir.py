@@ -129,7 +129,7 @@ class KernelIR:
         self._accesses: list[tuple[int, ir.Instruction]] = []
         self._memo: list[dict] = [{}]
         self.max_partitions: int | None = None   # set by emitters that know better
-        self.streams = False    # set by streaming.py: non-temporal stores need an sfence
+        self.streams = False    # set by emitters/streaming.py: non-temporal stores need an sfence
         self.operands: list = []    # the input Buffers (emit_kernel sets them)
         self._fp_saved = emit_set_flush_denormals(self.entry)
 

@@ -197,7 +197,7 @@ def emit_loop_nest(b: ir.IRBuilder, shape, begin: ir.Value, end: ir.Value,
     With `hoist` (see elemental/hoisting.py), `hoist(b, opened_dims, index)` runs at the top of
     the nest and at the top of every loop body, inside `level_scope()`.
 
-    With `minor_loop` (untiled nests only; see streaming.py), the minor-most loop is
+    With `minor_loop` (untiled nests only; see emitters/streaming.py), the minor-most loop is
     `minor_loop(b, lo, hi, index, dim, per_element, name, per_vector=...)` instead of
     a `for_range`: it calls `per_element(b, i)` wherever it wants the body for element
     i emitted (and `per_vector(b, i)` for elements i .. i + lanes - 1, when given).

@@ -245,7 +245,7 @@ def test_transposed_convolutions_by_phase(module, chunk_bytes):
 
 def test_stride2_input_gradient_splits_into_phases():
     from xlapy.backend_cpu.conv.phases import split_phases
-    from xlapy.backend_cpu.dot_emitter import View
+    from xlapy.backend_cpu.gemm.operands import View
     window = window_of([3, 3], pads=[(1, 2), (1, 2)], lhs_dil=[2, 2], rev=[True, True])
     module = conv_module("b01f", "01oi", "b01f", dict(SIZES, **{"0": 4, "1": 3}), window)
     conv = module.entry.root

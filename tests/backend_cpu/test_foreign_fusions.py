@@ -6,7 +6,7 @@ computed every convolution anew for each element that read it (a convolution of 
 convolution): 6 s against 6 ms for the unoptimized module. Now the pipeline inlines
 such fusions (passes/fusion_inliner.py) so each contraction is a GEMM kernel, and a
 module compiled without the pipeline computes each inner contraction once into
-scratch memory (kernels.py). Tests check structure and numbers, never time.
+scratch memory (emitters/loop_nest.py). Tests check structure and numbers, never time.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from xlapy import backend_cpu
 from xlapy import hlo
 from xlapy import passes
-from xlapy.backend_cpu import kernels
+from xlapy.backend_cpu.emitters import loop_nest
 from xlapy.passes.fusion_inliner import reads_a_contraction
 from tests.corpus_util import assert_all_close
 
@@ -159,10 +159,10 @@ def test_backend_computes_inner_contractions_once():
     """Without the pipeline: the kernel materializes the contractions it reads."""
     module = hlo.parse_module(YNN_LIKE)
     body = next(i for i in module.entry.instructions if i.opcode == "fusion").fused_computation
-    assert sorted(i.name for i in kernels._read_inside(body)) == ["c1", "c2", "short"]
+    assert sorted(i.name for i in loop_nest._read_inside(body)) == ["c1", "c2", "short"]
     module = hlo.parse_module(DOT_AS_OUTPUT_AND_READ)
     body = next(i for i in module.entry.instructions if i.opcode == "fusion").fused_computation
-    assert [i.name for i in kernels._read_inside(body)] == ["d"]
+    assert [i.name for i in loop_nest._read_inside(body)] == ["d"]
     module = hlo.parse_module(DOT_AT_ROOT)
     body = next(i for i in module.entry.instructions if i.opcode == "fusion").fused_computation
-    assert kernels._read_inside(body) == []
+    assert loop_nest._read_inside(body) == []

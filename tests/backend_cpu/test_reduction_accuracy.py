@@ -5,10 +5,10 @@ output alone. Each case names the kernel shape it reaches:
 
 - generator: a reduce computed per output element (elemental/reduction.py), the loop
   vectorized by LLVM; a full reduce to a scalar, rows, several reduced dims;
-- column: the streaming column reduce (column_reduce.py), the input's minor dim
+- column: the streaming column reduce (emitters/column_reduce.py), the input's minor dim
   kept, including kept dims between reduced ones and sibling reduces;
 - row on vectors: a reduce hoisted out of a streamed loop nest (elemental/vector_gen.py's
-  emit_row_reduce), and softmax rows (row_normalize.py), on vectors or scalar.
+  emit_row_reduce), and softmax rows (emitters/row_normalize.py), on vectors or scalar.
 
 Before blocking, a 1M-element f32 sum of 0.1s was off by 2.6e-4 (relative) and f32
 accumulators stopped at 2^24 (2^30 ones summed to 2^29, 654,704,640 ones to 2^29).

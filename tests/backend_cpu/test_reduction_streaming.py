@@ -18,7 +18,7 @@ import pytest
 from xlapy import backend_cpu
 from xlapy import hlo
 from xlapy import runtime
-from xlapy.backend_cpu import column_reduce as reduction
+from xlapy.backend_cpu.emitters import column_reduce as reduction
 from tests.backend_cpu.helpers import check_against_evaluator, compiled, uniquify
 
 ADD = """

@@ -1,4 +1,4 @@
-"""Row normalization in place (row_normalize.py): softmax rows compute exp once and
+"""Row normalization in place (emitters/row_normalize.py): softmax rows compute exp once and
 scale by the reciprocal of the sum; results stay within DESIGN.md's tolerances."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from xlapy import hlo
-from xlapy.backend_cpu import row_normalize
+from xlapy.backend_cpu.emitters import row_normalize
 from xlapy.backend_cpu.elemental.hoisting import plan_hoisting
 from tests.backend_cpu.helpers import check_against_evaluator, uniquify
 

@@ -1,4 +1,4 @@
-"""Parallel scatter and select-and-scatter (backend_cpu/scatter_kernels.py).
+"""Parallel scatter and select-and-scatter (backend_cpu/emitters/scatter.py).
 
 A kernel that may split reports a partition extent above 1; the tests then run it
 with every unit of that extent as a partition of its own (the most cuts it can

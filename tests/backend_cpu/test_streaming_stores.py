@@ -1,4 +1,4 @@
-"""Non-temporal stores for large outputs (streaming.py).
+"""Non-temporal stores for large outputs (emitters/streaming.py).
 
 A kernel whose output is at least STREAM_MIN_BYTES writes its vector loop with
 `vmovntps` and ends with an `sfence`; a small one does neither. Streaming only
@@ -14,7 +14,7 @@ import pytest
 
 from xlapy import backend_cpu
 from xlapy import hlo
-from xlapy.backend_cpu import streaming
+from xlapy.backend_cpu.emitters import streaming
 from tests.backend_cpu.helpers import uniquify
 from tests.corpus_util import assert_close
 

@@ -1,4 +1,4 @@
-"""Batched transposes (backend_cpu/transpose.py): register blocks over batch x block-row
+"""Batched transposes (backend_cpu/emitters/transpose.py): register blocks over batch x block-row
 units, and row shuffles that keep the minor dimension (attention's head shuffle).
 
 Large outputs store non-temporally; the tests lower streaming.STREAM_MIN_BYTES to
@@ -17,7 +17,7 @@ import pytest
 from xlapy import backend_cpu
 from xlapy import hlo
 from xlapy import runtime
-from xlapy.backend_cpu import streaming
+from xlapy.backend_cpu.emitters import streaming
 from xlapy.backend_cpu.thunks import KernelThunk
 
 # Every test here inspects code: once per ISA level (tests/targets.py).

@@ -1,5 +1,5 @@
 """Block transposes whose block rows are not the output's second-minor dimension
-(backend_cpu/transpose.py, `_row_dim`): out[c, h, w, n] = in[n, h, w, c], the layout
+(backend_cpu/emitters/transpose.py, `_row_dim`): out[c, h, w, n] = in[n, h, w, c], the layout
 change of a convolution's weight gradient. The blocks' rows run along the output
 dimension the input is contiguous in, every other non-minor dimension is a batch
 dimension; such transposes never stream (their block rows are not whole lines of one

@@ -17,7 +17,7 @@ import pytest
 
 from xlapy import backend_cpu
 from xlapy import hlo
-from xlapy.backend_cpu import streaming
+from xlapy.backend_cpu.emitters import streaming
 from xlapy.backend_cpu.llvm.loops import for_range, loops_left_to_llvm, vector_loop
 from tests.backend_cpu.helpers import edge_values, uniquify
 from tests.corpus_util import assert_close

@@ -22,11 +22,11 @@ from math import prod
 
 import llvmlite.ir as ir
 
-from .gemm import packed_gemm
-from .gemm.operands import View
-from .gemm.partition import even_cuts, intra_op_threads, run_units
-from .llvm.types import element_bytes
-from .llvm.loops import for_range, i64
+from ..gemm import packed_gemm
+from ..gemm.operands import View
+from ..gemm.partition import even_cuts, intra_op_threads, run_units
+from ..llvm.types import element_bytes
+from ..llvm.loops import for_range, i64
 
 # Below this many multiply-adds the generic dot generator is used.
 GEMM_MIN_FLOPS = 32 * 1024

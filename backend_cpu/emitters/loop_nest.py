@@ -14,7 +14,7 @@ buffers; an unfused instruction is treated as a one-instruction fusion. Then:
   element (`emit_per_output`);
 - scatter, sort and select-and-scatter write their outputs in place, so they
   first copy (or initialize) the output and then update it (`IN_PLACE`;
-  scatter_kernels.py splits both over the threads where that is race-free);
+  scatter.py splits both over the threads where that is race-free);
 - a fusion that reads a dot, convolution or in-place result inside computes it
   once into scratch memory first (`emit_with_inner_in_place`).
 
@@ -23,12 +23,12 @@ meaning "call once with [0, 1)".
 """
 from __future__ import annotations
 
-from .elemental import generators, vector_gen
+from ..elemental import generators, vector_gen
 from . import streaming
-from .llvm.kernel_ir import Buffer
-from .llvm.loops import emit_loop_nest, for_range, i64, partition_extent
-from .scatter_kernels import emit_scatter, emit_select_and_scatter
-from .sorting import emit_sort
+from ..llvm.kernel_ir import Buffer
+from ..llvm.loops import emit_loop_nest, for_range, i64, partition_extent
+from .scatter import emit_scatter, emit_select_and_scatter
+from .merge_sort import emit_sort
 
 
 def emit_in_place(kernel, root, operand_gens, outputs) -> int:
