@@ -23,6 +23,7 @@ from .horizontal_fusion import HorizontalFusion
 from .hlo_utils import count_kernels
 from .cost_analysis import cost_analysis
 from .sharding_propagation import ShardingPropagation
+from .spmd_partitioner import SpmdPartitioner
 from .pipeline import cpu_pipeline, o0_pipeline, named_pipeline
 
 __all__ = [
@@ -33,5 +34,5 @@ __all__ = [
     "AlgebraicSimplifier",
     "CpuInstructionFusion", "FusionDecision", "InstructionFusion", "RowFusion",
     "MultiOutputFusion", "HorizontalFusion", "count_kernels", "cost_analysis", "cpu_pipeline",
-    "o0_pipeline", "named_pipeline", "ShardingPropagation",
+    "o0_pipeline", "named_pipeline", "ShardingPropagation", "SpmdPartitioner",
 ]
