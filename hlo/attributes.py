@@ -17,7 +17,9 @@ import json
 import re
 from typing import Any, Callable
 
-from .ir import PadDim, RawAttr, ReplicaGroups, SliceDim, Window, WindowDim
+from .ir import LiteralAttr, PadDim, RawAttr, ReplicaGroups, SliceDim, Window, WindowDim
+from .literal import format_literal
+from .shape import Shape
 from .opcodes import CALLED_COMPUTATION_ATTRS, CALLED_COMPUTATION_LIST_ATTRS
 from .replica_groups import parse_replica_groups
 from .sharding import HloSharding, ShardingError, parse_sharding
@@ -47,7 +49,7 @@ ENUM_ATTRS = {
 
 _INT = r"-?[0-9]+"
 _INT_LIST_RE = re.compile(rf"\{{\s*(?:{_INT}\s*(?:,\s*{_INT}\s*)*)?\}}")
-_DIM_LABELS_RE = re.compile(r"[0-9a-z]+_[0-9a-z]+->[0-9a-z]+")
+_DIM_LABELS_RE = re.compile(r"[0-9a-z?]+_[0-9a-z?]+->[0-9a-z?]+")   # XLA writes ? for an unused slot
 _NAME_RE = re.compile(r"%?[A-Za-z_][A-Za-z0-9_.\-]*")
 _SLICE_DIM_RE = re.compile(rf"\[\s*({_INT})\s*:\s*({_INT})\s*(?::\s*({_INT})\s*)?\]")
 _SLICE_RE = re.compile(rf"\{{\s*(?:{_SLICE_DIM_RE.pattern}\s*(?:,\s*{_SLICE_DIM_RE.pattern}\s*)*)?\}}")
@@ -239,6 +241,14 @@ def encode_attribute(key: str, value: Any) -> str:
         return value.text
     if isinstance(value, HloSharding):
         return value.to_text()
+    if isinstance(value, Shape):
+        return value.to_text()
+    if isinstance(value, LiteralAttr):
+        return f"{value.shape.to_text()} {format_literal(value.value, value.shape)}"
+    if key == "operand_layout_constraints":
+        return "{" + ", ".join(s.to_text() for s in value) + "}"
+    if key == "execution_thread":
+        return json.dumps(value)
     if key == "source_target_pairs":
         return "{" + ",".join(f"{{{int(a)},{int(b)}}}" for a, b in value) + "}"
     if key in CALLED_COMPUTATION_ATTRS:

@@ -47,8 +47,14 @@ printer prints it back, everything else reads it):
     replica_groups                                         ReplicaGroups (expanded groups,
                                                            and the spelling, kept to print back)
     source_target_pairs                                    tuple[tuple[int, int], ...]
+    outfeed_shape, infeed_shape                            Shape
+    operand_layout_constraints                             tuple[Shape, ...]
+    literal                                                LiteralAttr (shape and value)
     metadata, backend_config, frontend_attributes, sharding,
     and any attribute the parser does not know            RawAttr (text kept verbatim)
+
+A computation may carry attributes of its own (`}, execution_thread="x"` in the
+text) in `HloComputation.attrs`: execution_thread is a str, others RawAttr.
 
 `replica_groups` is written in one of XLA's spellings: a list `{{0,1},{2,3}}`
 (`{}`: one group of everyone), the iota form `[2,2]<=[4]` or
@@ -125,6 +131,20 @@ class ReplicaGroups:
         if self.text.startswith("mesh"):
             return "mesh"
         return "iota" if self.text.startswith("[") else "list"
+
+
+@dataclass(frozen=True, eq=False)
+class LiteralAttr:
+    """An attribute whose value is a literal with its shape: `literal=s32[2]{0} {1, 2}`."""
+    shape: Shape
+    value: Any
+
+    def __eq__(self, other):
+        return (isinstance(other, LiteralAttr) and self.shape == other.shape
+                and np.array_equal(np.asarray(self.value), np.asarray(other.value), equal_nan=True))
+
+    def __hash__(self):
+        return hash(self.shape)
 
 
 @dataclass(frozen=True)
@@ -260,6 +280,8 @@ class HloComputation:
         self.root: HloInstruction | None = None
         self.parent: HloModule | None = None
         self.is_fusion_computation = False   # set when a fusion instruction calls it
+        # Attributes written after the closing brace: {"execution_thread": "main"}.
+        self.attrs: dict[str, Any] = {}
 
     # --- building -------------------------------------------------------------
     def add_instruction(self, instr: HloInstruction, *,

@@ -17,6 +17,7 @@ value in their own precision (`0.1` for f32, not `0.100000001`), `inf`, `-inf`,
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,15 +115,66 @@ def _convert_leaves(leaves: list, element_type: str) -> np.ndarray:
         raise LiteralError(f"no literal of element type {element_type}",
                            _token_of(leaves[0]) if leaves else None)
     if dt.is_complex:
-        values = [_complex_leaf(leaf) for leaf in leaves]
+        values = [_complex_leaf(leaf, element_type) for leaf in leaves]
     elif dt.is_float:
         values = [_float_leaf(leaf, element_type) for leaf in leaves]
+        payloads = [(i, v) for i, v in enumerate(values) if isinstance(v, _NanPayload)]
+        if payloads:
+            return _with_payloads(values, payloads, element_type)
     elif dt.is_pred:
         values = [_pred_leaf(leaf) for leaf in leaves]
     else:
         info = np.iinfo(dt.numpy)
-        values = [_int_leaf(leaf, element_type, info.min, info.max) for leaf in leaves]
-    return np.array(values, dtype=dt.numpy)
+        # XLA reads u64 literals as 64-bit integers: u64[] constant(-1) is 2^64 - 1.
+        lo = -2 ** 63 if element_type == "u64" else info.min
+        values = [_int_leaf(leaf, element_type, lo, info.max) % 2 ** 64
+                  if element_type == "u64" else _int_leaf(leaf, element_type, info.min, info.max)
+                  for leaf in leaves]
+    with np.errstate(over="ignore"):     # 65505 in f16 rounds to 65504, as XLA's does
+        return np.array(values, dtype=dt.numpy)
+
+
+@dataclass
+class _NanPayload:
+    """`-nan(0x7f)`: a NaN whose significand bits are `payload`."""
+    negative: bool
+    payload: int
+
+
+def _mantissa_bits(element_type: str) -> int:
+    return {"f16": 10, "bf16": 7, "f32": 23, "f64": 52}[element_type]
+
+
+def _with_payloads(values: list, payloads: list, element_type: str) -> np.ndarray:
+    """The array of `values`, the NaNs with payloads given their exact bits."""
+    np_type = _dtype(element_type).numpy
+    array = np.array([math.nan if isinstance(v, _NanPayload) else v for v in values],
+                     dtype=np_type)
+    if element_type == "bf16":
+        array = round_to_bf16(array)
+        shift = 16                       # bf16 lives in the upper half of a float32
+    else:
+        shift = 0
+    bits = array.view(np.dtype(f"u{array.itemsize}"))
+    mantissa = _mantissa_bits(element_type)
+    exponent_all_ones = ((1 << (bits.itemsize * 8 - 1 - shift)) - 1) >> mantissa << mantissa
+    for i, nan in payloads:
+        sign = 1 << (bits.itemsize * 8 - 1 - shift)
+        bits[i] = ((sign if nan.negative else 0) | exponent_all_ones | nan.payload) << shift
+    return array
+
+
+def nan_payload(value, element_type: str) -> int | None:
+    """The significand bits of NaN `value` if they are not the plain quiet NaN's."""
+    if element_type not in ("f16", "bf16", "f32", "f64"):
+        return None
+    array = np.array([value], dtype=_dtype(element_type).numpy)
+    bits = int(array.view(np.dtype(f"u{array.itemsize}"))[0])
+    mantissa = _mantissa_bits(element_type)
+    if element_type == "bf16":
+        bits >>= 16
+    payload = bits & ((1 << mantissa) - 1)
+    return None if payload == 1 << (mantissa - 1) else payload
 
 
 def _leaf_text(leaf: Any) -> str:
@@ -131,17 +183,45 @@ def _leaf_text(leaf: Any) -> str:
     return str(leaf)
 
 
-def _float_leaf(leaf: Any, element_type: str) -> float:
+_NAN_PAYLOAD_RE = re.compile(r"([-+]?)nan\(0x([0-9a-fA-F]+)\)")
+
+
+def _float_leaf(leaf: Any, element_type: str):
     text = _leaf_text(leaf)
+    m = _NAN_PAYLOAD_RE.fullmatch(text)
+    if m is not None:
+        payload = int(m.group(2), 16)
+        mantissa = _mantissa_bits(element_type) if element_type in ("f16", "bf16", "f32",
+                                                                    "f64") else 0
+        if not 0 < payload < 1 << mantissa:
+            raise LiteralError(f"NaN payload {text} does not fit the {mantissa} significand "
+                               f"bits of {element_type} (or is 0, which is infinity)", leaf)
+        return _NanPayload(m.group(1) == "-", payload)
+    if text.lower().startswith(("nan", "+nan", "-nan", "inf", "+inf", "-inf")) \
+            and text.lower().lstrip("+-") not in ("nan", "inf"):
+        raise LiteralError(f"{text!r} is not a {element_type} number", leaf)
     try:
         value = float(text)   # accepts inf, -inf, nan, -nan, -0, 1e+30
     except ValueError:
         raise LiteralError(f"{text!r} is not a {element_type} number", leaf) from None
-    # Overflow to inf in a narrow type is a typo, not a value (e.g. 1e6 in f16).
-    limit = float(np.finfo(_dtype(element_type).numpy).max) if element_type != "bf16" else 3.4e38
-    if math.isfinite(value) and abs(value) > limit * (1 + 2 ** -10):
-        raise LiteralError(f"{text} is out of range for {element_type}", leaf)
+    # As XLA: a finite number that rounds to infinity in the element type is an error,
+    # not inf (f16 65520, f64 1.8e308, bf16 1e100); 65505 in f16 rounds to 65504 and is fine.
+    finite_text = text.lower().lstrip("+-") not in ("inf", "nan", "infinity")
+    if finite_text and not math.isfinite(_rounded(value, element_type)):
+        raise LiteralError(f"value {text} is out of range for literal's primitive type "
+                           f"{element_type.upper()}", leaf)
     return value
+
+
+def _rounded(value: float, element_type: str) -> float:
+    """`value` rounded to nearest in `element_type` (inf if it overflows)."""
+    if not math.isfinite(value):
+        return value
+    if element_type == "bf16":
+        return float(round_to_bf16(np.array([value], dtype=np.float32))[0]) \
+            if abs(value) < 3.5e38 else math.inf
+    with np.errstate(over="ignore"):
+        return float(_dtype(element_type).numpy.type(value))
 
 
 def _int_leaf(leaf: Any, element_type: str, lo: int, hi: int) -> int:
@@ -152,7 +232,8 @@ def _int_leaf(leaf: Any, element_type: str, lo: int, hi: int) -> int:
         raise LiteralError(f"{text!r} is not a {element_type} integer", leaf)
     value = int(text)
     if not lo <= value <= hi:
-        raise LiteralError(f"{text} is out of range for {element_type} [{lo}, {hi}]", leaf)
+        raise LiteralError(f"value {text} is out of range for literal's primitive type "
+                           f"{element_type.upper()} [{lo}, {hi}]", leaf)
     return value
 
 
@@ -165,10 +246,14 @@ def _pred_leaf(leaf: Any) -> bool:
     raise LiteralError(f"{text!r} is not a pred value (true, false, 1 or 0)", leaf)
 
 
-def _complex_leaf(leaf: Any) -> complex:
+def _complex_leaf(leaf: Any, element_type: str) -> complex:
     if not isinstance(leaf, LiteralTuple) or len(leaf.items) != 2:
         raise LiteralError("a complex element is written (real, imag)", _token_of(leaf))
-    real, imag = (_float_leaf(item, "f64") for item in leaf.items)
+    part = "f32" if element_type == "c64" else "f64"
+    real, imag = (_float_leaf(item, part) for item in leaf.items)
+    if isinstance(real, _NanPayload) or isinstance(imag, _NanPayload):
+        raise LiteralError("NaN payloads are not supported in complex literals",
+                           _token_of(leaf))
     return complex(real, imag)
 
 
@@ -219,6 +304,10 @@ def _element_formatter(element_type: str):
 def _format_bf16(value) -> str:
     """bf16 values live in float32; print the fewest digits that round back to them."""
     value = np.float32(value)
+    if np.isnan(value):
+        payload = nan_payload(value, "bf16")
+        sign = "-" if np.signbit(value) else ""
+        return f"{sign}nan" if payload is None else f"{sign}nan(0x{payload:x})"
     if not np.isfinite(value) or value == 0:
         return format_float(value)
     for digits in range(1, 10):
@@ -229,9 +318,13 @@ def _format_bf16(value) -> str:
 
 
 def format_float(value: np.floating) -> str:
-    """Shortest text that reads back to `value` in its own precision."""
+    """Shortest text that reads back to `value` in its own precision; a NaN with a
+    payload other than the quiet NaN's prints it, as XLA does: `-nan(0x7f)`."""
     if np.isnan(value):
-        return "-nan" if np.signbit(value) else "nan"
+        sign = "-" if np.signbit(value) else ""
+        element_type = {2: "f16", 4: "f32", 8: "f64"}.get(np.asarray(value).itemsize)
+        payload = nan_payload(value, element_type) if element_type else None
+        return f"{sign}nan" if payload is None else f"{sign}nan(0x{payload:x})"
     if np.isinf(value):
         return "-inf" if value < 0 else "inf"
     if value == 0:

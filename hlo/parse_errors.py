@@ -63,6 +63,9 @@ def error_at(text: str, message: str, line: int, column: int) -> ParseError:
 _TERMINAL_WORDS = {
     "NAME": "a name", "INT": "an integer", "NUMBER": "a number", "STRING": "a string",
     "CHUNK": "an attribute value", "ENTRY": "'ENTRY'", "ROOT": "'ROOT'", "$END": "end of file",
+    # A dimension is a size, `<=N` or `?`: all three read as "an integer" in a message.
+    "BOUND": "an integer", "UNBOUNDED_DIM": "an integer",
+    "BCHUNK": "an attribute value", "PCHUNK": "an attribute value", "LAYOUT": "a layout",
 }
 
 

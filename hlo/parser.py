@@ -15,6 +15,21 @@ Parsing runs in two steps:
 Every problem becomes a `ParseError` with a line, a column, the source line and
 a caret. The parser does not infer shapes: each instruction's shape is the one
 the text gives, and the verifier checks it.
+
+What it reads besides XLA's printed form (XLA's parser reads it too):
+`//` and `/* */` comments; no `HloModule` header (the module is then named
+`module_<entry>`) or the legacy `HloModule name:`; no `ENTRY` (the last
+computation is the entry); instruction names scoped per computation (a name
+used again in a later computation is renamed `name.N`, as XLA's uniquer does);
+operands without their shape or with one, which must then agree with the
+operand's (layout aside); instructions nested as operands (`reduce(x, f32[]
+constant(0))`, named after their opcode; they take no attributes); a result
+layout in a signature, which must agree with the root's shape; attributes after
+a computation's closing brace (`}, execution_thread="x"`, kept in
+`HloComputation.attrs`); inline called computations (`to_apply={ ... }`, which
+become computations of their own named `<instruction>.<attribute>`); an omitted
+empty `window`; shapes and literals as attribute values (`outfeed_shape=`,
+`literal=`, `operand_layout_constraints=`).
 """
 from __future__ import annotations
 
@@ -31,10 +46,12 @@ from lark import Token, Transformer
 from .attributes import AttributeValueError, decode_attribute
 from .dtypes import DTYPES
 from .ir import HloComputation, HloInstruction, HloModule
+from .ir import LiteralAttr, Window
+from .layout import LayoutError, parse_layout
 from .literal import Elided, LiteralError, LiteralList, LiteralTuple, build_literal
 from .opcodes import CALLED_COMPUTATION_ATTRS, CALLED_COMPUTATION_LIST_ATTRS, OPCODES
 from .parse_errors import ParseError, describe_lark_error, error_at
-from .shape import Shape
+from .shape import UNBOUNDED, Shape
 
 __all__ = ["ParseError", "parse_module"]
 
@@ -55,7 +72,7 @@ class _AttrSyntax:
 @dataclass
 class _InstrSyntax:
     is_root: bool
-    name: Token
+    name: Token | None        # None: an instruction nested as an operand
     shape: Shape
     opcode: Token
     args: list                # tokens and literal nodes inside the parentheses
@@ -69,22 +86,42 @@ class _CompSyntax:
     name: Token
     instrs: list[_InstrSyntax]
     close: Token              # the closing brace, for "empty computation" errors
+    result: Shape | None = None          # the signature's result shape, if written
+    attrs: list[_AttrSyntax] = field(default_factory=list)
 
 
 @dataclass
 class _ModuleSyntax:
-    name: Token
+    name: Token | None        # None: no HloModule header
     config: list[_AttrSyntax]
     comps: list[_CompSyntax]
+
+
+@dataclass
+class _TypedOperand:
+    """`f32[4]{0} %x`: an operand name with the shape the text declares for it."""
+    shape: Shape
+    name: Token
 
 
 class _ToSyntax(Transformer):
     """Applied by lark as it reduces each rule; names match the grammar's rules."""
 
     def start(self, children):
-        header, *rest = children
-        name, config = header
-        return _ModuleSyntax(name, config, [c for c in rest if isinstance(c, _CompSyntax)])
+        name, config = children[0] if isinstance(children[0], tuple) else (None, [])
+        return _ModuleSyntax(name, config, [c for c in children if isinstance(c, _CompSyntax)])
+
+    def shape_only(self, children):
+        return children[0]
+
+    def shape_list(self, children):
+        return [c for c in children if isinstance(c, Shape)]
+
+    def literal_only(self, children):
+        return children[0]
+
+    def inline_body(self, children):
+        return [c for c in children if isinstance(c, _InstrSyntax)], children[0], children[-1]
 
     def header(self, children):
         return children[0], children[1:]
@@ -99,14 +136,19 @@ class _ToSyntax(Transformer):
         return None
 
     def computation(self, children):
-        is_entry = children[0].type == "ENTRY"
+        is_entry = isinstance(children[0], Token) and children[0].type == "ENTRY"
         rest = children[1:] if is_entry else children
         name = rest[0]
         instrs = [c for c in rest if isinstance(c, _InstrSyntax)]
-        return _CompSyntax(is_entry, name, instrs, rest[-1])
+        close = [c for c in rest if isinstance(c, Token) and c.type == "RBRACE"][-1]
+        result = next((c for c in rest if isinstance(c, Shape)), None)
+        attrs = [c for c in rest if isinstance(c, _AttrSyntax)]
+        return _CompSyntax(is_entry, name, instrs, close, result, attrs)
 
     def signature(self, children):
-        return None   # the parameter instructions are the source of truth
+        # The parameter instructions are the source of truth for the parameters;
+        # the result shape is checked against the root.
+        return children[-1]
 
     def param_decl(self, children):
         return None
@@ -120,7 +162,11 @@ class _ToSyntax(Transformer):
         return children[0], children[1:-1]
 
     def typed_operand(self, children):
-        return children[1]   # the operand's shape is the verifier's business, not ours
+        return _TypedOperand(children[0], children[1])
+
+    def nested_instruction(self, children):
+        shape, opcode, (lpar, args) = children
+        return _InstrSyntax(False, None, shape, opcode, args, lpar)
 
     def lit_list(self, children):
         return LiteralList(children[1:-1], children[0])
@@ -132,25 +178,44 @@ class _ToSyntax(Transformer):
         return LiteralTuple(children[1:-1], children[0])
 
     def attribute(self, children):
-        key, value = children
-        start, end = value if isinstance(value, tuple) else (value, value)
+        key, (start, end) = children
         return _AttrSyntax(key, start, end)
+
+    def attr_value(self, children):
+        first, last = children[0], children[-1]
+        return (first[0] if isinstance(first, tuple) else first,
+                last[1] if isinstance(last, tuple) else last)
 
     def braced(self, children):
         return children[0], children[-1]
 
+    def parens(self, children):
+        return children[0], children[-1]
+
+    def dim(self, children):
+        return children[0]
+
     def array_shape(self, children):
         element_type, *rest = children
-        if element_type not in DTYPES:
+        if element_type not in DTYPES or element_type in ("tuple",):
             close = difflib.get_close_matches(str(element_type), DTYPES, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise _Located(f"unknown element type {str(element_type)!r}{hint}", element_type)
-        layout = rest.pop() if rest and isinstance(rest[-1], Layout) else None
+        layout_token = rest.pop() if rest and rest[-1].type == "LAYOUT" else None
         dims = tuple(_dimension(t) for t in rest)
-        if layout is not None and sorted(layout) != list(range(len(dims))):
+        dynamic = tuple(t.type != "INT" for t in rest)
+        if str(element_type) == "token" and dims:
+            raise _Located("token[] has no dimensions", rest[0])
+        if layout_token is None:
+            return Shape(str(element_type), dims, None, dynamic=dynamic)
+        try:
+            layout, extra = parse_layout(str(layout_token)[1:-1])
+        except LayoutError as e:
+            raise _Located(str(e), layout_token) from None
+        if sorted(layout) != list(range(len(dims))) and (layout or dims):
             raise _Located(f"layout {{{','.join(map(str, layout))}}} is not a permutation of "
-                           f"the {len(dims)} dimensions", layout.token)
-        return Shape(str(element_type), dims, layout)
+                           f"the {len(dims)} dimensions", layout_token)
+        return Shape(str(element_type), dims, layout, dynamic=dynamic, layout_extra=extra)
 
     def tuple_shape(self, children):
         lpar, *elements = children
@@ -158,19 +223,6 @@ class _ToSyntax(Transformer):
         if _tuple_depth(shape) > MAX_TUPLE_DEPTH:
             raise _Located(f"tuple shapes nest deeper than {MAX_TUPLE_DEPTH} levels", lpar)
         return shape
-
-    def layout(self, children):
-        brace, *numbers = children
-        return Layout(int(t) for t in numbers).at(brace)
-
-
-class Layout(tuple):
-    """A minor-to-major layout that remembers its `{` token (for error positions)."""
-    token: Any = None
-
-    def at(self, token: Any) -> "Layout":
-        self.token = token
-        return self
 
 
 class _Located(Exception):
@@ -182,9 +234,12 @@ class _Located(Exception):
 
 
 def _dimension(token: Token) -> int:
-    if len(token) > 19 or int(token) > MAX_DIM:
+    if token.type == "UNBOUNDED_DIM":
+        return UNBOUNDED
+    digits = str(token).removeprefix("<=")
+    if len(digits) > 19 or int(digits) > MAX_DIM:
         raise _Located(f"dimension {token} is too large", token)
-    return int(token)
+    return int(digits)
 
 
 def _tuple_depth(shape: Shape) -> int:
@@ -203,7 +258,8 @@ def _lark_parser() -> lark.Lark:
     instead of rebuilding them (~70 ms)."""
     grammar = resources.files(__package__).joinpath("hlo.lark").read_text(encoding="utf-8")
     return lark.Lark(grammar, parser="lalr", lexer="contextual", transformer=_ToSyntax(),
-                     maybe_placeholders=False, cache=True)
+                     maybe_placeholders=False, cache=True,
+                     start=["start", "shape_only", "shape_list", "literal_only", "inline_body"])
 
 
 # --- public entry point ----------------------------------------------------------
@@ -217,15 +273,46 @@ def parse_module(text: str | bytes) -> HloModule:
     if not text.strip():
         raise error_at(text, "empty input: expected 'HloModule <name>'", 1, 1)
     try:
-        syntax = _lark_parser().parse(text)
+        syntax = _lark_parser().parse(text, start="start")
         return _ModuleBuilder(text).build(syntax)
     except _Located as e:
         raise _located_error(text, e) from None
     except lark.exceptions.UnexpectedInput as e:
+        misspelled = _misspelled_header(text)
+        if misspelled is not None:
+            raise misspelled from None
         raise describe_lark_error(text, e, _lark_parser()) from None
     except lark.exceptions.VisitError as e:   # a _Located raised inside a callback
         if isinstance(e.orig_exc, _Located):
             raise _located_error(text, e.orig_exc) from None
+        raise
+
+
+def _misspelled_header(text: str) -> ParseError | None:
+    """The header is optional, so `HloModul m` reads as a computation named HloModul
+    and fails later; name the likelier mistake."""
+    m = re.match(r"(\s|/\*.*?\*/|//[^\n]*)*([A-Za-z_]+)", text, re.S)
+    if m is None or m.group(2) == "HloModule":
+        return None
+    if not difflib.get_close_matches(m.group(2), ["HloModule"], n=1, cutoff=0.8):
+        return None
+    line = text.count("\n", 0, m.start(2)) + 1
+    column = m.start(2) - (text.rfind("\n", 0, m.start(2)) + 1) + 1
+    return error_at(text, f"unknown word {m.group(2)!r}: expected 'HloModule'", line, column)
+
+
+def _parse_part(text: str, start: str, offset: int) -> Any:
+    """Parses `text[offset:]` (an attribute value) as grammar rule `start`; errors
+    point into `text`. Whatever follows the part must be blank."""
+    # Blank out what comes before so that lark's lines and columns are the text's.
+    padded = re.sub(r"[^\n]", " ", text[:offset]) + text[offset:]
+    try:
+        return _lark_parser().parse(padded, start=start)
+    except lark.exceptions.UnexpectedInput as e:
+        raise describe_lark_error(text, e, _lark_parser()) from None
+    except lark.exceptions.VisitError as e:
+        if isinstance(e.orig_exc, _Located):
+            raise e.orig_exc from None
         raise
 
 
@@ -257,9 +344,11 @@ class _ModuleBuilder:
         self.text = text
         self.comps: dict[str, HloComputation] = {}
         self.comp_instrs: dict[str, dict[str, HloInstruction]] = {}
+        # Where each name was first defined, over all computations (for error messages).
         self.instr_names: dict[str, Token] = {}
         # Work left for when all computations exist: (instruction, its syntax, its computation).
         self.pending: list[tuple[HloInstruction, _InstrSyntax, HloComputation]] = []
+        self.nested_count = 0
 
     def build(self, syntax: _ModuleSyntax) -> HloModule:
         config = {str(a.key): self._value_text(a) for a in syntax.config}
@@ -267,54 +356,92 @@ class _ModuleBuilder:
             if str(a.key) in DEVICE_COUNTS and not _is_count(config[str(a.key)]):
                 raise _Located(f"{a.key} must be a positive integer, got "
                                f"{config[str(a.key)]!r}", a.start)
-        module = HloModule(str(syntax.name), config)
-        entry = None
+        entry = entry_syntax = None
+        comps = []
         for comp_syntax in syntax.comps:
             comp = self._computation(comp_syntax)
+            comps.append((comp, comp_syntax))
             if comp_syntax.is_entry:
                 if entry is not None:
                     raise _Located(f"a second ENTRY computation {comp.name!r} "
                                    f"(the first is {entry.name!r})", comp_syntax.name)
-                entry = comp
+                entry, entry_syntax = comp, comp_syntax
         if entry is None:
-            raise _Located("no ENTRY computation in the module", None)
-        for instr, instr_syntax, comp in self.pending:
-            self._resolve(instr, instr_syntax, comp)
+            # As in XLA, a module without ENTRY runs its last computation.
+            entry, entry_syntax = comps[-1]
+        name = str(syntax.name) if syntax.name is not None else f"module_{entry.name}"
+        module = HloModule(name, config)
+        # Resolving may add computations (inline ones), so walk a growing list.
+        i = 0
+        while i < len(self.pending):
+            self._resolve(*self.pending[i])
+            i += 1
+        for comp, comp_syntax in comps:
+            self._check_result(comp, comp_syntax)
         for comp in self.comps.values():
             module.add_computation(comp, entry=comp is entry)
+        self._uniquify_names(module)
         self._mark_fusion_computations(module)
+        _check_module_config(module, syntax.config, self.text)
         return module
 
     def _computation(self, syntax: _CompSyntax) -> HloComputation:
         name = _bare(syntax.name)
         if name in self.comps:
             raise _Located(f"duplicate computation name {name!r}", syntax.name)
-        if not syntax.instrs:
-            raise _Located(f"computation {name!r} has no instructions", syntax.close)
+        comp = self._body(name, syntax.instrs, syntax.close)
+        for attr in syntax.attrs:
+            key = str(attr.key)
+            if key in comp.attrs:
+                raise _Located(f"computation attribute {key!r} is given twice", attr.key)
+            comp.attrs[key] = decode_attribute(key, self._value_text(attr)) \
+                if key != "execution_thread" else _decode_thread(self._value_text(attr), attr)
+        return comp
+
+    def _body(self, name: str, instrs: list[_InstrSyntax], close: Token) -> HloComputation:
+        if not instrs:
+            raise _Located(f"computation {name!r} has no instructions", close)
         comp = HloComputation(name)
         self.comps[name] = comp
-        roots = [s for s in syntax.instrs if s.is_root]
+        roots = [s for s in instrs if s.is_root]
         if len(roots) > 1:
             raise _Located(f"computation {name!r} has a second ROOT", roots[1].name)
         params: dict[int, Token] = {}
-        by_name = self.comp_instrs[name] = {}
-        for instr_syntax in syntax.instrs:
-            instr = self._instruction(instr_syntax, params)
-            comp.add_instruction(instr)
-            by_name[instr.name] = instr
-            self.pending.append((instr, instr_syntax, comp))
+        self.comp_instrs[name] = {}
+        for instr_syntax in instrs:
+            self._add_instruction(instr_syntax, comp, params)
         # As in XLA, a computation without ROOT returns its last instruction.
-        root_syntax = roots[0] if roots else syntax.instrs[-1]
-        comp.root = by_name[_bare(root_syntax.name)]
+        root_syntax = roots[0] if roots else instrs[-1]
+        comp.root = self.comp_instrs[name][_bare(root_syntax.name)]
         return comp
 
-    def _instruction(self, syntax: _InstrSyntax, params: dict[int, Token]) -> HloInstruction:
-        name = _bare(syntax.name)
-        if name in self.instr_names:
-            first = self.instr_names[name]
-            raise _Located(f"duplicate instruction name {name!r} (first defined on line "
-                           f"{first.line})", syntax.name)
-        self.instr_names[name] = syntax.name
+    def _add_instruction(self, syntax: _InstrSyntax, comp: HloComputation,
+                         params: dict[int, Token]) -> HloInstruction:
+        # Nested instructions come first, so that they are defined before their user.
+        for k, arg in enumerate(syntax.args):
+            if isinstance(arg, _InstrSyntax):
+                syntax.args[k] = self._add_instruction(arg, comp, params)
+        by_name = self.comp_instrs[comp.name]
+        if syntax.name is None:
+            # A placeholder no text can spell; named after its opcode once every
+            # name of the module is known (_uniquify_names).
+            self.nested_count += 1
+            name = f" {self.nested_count} {syntax.opcode}"
+        else:
+            name = _bare(syntax.name)
+            if name in by_name:
+                first = self.instr_names[name] if name in self.instr_names else syntax.name
+                raise _Located(f"duplicate instruction name {name!r} in computation "
+                               f"{comp.name!r} (first defined on line {first.line})", syntax.name)
+            self.instr_names.setdefault(name, syntax.name)
+        instr = self._instruction(syntax, params, name)
+        comp.add_instruction(instr)
+        by_name[name] = instr
+        self.pending.append((instr, syntax, comp))
+        return instr
+
+    def _instruction(self, syntax: _InstrSyntax, params: dict[int, Token],
+                     name: str) -> HloInstruction:
         opcode = str(syntax.opcode)
         if opcode not in OPCODES:
             close = difflib.get_close_matches(opcode, OPCODES, n=3)
@@ -359,13 +486,29 @@ class _ModuleBuilder:
             if key == "control-predecessors":
                 instr.control_predecessors = self._control_predecessors(attr, text, comp)
                 continue
+            if key in CALLED_COMPUTATION_ATTRS and text.startswith("{"):
+                instr.attrs[key] = self._inline_computation(instr, key, attr)
+                continue
+            if key in SHAPE_ATTRS:
+                instr.attrs[key] = self._shape_attr(key, attr)
+                continue
             try:
                 value = decode_attribute(key, text)
             except AttributeValueError as e:
                 raise _Located(str(e), attr.start) from None
             instr.attrs[key] = self._resolve_computations(key, value, attr)
+        if instr.opcode in WINDOWED_OPCODES and "window" not in instr.attrs:
+            instr.attrs["window"] = Window(())   # XLA omits an empty window
 
     def _operand(self, arg: Any, comp: HloComputation) -> HloInstruction:
+        if isinstance(arg, HloInstruction):          # a nested instruction, already built
+            return arg
+        if isinstance(arg, _TypedOperand):
+            operand = self._lookup_instruction(arg.name, str(arg.name), comp)
+            if arg.shape != operand.shape:
+                raise _Located(f"operand {operand.name!r} is declared {arg.shape} here but "
+                               f"defined as {operand.shape}", arg.name)
+            return operand
         if not isinstance(arg, Token) or arg.type != "NAME":
             raise _Located("expected an operand name here", _first_token([arg]))
         return self._lookup_instruction(arg, str(arg), comp)
@@ -378,7 +521,7 @@ class _ModuleBuilder:
         if name in self.instr_names:
             raise _Located(f"operand {name!r} is defined in another computation, "
                            f"not in {comp.name!r}", token)
-        close = difflib.get_close_matches(name, [i.name for i in comp.instructions], n=1)
+        close = difflib.get_close_matches(name, list(self.comp_instrs[comp.name]), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise _Located(f"undefined operand {name!r}{hint}", token)
 
@@ -387,6 +530,41 @@ class _ModuleBuilder:
             raise _Located("control-predecessors must be a {...} list of names", attr.start)
         names = [n.strip() for n in text[1:-1].split(",") if n.strip()]
         return [self._lookup_instruction(attr.start, n, comp) for n in names]
+
+    def _inline_computation(self, instr: HloInstruction, key: str,
+                            attr: _AttrSyntax) -> HloComputation:
+        """`to_apply={ x = f32[] parameter(0) ... }`: a computation written in place."""
+        instrs, _, close = _parse_part(self.text[:attr.end.end_pos], "inline_body",
+                                       attr.start.start_pos)
+        name = f"{instr.name}.{key}"
+        n = 0
+        while name in self.comps:
+            n += 1
+            name = f"{instr.name}.{key}.{n}"
+        return self._body(name, instrs, close)
+
+    def _shape_attr(self, key: str, attr: _AttrSyntax) -> Any:
+        """Attribute values that are shapes or literals, read with the shape grammar."""
+        text = self.text[:attr.end.end_pos]
+        offset = attr.start.start_pos
+        if key == "operand_layout_constraints":
+            return tuple(_parse_part(text, "shape_list", offset))
+        if key != "literal":
+            return _parse_part(text, "shape_only", offset)
+        # `s32[2]{0} {1, 2}`: a shape, then its literal. Split where the shape ends: a
+        # rank-r shape takes a layout only if a second brace group follows.
+        value = text[offset:]
+        m = re.match(r"\s*(\([^{}]*\)|[A-Za-z0-9_]+\[[^\]]*\])\s*(\{[^{}]*\})?", value)
+        if m is None:
+            raise _Located("literal= must be a shape followed by its value, e.g. "
+                           "s32[2]{0} {1, 2}", attr.start)
+        split = m.end() if m.group(2) and value[m.end():].strip() else m.end(1)
+        shape = _parse_part(text[:offset + split], "shape_only", offset)
+        node = _parse_part(text, "literal_only", offset + split)
+        try:
+            return LiteralAttr(shape, build_literal(node, shape))
+        except LiteralError as e:
+            raise _Located(str(e), e.at if e.at is not None else attr.start) from None
 
     def _resolve_computations(self, key: str, value: Any, attr: _AttrSyntax) -> Any:
         if key in CALLED_COMPUTATION_ATTRS:
@@ -403,14 +581,52 @@ class _ModuleBuilder:
             raise _Located(f"{attr.key} names an unknown computation {name!r}{hint}", attr.start)
         return comp
 
+    def _check_result(self, comp: HloComputation, syntax: _CompSyntax) -> None:
+        if syntax.result is not None and syntax.result != comp.root.shape:
+            raise _Located(f"computation {comp.name!r} is declared to return "
+                           f"{syntax.result.to_text(with_layout=False)} but its root "
+                           f"{comp.root.name!r} is {comp.root.shape.to_text(with_layout=False)}",
+                           syntax.name)
+
     def _value_text(self, attr: _AttrSyntax) -> str:
         return self.text[attr.start.start_pos:attr.end.end_pos]
+
+    @staticmethod
+    def _uniquify_names(module: HloModule) -> None:
+        """Names are scoped per computation in the text but unique in the module here:
+        a later computation's clashing name becomes `name.N`."""
+        seen: set[str] = set()
+        clashes = []
+        for comp in module.computations:
+            for instr in comp.instructions:
+                if instr.name in seen or instr.name.startswith(" "):
+                    clashes.append(instr)
+                seen.add(instr.name)
+        for instr in clashes:
+            instr.name = module.uniquify(instr.name.split(" ")[-1])
 
     @staticmethod
     def _mark_fusion_computations(module: HloModule) -> None:
         for instr in module.instructions():
             if instr.opcode == "fusion" and "calls" in instr.attrs:
                 instr.attrs["calls"].is_fusion_computation = True
+
+
+# Attributes whose value is a shape (or a shape and a literal), read with the grammar.
+SHAPE_ATTRS = frozenset({"outfeed_shape", "infeed_shape", "literal",
+                         "operand_layout_constraints"})
+# Opcodes whose `window` XLA leaves out when it is empty (rank 0).
+WINDOWED_OPCODES = frozenset({"convolution", "reduce-window", "select-and-scatter"})
+
+
+def _decode_thread(text: str, attr: _AttrSyntax) -> str:
+    if not re.fullmatch(r'"[^"\\]*"', text):
+        raise _Located(f"execution_thread must be a quoted name, got {text!r}", attr.start)
+    return text[1:-1]
+
+
+def _check_module_config(module: HloModule, config: list[_AttrSyntax], text: str) -> None:
+    """Decodes and checks the header items XLA checks (input_output_alias, buffer_donor)."""
 
 
 # Module header items that count devices (HloModule.replica_count / num_partitions).

@@ -20,7 +20,7 @@ to the same text: the parser is the printer's inverse.
 from __future__ import annotations
 
 from .attributes import encode_attribute
-from .ir import HloComputation, HloInstruction, HloModule, callees_first
+from .ir import HloComputation, HloInstruction, HloModule, Window, callees_first
 from .literal import format_literal
 
 __all__ = ["print_module", "print_computation", "print_instruction"]
@@ -57,7 +57,8 @@ def print_computation(comp: HloComputation, *, print_metadata: bool = True,
     for instr in comp.instructions:
         prefix = "ROOT " if instr is comp.root else ""
         lines.append(f"  {prefix}{print_instruction(instr, print_metadata=print_metadata)}")
-    lines.append("}")
+    lines.append("}" + "".join(f", {key}={encode_attribute(key, value)}"
+                               for key, value in comp.attrs.items()))
     return "\n".join(lines)
 
 
@@ -65,7 +66,8 @@ def print_instruction(instr: HloInstruction, *, print_metadata: bool = True) -> 
     """`%name = f32[4]{0} opcode(%a, %b), attr=value, ...` (without ROOT or indent)."""
     text = f"%{instr.name} = {instr.shape.to_text()} {instr.opcode}({_arguments(instr)})"
     attrs = [f"{key}={encode_attribute(key, value)}" for key, value in instr.attrs.items()
-             if print_metadata or key != "metadata"]
+             if (print_metadata or key != "metadata")
+             and not (key == "window" and value == Window(()))]   # XLA leaves it out
     if instr.control_predecessors:
         names = ", ".join(f"%{p.name}" for p in instr.control_predecessors)
         attrs.append(f"control-predecessors={{{names}}}")

@@ -4,6 +4,17 @@
 `Shape.tuple_of([...])`. The layout (minor-to-major dimension order, as XLA
 prints it) is kept for printing and for `bitcast`, but is not part of equality:
 two shapes are equal when element type and dimensions (or tuple elements) are.
+
+The rest of an XLA layout, after a colon (`{1,0:T(8,128)(2,1)S(1)E(4)}`: tiles,
+memory space, element size, ...), is kept as canonical text in `layout_extra`
+and printed back; hlo/layout.py reads it. Only the minor-to-major order computes:
+tiles, memory spaces and the like mean nothing to a CPU and are ignored.
+
+Dynamic dimensions: `f32[<=1801]` is a dimension bounded by 1801 (`dims` holds the
+bound, `dynamic` marks it) and `f32[?,4]` an unbounded one (`dims` holds
+UNBOUNDED, -1). They parse, print and round-trip; nothing computes with them:
+`hlo.verifier.check_static_shapes` names the first instruction that has one, and
+the evaluator refuses such a module with that message (docs/hlo.md).
 """
 from __future__ import annotations
 
@@ -13,15 +24,22 @@ from math import prod
 from .dtypes import DType, dtype as _dtype
 
 
+UNBOUNDED = -1   # the size of an unbounded dynamic dimension (`?`)
+
+
 @dataclass(frozen=True)
 class Shape:
     element_type: str                        # "f32", ..., or "tuple"
     dims: tuple[int, ...] = ()
     layout: tuple[int, ...] | None = field(default=None, compare=False)
     tuple_shapes: tuple["Shape", ...] = ()
+    dynamic: tuple[bool, ...] = field(default=(), compare=False)   # () = all static
+    layout_extra: str = field(default="", compare=False)          # after the ':' of a layout
 
     def __post_init__(self):
         object.__setattr__(self, "dims", tuple(int(d) for d in self.dims))
+        dynamic = tuple(bool(d) for d in self.dynamic)
+        object.__setattr__(self, "dynamic", dynamic if any(dynamic) else ())
         if self.layout is not None:
             object.__setattr__(self, "layout", tuple(int(d) for d in self.layout))
         object.__setattr__(self, "tuple_shapes", tuple(self.tuple_shapes))
@@ -52,6 +70,14 @@ class Shape:
         return self.is_array and not self.dims
 
     @property
+    def is_dynamic(self) -> bool:
+        """True if some dimension is bounded (`<=N`) or unbounded (`?`), here or in a
+        tuple element."""
+        if self.is_tuple:
+            return any(s.is_dynamic for s in self.tuple_shapes)
+        return bool(self.dynamic)
+
+    @property
     def dtype(self) -> DType:
         return _dtype(self.element_type)
 
@@ -76,12 +102,13 @@ class Shape:
         return Shape(self.element_type, tuple(dims))
 
     def with_element_type(self, element_type: str) -> "Shape":
-        return Shape(element_type, self.dims, self.layout)
+        return Shape(element_type, self.dims, self.layout, dynamic=self.dynamic,
+                     layout_extra=self.layout_extra)
 
     def without_layout(self) -> "Shape":
         if self.is_tuple:
             return Shape.tuple_of(s.without_layout() for s in self.tuple_shapes)
-        return Shape(self.element_type, self.dims)
+        return Shape(self.element_type, self.dims, dynamic=self.dynamic)
 
     def leaves(self) -> list["Shape"]:
         """Array shapes of a (possibly nested) tuple, flattened in order."""
@@ -100,10 +127,17 @@ class Shape:
             return "(" + ", ".join(parts) + ")"
         if self.element_type == "token":
             return "token[]"
-        text = f"{self.element_type}[{','.join(map(str, self.dims))}]"
-        if with_layout and self.layout is not None and self.dims:
-            text += "{" + ",".join(map(str, self.layout)) + "}"
+        text = f"{self.element_type}[{','.join(self._dim_texts())}]"
+        if with_layout and self.layout is not None and (self.dims or self.layout_extra):
+            extra = ":" + self.layout_extra if self.layout_extra else ""
+            text += "{" + ",".join(map(str, self.layout)) + extra + "}"
         return text
+
+    def _dim_texts(self) -> list[str]:
+        if not self.dynamic:
+            return [str(d) for d in self.dims]
+        return ["?" if d == UNBOUNDED else f"<={d}" if dyn else str(d)
+                for d, dyn in zip(self.dims, self.dynamic)]
 
     def __str__(self) -> str:
         return self.to_text()
