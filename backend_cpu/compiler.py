@@ -21,7 +21,7 @@ between, once per slot and layout. Layouts that order the dimensions of size > 1
 alike store the same bytes and share the slot. A bitcast reinterprets bytes: it
 always aliases, and its value is in its own layout. Inside a fusion, generators
 index operands logically, so fused parameters and roots need no copy (the memory
-views of gemm_operands.resolve_view check the layout). The entry's results keep the
+views of gemm/operands.resolve_view check the layout). The entry's results keep the
 root's layouts; CpuExecutable converts them to numpy's.
 
 Compile time is part of the first call, so the driver avoids work that does
@@ -61,16 +61,14 @@ from .. import passes, runtime
 from ..hlo import HloInstruction, parse_module
 from ..hlo.dtypes import numpy_dtype
 
-from . import disk_cache, inter_op, sort_thunk
-from .emitters import loop_nest
-from .gemm import library as gemm_library
-from .llvm import ir_policy, target_machine, machine_code
-from . import strategies
-from . import target as targets
+from . import disk_cache, inter_op, sort_thunk, strategies, target as targets
 from .buffer_assignment import Slot, assign_arena
+from .emitters import loop_nest
 from .executable import CpuExecutable, Program, physical_dims, to_physical
-from .llvm.loops import loops_left_to_llvm
+from .gemm import library as gemm_library
+from .llvm import ir_policy, machine_code, target_machine
 from .llvm.kernel_ir import KernelIR
+from .llvm.loops import loops_left_to_llvm
 from .target import Target
 from .thunks import CallThunk, ConditionalThunk, CopyThunk, KernelThunk, WhileThunk
 

@@ -48,8 +48,7 @@ from pathlib import Path
 import llvmlite
 import numpy
 
-from . import cache_format
-from . import target as targets
+from . import cache_format, target as targets
 
 FORMAT = "xlapy-compiled-3"   # 3: plain data (cache_format.py) instead of pickles
 SUFFIX = ".xlc"

@@ -23,10 +23,9 @@ import numpy as np
 from .. import runtime
 from ..hlo.dtypes import numpy_dtype
 
-from . import inter_op
-from .llvm import target_machine
-from . import target as targets
+from . import inter_op, target as targets
 from .buffer_assignment import Slot
+from .llvm import target_machine
 
 
 def physical_dims(shape) -> tuple[int, ...]:

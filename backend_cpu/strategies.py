@@ -60,21 +60,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
-from .elemental import generators
-from .emitters import loop_nest, row_normalize, streaming
-from .emitters.column_reduce import (emit_column_reduce, try_emit_column_reduces,
-                            try_emit_reduce_epilogue, why_not_column_reduce,
-                            why_not_column_reduces, why_not_reduce_epilogue)
 from .conv.depthwise import try_emit_depthwise, why_not_depthwise
 from .conv.on_gemm import emit_conv_gemm, why_not_conv, why_not_conv_gemm
 from .conv.stencil import try_emit_depthwise_spatial, why_not_depthwise_spatial
-from .emitters.dot import try_emit_gemm, why_not_gemm
-from .gemm.operands import View, resolve_view
+from .elemental import generators
 from .elemental.hoisting import make_hoister, plan_hoisting
+from .emitters import loop_nest, row_normalize, streaming
+from .emitters.column_reduce import (emit_column_reduce, try_emit_column_reduces,
+                                     try_emit_reduce_epilogue, why_not_column_reduce,
+                                     why_not_column_reduces, why_not_reduce_epilogue)
+from .emitters.dot import try_emit_gemm, why_not_gemm
+from .emitters.transpose import (try_emit_block_transpose, try_emit_row_shuffle,
+                                 why_not_block_transpose, why_not_row_shuffle)
+from .gemm.operands import View, resolve_view
 from .llvm.kernel_ir import strides
 from .sort_thunk import match_sort, why_not_host_sort
-from .emitters.transpose import (try_emit_block_transpose, try_emit_row_shuffle, why_not_block_transpose,
-                        why_not_row_shuffle)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import ctypes
 import numpy as np
 
 from .. import runtime
+
 from . import target as targets
 
 

@@ -9,6 +9,8 @@ import pkgutil
 import subprocess
 import sys
 
+import pytest
+
 import xlapy
 
 BARE = ("hlo", "passes", "backend_cpu", "frontend", "runtime")
@@ -86,3 +88,172 @@ def test_the_root_gives_the_user_api():
                  "fori_loop", "hlo", "passes", "backend_cpu", "frontend", "runtime"):
         assert hasattr(xlapy, name), name
     assert xlapy.hlo.__name__ == "xlapy.hlo"
+
+
+# --- inside backend_cpu: its subpackages are layers too ------------------------------------
+
+# Bottom up (backend_cpu/__init__.py and the subpackages' docstrings say what each
+# holds). A module may import its own subpackage and anything of a lower rank, never
+# a sibling of the same rank (conv/ and emitters/: strategies.py chooses between them).
+# `target` (the compile target) is the one top-level module below everything; the
+# other top-level modules (compiler, strategies, executable, thunks, ...) are the top.
+BACKEND_RANKS = {"target": 0, "llvm": 1, "vecmath": 2, "elemental": 3, "gemm": 4,
+                 "conv": 5, "emitters": 5}
+BACKEND_TOP = 6
+BACKEND = os.path.join(ROOT, "backend_cpu")
+# Imports inside functions hide a dependency from the reader and from these checks:
+# only real optional dependencies may be imported there.
+OPTIONAL_IMPORTS = {("backend_cpu/vecmath/coeffs64.py", "mpmath")}
+
+
+def _backend_files() -> list[str]:
+    found = []
+    for dirpath, _, filenames in os.walk(BACKEND):
+        found += [os.path.join(dirpath, n) for n in filenames if n.endswith(".py")]
+    return sorted(found)
+
+
+def _backend_name(path: str) -> tuple[str, ...]:
+    """backend_cpu/elemental/reduction.py -> ("elemental", "reduction"); a package's
+    __init__.py -> its package, () for backend_cpu itself."""
+    parts = os.path.relpath(path, BACKEND)[:-3].split(os.sep)
+    return tuple(parts[:-1]) if parts[-1] == "__init__" else tuple(parts)
+
+
+def _is_backend_package(name: tuple[str, ...]) -> bool:
+    return os.path.isfile(os.path.join(BACKEND, *name, "__init__.py"))
+
+
+def _backend_imports(path: str) -> list[tuple[tuple[str, ...], int]]:
+    """The backend modules `path` imports (names relative to backend_cpu), with lines."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    name = _backend_name(path)
+    package = name if path.endswith("__init__.py") else name[:-1]
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.ImportFrom) and node.level):
+            continue
+        if node.level - 1 > len(package):
+            continue                                    # above backend_cpu: another layer
+        base = package[:len(package) - (node.level - 1)]
+        base += tuple(node.module.split(".")) if node.module else ()
+        if not node.module or _is_backend_package(base):
+            for alias in node.names:                    # `from .x import module`
+                if os.path.exists(os.path.join(BACKEND, *base, alias.name + ".py")) \
+                        or _is_backend_package(base + (alias.name,)):
+                    found.append((base + (alias.name,), node.lineno))
+                elif base:
+                    found.append((base, node.lineno))
+        else:
+            found.append((base, node.lineno))
+    return found
+
+
+def _backend_rank(name: tuple[str, ...]) -> int:
+    if not name:
+        return BACKEND_TOP
+    if name[0] in BACKEND_RANKS:
+        return BACKEND_RANKS[name[0]]
+    return BACKEND_TOP
+
+
+def test_backend_subpackages_import_downward_only():
+    for package in BACKEND_RANKS:
+        if package != "target":
+            assert _is_backend_package((package,)), f"backend_cpu/{package}/ is gone: update"
+    wrong = []
+    for path in _backend_files():
+        name = _backend_name(path)
+        rank = _backend_rank(name)
+        for target, line in _backend_imports(path):
+            if target[:1] == name[:1] and (len(name) > 1 or _is_backend_package(name[:1])):
+                continue                                # its own subpackage
+            target_rank = _backend_rank(target)
+            if target_rank < rank or rank == target_rank == BACKEND_TOP:
+                continue
+            wrong.append(f"{os.path.relpath(path, ROOT)}:{line} imports "
+                         f"backend_cpu/{'/'.join(target)} (rank {target_rank} >= {rank})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_backend_modules_import_each_other_without_a_cycle():
+    graph = {}
+    for path in _backend_files():
+        name = _backend_name(path)
+        edges = set()
+        for target, _ in _backend_imports(path):
+            edges.add(target)
+            # Importing a module of another subpackage runs that package's __init__ first.
+            if len(target) > 1 and target[:1] != name[:1]:
+                edges.add(target[:1])
+        graph[name] = edges - {name}
+    done, on_path = set(), []
+
+    def visit(node):
+        if node in on_path:
+            cycle = on_path[on_path.index(node):] + [node]
+            raise AssertionError("import cycle: " + " -> ".join("/".join(n) or "backend_cpu"
+                                                                 for n in cycle))
+        if node in done:
+            return
+        on_path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            visit(nxt)
+        on_path.pop()
+        done.add(node)
+    for node in sorted(graph):
+        visit(node)
+
+
+def test_backend_imports_nothing_inside_functions():
+    found = []
+    for path in _backend_files():
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        rel = os.path.relpath(path, ROOT).replace(os.sep, "/")
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    names = [a.name for a in node.names] if isinstance(node, ast.Import) \
+                        else [node.module or "."]
+                    if all((rel, n.split(".")[0]) in OPTIONAL_IMPORTS for n in names):
+                        continue
+                    found.append(f"{rel}:{node.lineno} imports {', '.join(names)} inside "
+                                 f"{fn.name}")
+    assert not sorted(set(found)), "\n".join(sorted(set(found)))
+
+
+def test_the_backend_checks_see_a_wrong_import(tmp_path, monkeypatch):
+    """The rank check is not vacuous: llvm/ importing an emitter is reported."""
+    fake = tmp_path / "backend_cpu"
+    (fake / "llvm").mkdir(parents=True)
+    (fake / "emitters").mkdir()
+    for package in ("", "llvm", "emitters"):
+        (fake / package / "__init__.py").write_text("")
+    (fake / "llvm" / "loops.py").write_text("from ..emitters import dot\n")
+    (fake / "emitters" / "dot.py").write_text("from ..llvm import loops\n")
+    monkeypatch.setattr(sys.modules[__name__], "BACKEND", str(fake))
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", str(tmp_path))
+    monkeypatch.setattr(sys.modules[__name__], "BACKEND_RANKS", {"llvm": 1, "emitters": 5})
+    with pytest.raises(AssertionError, match=r"llvm/loops.py:1 imports backend_cpu/emitters/dot"):
+        test_backend_subpackages_import_downward_only()
+    with pytest.raises(AssertionError, match="import cycle"):
+        test_backend_modules_import_each_other_without_a_cycle()
+
+
+def test_pyproject_lists_every_subpackage():
+    """setuptools' discovery does not follow package-dir: a subpackage missing from
+    [tool.setuptools] packages is simply not installed (an editable install hides it)."""
+    tomllib = pytest.importorskip("tomllib")         # Python 3.11+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        listed = set(tomllib.load(f)["tool"]["setuptools"]["packages"])
+    on_disk = {"xlapy"}
+    for package in BARE:
+        for dirpath, _, filenames in os.walk(os.path.join(ROOT, package)):
+            if "__init__.py" in filenames:
+                rel = os.path.relpath(dirpath, ROOT).split(os.sep)
+                on_disk.add(".".join(["xlapy"] + rel))
+    assert on_disk - listed == set()

@@ -22,13 +22,14 @@ from __future__ import annotations
 import itertools
 from math import prod
 
-from .patches import element
 from ..elemental.contraction import parse_dim_labels
+from ..elemental.reduction import window_source
 from ..gemm.partition import even_cuts, run_units
 from ..llvm.kernel_ir import strides as layout_strides
-from ..llvm.types import constant, storage_type
 from ..llvm.loops import for_range, i64
-from ..elemental.reduction import window_source
+from ..llvm.types import constant, storage_type
+
+from .patches import element
 
 # A contraction of up to this many terms is unrolled inside the vectorized group loop.
 MAX_UNROLLED_TAPS = 32

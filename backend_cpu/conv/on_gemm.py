@@ -5,7 +5,7 @@ one) and whose element type is f32 or f64 — any `dim_labels`, stride, padding,
 lhs/rhs dilation, window reversal, feature or batch grouping — is computed per
 group as out[row, f] = P[row, k] @ W[k, f] (plan.py explains the notation
 and the choices). The kernel's [begin, end) count work units
-(gemm_partition.run_units); a unit runs a range of work items, an item being one
+(gemm/partition.run_units); a unit runs a range of work items, an item being one
 (group, chunk of rows):
 
     for each item (g, rows [r0, r1)):
@@ -27,15 +27,16 @@ from dataclasses import dataclass, replace
 
 from ...hlo.shape import Shape
 
-from .patches import PatchBuilder, copy_rhs, copy_tile, element
-from .phases import split_phases
-from .plan import ConvPlan, plan_conv, plan_refusal
 from ..gemm import packed_gemm
 from ..gemm.operands import View
 from ..gemm.packing import ALIGN
 from ..gemm.partition import even_cuts, intra_op_threads, run_units
-from ..llvm.types import constant, storage_type
 from ..llvm.loops import for_range, i64
+from ..llvm.types import constant, storage_type
+
+from .patches import PatchBuilder, copy_rhs, copy_tile, element
+from .phases import split_phases
+from .plan import ConvPlan, plan_conv, plan_refusal
 
 
 def why_not_conv(conv, rhs_view, out_shape) -> str | None:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .plan import ConvPlan
-from ..llvm.kernel_ir import strides as layout_strides
-from ..llvm.types import constant, storage_type
-from ..llvm.loops import for_range, i64
 from ..elemental.reduction import window_source
+from ..llvm.kernel_ir import strides as layout_strides
+from ..llvm.loops import for_range, i64
+from ..llvm.types import constant, storage_type
+
+from .plan import ConvPlan
 
 
 # An innermost k loop shorter than this leaves the loop around it to LLVM's unroller.

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from math import prod
 
-from .depthwise import _FAST, _Depthwise, why_not_grouped
-from .patches import valid_range
 from ..gemm.partition import even_cuts, run_units
 from ..llvm.kernel_ir import strides as layout_strides
 from ..llvm.loops import for_range, i64
+
+from .depthwise import _Depthwise, _FAST, why_not_grouped
+from .patches import valid_range
 
 
 def why_not_depthwise_spatial(kernel, conv, rhs_view, out) -> str | None:

@@ -15,10 +15,11 @@ contraction loop and form FMAs; XLA gives the same latitude.
 """
 from __future__ import annotations
 
-from .generators import register_looping
 from ..llvm.kernel_ir import KernelIR
-from ..llvm.types import FLOAT, HALF, compute_type, is_float, is_pred
 from ..llvm.loops import clamp_index, for_range, i64, in_range
+from ..llvm.types import FLOAT, HALF, compute_type, is_float, is_pred
+
+from .generators import register_looping
 from .scalar_ops import const, emit_convert
 
 _FAST = ("reassoc", "contract")

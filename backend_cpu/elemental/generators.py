@@ -22,8 +22,9 @@ import llvmlite.ir as ir
 from ...hlo.shape import Shape
 
 from ..llvm.kernel_ir import KernelIR, delinearize, linearize
-from ..llvm.types import bits, constant as llvm_constant, compute_type, is_float, is_pred
 from ..llvm.loops import clamp_index, i64, in_range, index_to_i64
+from ..llvm.types import bits, compute_type, constant as llvm_constant, is_float, is_pred
+
 from .scalar_ops import emit_bitcast_convert, emit_elementwise
 
 Generator = Callable[[ir.IRBuilder, list], object]

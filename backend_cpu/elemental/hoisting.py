@@ -24,8 +24,9 @@ where it is used, so the plan never changes results.
 """
 from __future__ import annotations
 
-from .generators import memo_key, nondegenerate_dims
 from ..llvm.loops import i64
+
+from .generators import memo_key, nondegenerate_dims
 from .vector_gen import emit_row_reduce
 
 ZERO = "zero"     # a size-1 dimension: its index is always 0

@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from ..llvm.types import I64, PTR
 from ..llvm.loops import for_range, i64
+from ..llvm.types import I64, PTR
 
 # Additions per accumulator lane inside one block: a block is this many vectors
 # per accumulator. 64 keeps a 1M-element f32 sum of equal values within ~6e-7 of

@@ -34,11 +34,12 @@ from ...hlo.dtypes import dtype
 from ...hlo.opcodes import OPCODES
 
 from .. import target as targets
-from .generators import apply_computation, register_looping
 from ..llvm.kernel_ir import KernelIR
-from ..llvm.types import compute_type, is_float, lanes_for
 from ..llvm.loops import (LONG_LOOP_INTERLEAVE, NO_UNROLL_TRIP_COUNT, clamp_index, for_range, i64,
-                    in_range, major_to_minor)
+                          in_range, major_to_minor)
+from ..llvm.types import compute_type, is_float, lanes_for
+
+from .generators import apply_computation, register_looping
 from .pairwise_sum import BLOCK_CHAIN, LLVM_ACCUMULATORS, Levels, is_pairwise, wide_type
 from .scalar_ops import BINARY
 

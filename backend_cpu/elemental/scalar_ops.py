@@ -28,8 +28,9 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ...hlo.opcodes import OPCODES
-from ..vecmath import routines
+
 from ..llvm.types import FLOAT, HALF, I1, bits, compute_type, is_float, is_pred, is_signed
+from ..vecmath import routines
 
 
 # --- small helpers ------------------------------------------------------------------

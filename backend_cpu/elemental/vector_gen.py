@@ -46,10 +46,11 @@ import llvmlite.ir as ir
 
 from ...hlo.dtypes import dtype
 
-from .generators import memo_key, nondegenerate_dims
 from ..llvm.ir_toolkit import splat      # `value` in every lane (shared with the GEMM)
-from ..llvm.types import I64, compute_type, is_float, lanes_for
 from ..llvm.loops import for_range, i64
+from ..llvm.types import I64, compute_type, is_float, lanes_for
+
+from .generators import memo_key, nondegenerate_dims
 from .pairwise_sum import BLOCK_CHAIN, Levels
 from .reduction import simple_reducer
 from .scalar_ops import BINARY, call_intrinsic, emit_bitcast_convert, emit_elementwise

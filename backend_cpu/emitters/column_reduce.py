@@ -49,12 +49,12 @@ import llvmlite.ir as ir
 from ...hlo.shape import Shape
 
 from ..elemental import generators
-from ..llvm.kernel_ir import KernelIR, delinearize, linearize
-from ..llvm.types import compute_type, element_bytes
-from ..llvm.loops import for_range, i64, major_to_minor
-from ..elemental.pairwise_sum import (BLOCK_CHAIN, final_levels, is_pairwise, levels_needed, trailing_ones,
-                           wide_type)
+from ..elemental.pairwise_sum import (BLOCK_CHAIN, final_levels, is_pairwise, levels_needed,
+                                      trailing_ones, wide_type)
 from ..elemental.reduction import BlockPlan, make_reducer, simple_reducer
+from ..llvm.kernel_ir import KernelIR, delinearize, linearize
+from ..llvm.loops import for_range, i64, major_to_minor
+from ..llvm.types import compute_type, element_bytes
 
 ROWS_PER_STEP = 8
 ROWS_PER_STEP_COMPUTED = 4      # inputs with a few cheap elementwise ops

@@ -7,7 +7,7 @@ parameters, bitcasts and transposes only: each of those is a *strided view*
 strides go to the GEMM, which folds them into packing. Several free (or
 contracting) dimensions merge into one when they are contiguous in memory.
 
-The kernel's [begin, end) count *work units* (gemm_partition.run_units): unit p
+The kernel's [begin, end) count *work units* (gemm/partition.run_units): unit p
 covers a fixed range of GEMM rows (without batch dimensions; cut by
 `gemm_row_split`) or of batch indices (each batch entry runs the whole GEMM on
 offset pointers), and owns region p of a scratch slot for the GEMM's packing
@@ -25,8 +25,8 @@ import llvmlite.ir as ir
 from ..gemm import packed_gemm
 from ..gemm.operands import View
 from ..gemm.partition import even_cuts, intra_op_threads, run_units
-from ..llvm.types import element_bytes
 from ..llvm.loops import for_range, i64
+from ..llvm.types import element_bytes
 
 # Below this many multiply-adds the generic dot generator is used.
 GEMM_MIN_FLOPS = 32 * 1024

@@ -24,11 +24,12 @@ meaning "call once with [0, 1)".
 from __future__ import annotations
 
 from ..elemental import generators, vector_gen
-from . import streaming
 from ..llvm.kernel_ir import Buffer
 from ..llvm.loops import emit_loop_nest, for_range, i64, partition_extent
-from .scatter import emit_scatter, emit_select_and_scatter
+
+from . import streaming
 from .merge_sort import emit_sort
+from .scatter import emit_scatter, emit_select_and_scatter
 
 
 def emit_in_place(kernel, root, operand_gens, outputs) -> int:

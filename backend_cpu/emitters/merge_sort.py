@@ -28,8 +28,8 @@ import llvmlite.ir as ir
 from ...hlo.shape import Shape
 
 from ..elemental.generators import apply_computation
-from ..llvm.types import I1, I64
 from ..llvm.loops import for_range, i64
+from ..llvm.types import I1, I64
 
 
 def emit_sort(kernel, instr, gens, outputs, for_each_row) -> None:

@@ -22,14 +22,15 @@ import llvmlite.ir as ir
 
 from ...hlo.shape import Shape
 
-from . import streaming
 from ..elemental.hoisting import make_hoister
-from ..llvm.ir_toolkit import splat
-from ..llvm.kernel_ir import Buffer
-from ..llvm.types import PTR, compute_type, lanes_for, storage_type
-from ..llvm.loops import emit_loop_nest, for_range, nest_order, partition_extent
 from ..elemental.reduction import BlockPlan, block_elements, blocked_sum, simple_reducer
 from ..elemental.vector_gen import accumulate_row, horizontal_sum, vector_generator
+from ..llvm.ir_toolkit import splat
+from ..llvm.kernel_ir import Buffer
+from ..llvm.loops import emit_loop_nest, for_range, nest_order, partition_extent
+from ..llvm.types import PTR, compute_type, lanes_for, storage_type
+
+from . import streaming
 
 _TYPES = ("f32", "f64")
 # Vector bodies per iteration of the exp-and-sum loop: LLVM's choice (4) copies the

@@ -45,10 +45,10 @@ import llvmlite.ir as ir
 from ...hlo.shape import Shape
 
 from ..elemental.generators import apply_computation
-from ..llvm.kernel_ir import linearize
-from ..llvm.types import I1, I64, PTR, compute_type, element_bytes, from_storage, to_storage
-from ..llvm.loops import for_range, i64, in_range, index_to_i64, major_to_minor
 from ..elemental.reduction import window_source
+from ..llvm.kernel_ir import linearize
+from ..llvm.loops import for_range, i64, in_range, index_to_i64, major_to_minor
+from ..llvm.types import I1, I64, PTR, compute_type, element_bytes, from_storage, to_storage
 
 LINE_BYTES = 64
 # The partition dimension is the major-most candidate with at least this many units

@@ -47,8 +47,8 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ..llvm.kernel_ir import Buffer
-from ..llvm.types import I32, I64, PTR, to_storage
 from ..llvm.loops import for_range, i64, nest_order
+from ..llvm.types import I32, I64, PTR, to_storage
 
 # Outputs smaller than this (in total) keep ordinary stores: half of the 32 MiB L3,
 # so an output the next kernel reads may still be found in cache. See the module doc.

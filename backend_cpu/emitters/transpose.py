@@ -45,10 +45,11 @@ from math import prod
 
 import llvmlite.ir as ir
 
-from . import streaming
 from .. import target as targets
-from ..llvm.types import I64, storage_type
 from ..llvm.loops import for_range, i64
+from ..llvm.types import I64, storage_type
+
+from . import streaming
 
 BLOCK = 8
 WIDE_BLOCK = 16

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from ..llvm.ir_toolkit import (I32, const, convert, element_ptr, entry_alloca, for_range, imin,
+                               splat, storage_type)
+
 from .spec import GemmSpec, narrow
-from ..llvm.ir_toolkit import (I32, const, convert, element_ptr, entry_alloca, for_range, imin, splat,
-                         storage_type)
 
 # Rows of a "dot" product computed together (independent FMA chains sharing vec loads).
 DOT_ROWS = 4

@@ -30,11 +30,12 @@ from dataclasses import dataclass
 from llvmlite import binding as llvm
 from llvmlite import ir
 
-from ..llvm import target_machine, machine_code
-from .spec import accumulation_arith
+from ..llvm import machine_code, target_machine
 from ..llvm.ir_toolkit import I1, I64, PTR, VOID
+
 from .microkernel import MicroTile, emit_microkernel
 from .packing import PackLayout, emit_pack
+from .spec import accumulation_arith
 
 # The signatures of the two kinds (see emit_microkernel and emit_pack).
 _SIGNATURES = {

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from .spec import Arith, narrow
 from ..llvm.ir_toolkit import (I1, I32, I64, PTR, VOID, const, element_ptr, entry_alloca, for_range,
-                         splat, storage_type)
+                               splat, storage_type)
+
+from .spec import Arith, narrow
 
 # The k loop body is repeated this many times per iteration: amortizes the loop
 # counter and lets the scheduler overlap loads of step kk+1 with FMAs of step kk.

@@ -41,14 +41,16 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from ...hlo.dtypes import DTYPES
-from .gemv import emit_gemv
-from .spec import GemmSpec
+
+from .. import target as targets
 from ..llvm.ir_toolkit import (I64, PTR, VOID, const, element_ptr, entry_alloca, for_range, imin,
-                         storage_type)
+                               storage_type)
+
+from . import library
+from .gemv import emit_gemv
 from .microkernel import MicroTile, choose_tile
 from .packing import ALIGN, PackLayout
-from . import library
-from .. import target as targets
+from .spec import GemmSpec
 
 # Cache budgets of Zen 5 (48 KiB L1D and 1 MiB L2 per core, a shared L3), in bytes,
 # from which KC, MC and NC follow for each element size:

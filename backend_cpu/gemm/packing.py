@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from .spec import Arith
 from ..llvm.ir_toolkit import I64, PTR, VOID, const, convert, element_ptr, for_range, storage_type
+
+from .spec import Arith
 
 ALIGN = 64   # bytes; packed buffers and NR-wide panel rows start on a cache line
 

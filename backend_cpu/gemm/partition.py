@@ -14,9 +14,10 @@ import llvmlite.ir as ir
 from ... import runtime
 from ...hlo.shape import Shape
 
+from ..llvm.loops import for_range, i64
+
 from .packed_gemm import MIN_FLOPS_PER_PARTITION
 from .packing import ALIGN
-from ..llvm.loops import for_range, i64
 
 
 def even_cuts(count: int, flops: int) -> list[int]:

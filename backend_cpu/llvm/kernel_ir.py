@@ -22,9 +22,9 @@ from typing import Callable
 
 import llvmlite.ir as ir
 
-from .types import I32, I64, PTR, VOID, element_bytes, from_storage, storage_type, to_storage
 from .fp_env import emit_restore_fp_mode, emit_set_flush_denormals, emit_store_fence
 from .loops import i64
+from .types import I32, I64, PTR, VOID, element_bytes, from_storage, storage_type, to_storage
 
 def strides(shape) -> list[int]:
     """Element strides of each logical dimension under the shape's layout."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import llvmlite.binding as llvm
 
-from . import target_machine, native_symbols
+from . import native_symbols, target_machine
 
 
 class Jit:
@@ -28,7 +28,7 @@ class Jit:
 
 def _engine_target_machine():
     # MCJIT takes ownership of its TargetMachine and frees it with the engine: every
-    # engine needs a fresh one, never llvm_target's cached machine.
+    # engine needs a fresh one, never target_machine.py's cached one.
     return target_machine.new_target_machine()
 
 

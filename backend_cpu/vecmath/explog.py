@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from .. import target as targets
+
 from .coeffs import atanh_tail, ln2_parts, taylor_exp, taylor_expm1_tail
 from .math_builder import MathBuilder
 

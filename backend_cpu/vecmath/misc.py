@@ -20,8 +20,7 @@ from __future__ import annotations
 import math
 
 from .coeffs import ERF_LARGE_CENTER, ERF_ONE_F32, ERF_SPLIT, erf_large, erf_small
-from .coeffs64 import (ERF64_LARGE, ERF64_ONE, ERF64_SMALL, ERF64_SMALL_C0_LO,
-                               ERF64_SPLIT)
+from .coeffs64 import ERF64_LARGE, ERF64_ONE, ERF64_SMALL, ERF64_SMALL_C0_LO, ERF64_SPLIT
 from .explog import exp_normal_range
 from .math_builder import MathBuilder
 

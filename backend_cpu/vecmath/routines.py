@@ -42,6 +42,7 @@ from typing import Callable, Sequence
 from llvmlite import ir
 
 from ...hlo.opcodes import OPCODES
+
 from . import explog, misc, pow64, trig, trig64
 from .math_builder import MathBuilder
 

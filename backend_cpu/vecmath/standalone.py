@@ -19,8 +19,10 @@ import numpy as np
 from llvmlite import ir
 
 from ...hlo.opcodes import OPCODES
+
 from ..llvm import target_machine
 from ..llvm.fp_env import emit_restore_fp_mode, emit_set_flush_denormals
+
 from .routines import emit_math
 
 _I64 = ir.IntType(64)

@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import math
 
-from .coeffs import (TAN_PI_8, atan_small, cos_series, pi_over_2_parts,
-                             sin_tail, two_over_pi_chunks)
+from .coeffs import TAN_PI_8, atan_small, cos_series, pi_over_2_parts, sin_tail, two_over_pi_chunks
 from .math_builder import MathBuilder
 
 _CHUNKS = two_over_pi_chunks(9)
