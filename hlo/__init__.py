@@ -20,7 +20,7 @@ from .ir import (HloComputation, HloInstruction, HloModule, PadDim, RawAttr, Rep
 from .shape_inference import ShapeError, infer_shape
 from .parser import ParseError, parse_module
 from .printer import print_module
-from .verifier import VerifyError, verify
+from .verifier import VerifyError, check_static_shapes, verify
 from .builder import HloBuilder
 from .evaluator import EvaluationError, evaluate
 from .eval_devices import evaluate_devices
@@ -32,6 +32,6 @@ __all__ = [
     "HloComputation", "HloInstruction", "HloModule", "PadDim", "RawAttr", "ReplicaGroups",
     "SliceDim",
     "Window", "WindowDim", "ShapeError", "infer_shape", "ParseError", "parse_module", "print_module",
-    "VerifyError", "verify", "HloBuilder", "EvaluationError", "evaluate", "evaluate_devices",
+    "VerifyError", "verify", "check_static_shapes", "HloBuilder", "EvaluationError", "evaluate", "evaluate_devices",
     "collectives", "HloSharding", "ShardingError", "parse_sharding",
 ]

@@ -21,7 +21,7 @@ import threading
 from . import collectives
 from .eval_collective import DeviceSlot, PeerFailed, Rendezvous
 from .eval_common import EvaluationError
-from .evaluator import EvalContext, _check_args, _flatten, evaluate_computation
+from .evaluator import EvalContext, _check_args, _check_static, _flatten, evaluate_computation
 
 __all__ = ["evaluate_devices"]
 
@@ -32,6 +32,7 @@ def evaluate_devices(module, args_per_device, *, flush_denormals: bool = True,
                      timeout: float = DEFAULT_TIMEOUT) -> list[list]:
     """Runs every device of `module`; returns each device's outputs (see above)."""
     entry = module.entry
+    _check_static(module)
     if entry is None:
         raise EvaluationError(f"module {module.name} has no entry computation")
     R, P = module.replica_count, module.num_partitions

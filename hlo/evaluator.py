@@ -43,6 +43,7 @@ import numpy as np
 from .eval_collective import DeviceSlot
 from .eval_common import EvaluationError, round_to_bf16, to_result
 from .opcodes import OPCODES, reference
+from .verifier import VerifyError, check_static_shapes
 # The family modules register their semantics in OPCODES when imported.
 from . import eval_compare_convert, eval_control, eval_dot_conv, eval_elementwise  # noqa: F401
 from . import eval_gather_scatter, eval_movement, eval_reduce, eval_sort, eval_window  # noqa: F401
@@ -81,6 +82,7 @@ def evaluate(module, args, *, flush_denormals: bool = True) -> list[np.ndarray]:
     entry = module.entry
     if entry is None:
         raise EvaluationError(f"module {module.name} has no entry computation")
+    _check_static(module)
     if module.num_devices > 1:
         per_device = next((i for i in module.instructions() if i.info.per_device), None)
         if per_device is not None:
@@ -92,6 +94,13 @@ def evaluate(module, args, *, flush_denormals: bool = True) -> list[np.ndarray]:
     args = _check_args(entry, list(args))
     result = evaluate_computation(entry, args, ctx=EvalContext(flush_denormals))
     return _flatten(result)
+
+
+def _check_static(module) -> None:
+    try:
+        check_static_shapes(module, "the evaluator computes with")
+    except VerifyError as e:
+        raise EvaluationError(str(e)) from None
 
 
 def evaluate_computation(comp, args, *, ctx: EvalContext | None = None,

@@ -43,6 +43,7 @@ from typing import Any
 import lark
 from lark import Token, Transformer
 
+from .aliasing import AliasingError, check_aliasing
 from .attributes import AttributeValueError, decode_attribute
 from .dtypes import DTYPES
 from .ir import HloComputation, HloInstruction, HloModule
@@ -627,6 +628,15 @@ def _decode_thread(text: str, attr: _AttrSyntax) -> str:
 
 def _check_module_config(module: HloModule, config: list[_AttrSyntax], text: str) -> None:
     """Decodes and checks the header items XLA checks (input_output_alias, buffer_donor)."""
+    keys = {str(a.key): a for a in config}
+    if "input_output_alias" not in keys and "buffer_donor" not in keys:
+        return
+    try:
+        check_aliasing(module)
+    except AliasingError as e:
+        attr = (keys.get(str(e).split(" ")[0].rstrip(":")) or keys.get("input_output_alias")
+                or keys["buffer_donor"])
+        raise _Located(str(e), attr.start) from None
 
 
 # Module header items that count devices (HloModule.replica_count / num_partitions).

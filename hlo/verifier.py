@@ -30,6 +30,13 @@ sees a broken graph):
   sharding splits as many dimensions as the shape has, a tuple sharding has one element
   per tuple element) and, when the header gives the device count, names every device
   exactly once.
+
+`check_static_shapes(module)` is a separate check for whoever computes (the
+evaluator calls it; a backend may): it raises VerifyError naming the first
+instruction with a dynamic dimension (`f32[<=8]`, `f32[?]`). Such modules parse,
+verify and print, but nothing here computes with them: a bounded dimension
+would compute with its bound, which is only right while the runtime size equals
+it, so they are refused rather than guessed at.
 """
 from __future__ import annotations
 
@@ -51,6 +58,17 @@ def describe(instr: HloInstruction) -> str:
     """`%add.1 = f32[4] add(%x, %y)`: enough to find the instruction in a dump."""
     operands = ", ".join(f"%{o.name}" for o in instr.operands)
     return f"%{instr.name} = {instr.shape} {instr.opcode}({operands})"
+
+
+def check_static_shapes(module: HloModule, what: str = "this computes") -> None:
+    """Raises VerifyError at the first instruction (or called computation's) with a
+    dynamic dimension: `what` says who refuses it."""
+    for comp in module.computations:
+        for instr in comp.instructions:
+            if instr.shape.is_dynamic or any(o.shape.is_dynamic for o in instr.operands):
+                raise VerifyError(
+                    f"in computation {comp.name}: {describe(instr)}: dynamic dimensions "
+                    f"(<=N or ?) are parsed and printed but {what} only static shapes")
 
 
 def verify(module: HloModule, context: str | None = None) -> None:

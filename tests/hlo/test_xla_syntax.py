@@ -363,3 +363,79 @@ def test_rejected_texts(text, fragment):
     with pytest.raises(ParseError) as info:
         parse_module(text)
     assert fragment in info.value.message
+
+
+def test_dynamic_shapes_verify_but_are_refused_by_whoever_computes():
+    from xlapy.hlo import EvaluationError, VerifyError, check_static_shapes, evaluate
+    for dims in ("<=4", "?"):
+        module = parse_module(f"""HloModule m
+ENTRY e {{
+  p = f32[{dims}] parameter(0)
+  ROOT n = f32[{dims}] negate(p)
+}}""")
+        verify(module)
+        with pytest.raises(VerifyError, match=r"%p = f32\[.*dynamic dimensions"):
+            check_static_shapes(module)
+        with pytest.raises(EvaluationError, match="only static shapes"):
+            evaluate(module, [np.zeros(4, np.float32)])
+    check_static_shapes(parse_module(GOOD))
+
+
+def test_branch_index_must_be_a_scalar():
+    from xlapy.hlo import VerifyError
+    text = """HloModule m
+b0 {
+  x = f32[] parameter(0)
+  ROOT n = f32[] negate(x)
+}
+ENTRY e {
+  i = s32[2] parameter(0)
+  x = f32[] parameter(1)
+  ROOT c = f32[] conditional(i, x, x), branch_computations={b0, b0}
+}"""
+    with pytest.raises(VerifyError, match="branch selector"):
+        verify(parse_module(text))
+
+
+ALIAS_BODY = """
+ENTRY entry {
+  %p = (f32[], f32[]) parameter(0)
+  %q = f32[2] parameter(1)
+  %p0 = f32[] get-tuple-element((f32[], f32[]) %p), index=0
+  %p1 = f32[] get-tuple-element((f32[], f32[]) %p), index=1
+  ROOT %out = (f32[], f32[], f32[2]) tuple(%p0, %p1, %q)
+}
+"""
+
+
+def test_aliasing_is_structured():
+    from xlapy.hlo.aliasing import Alias, Donor, aliases_of, donors_of
+    module = parse_module("HloModule Module, input_output_alias={ {0}: (0, {0}, must-alias), "
+                          "{1}: (0, {1}) }, buffer_donor={ (1, {}) }" + ALIAS_BODY)
+    assert aliases_of(module) == (Alias((0,), 0, (0,), True), Alias((1,), 0, (1,), False))
+    assert donors_of(module) == (Donor(1, ()),)
+    assert print_module(parse_module(print_module(module))) == print_module(module)
+
+
+@pytest.mark.parametrize("header,fragment", [
+    ("input_output_alias={ {0 : (0, {0}), {1}: (0, {1}) }", "unexpected end of file"),
+    ("input_output_alias={ {0, a}: (0, {0}) }", "cannot read"),
+    ("input_output_alias={ {0}: (0, {0}, maybe) }", "cannot read"),
+    ("input_output_alias={ {0}: (2, {0}) }", "the entry has 2 parameters"),
+    ("input_output_alias={ {3}: (0, {0}) }", "does not name an element"),
+    ("input_output_alias={ {0}: (0, {5}) }", "does not name an element"),
+    ("input_output_alias={ {0}: (0, {}) }", "names a tuple"),
+    ("input_output_alias={ {0}: (1, {}) }", "differ in shape"),
+    ("input_output_alias={ {0}: (0, {0}), {0}: (0, {1}) }", "aliased twice"),
+    ("input_output_alias={ {0}: (0, {0}), {1}: (0, {0}) }", "aliased twice"),
+    ("buffer_donor={ (0, {0}), (0, {0}) }", "already donated"),
+    ("input_output_alias={ {0}: (0, {0}) }, buffer_donor={ (0, {0}) }", "already aliased"),
+    ("buffer_donor={ (3, {}) }", "the entry has 2 parameters"),
+    ("buffer_donor={ (0, {}) (1, {}) }", "expected ','"),
+])
+def test_aliasing_rejected(header, fragment):
+    with pytest.raises(ParseError) as info:
+        parse_module(f"HloModule Module, {header}" + ALIAS_BODY)
+    assert fragment in info.value.message
+    if "end of file" not in fragment:
+        assert info.value.line == 1
