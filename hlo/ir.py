@@ -18,7 +18,8 @@ directly (tests/passes/test_ir_mutation.py checks passes/ for it):
                          move_instruction (from another computation, name kept),
                          clone_instruction, remove_instruction, replace_instruction,
                          sort_topologically, set_root
-    computations         HloModule.add_computation(before=), remove_computation
+    computations         HloModule.add_computation(before=), remove_computation,
+                         replace_entry
 
 ATTRIBUTES — the Python form of each attribute (the parser produces it, the
 printer prints it back, everything else reads it):
@@ -522,6 +523,16 @@ class HloModule:
         if entry:
             self.entry = comp
         return comp
+
+    def replace_entry(self, comp: HloComputation) -> HloComputation:
+        """Makes `comp` the entry in place of the current one, which leaves the
+        module (a pass that rewrites the whole entry, like the SPMD partitioner)."""
+        old = self.entry
+        self.entry = None
+        if old is not None:
+            self.computations.remove(old)
+            old.parent = None
+        return self.add_computation(comp, entry=True)
 
     def remove_computation(self, comp: HloComputation) -> None:
         if comp is self.entry:

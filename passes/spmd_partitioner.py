@@ -57,11 +57,11 @@ class SpmdPartitioner(HloModulePass):
         has_sharding = any("sharding" in i.attrs for i in entry.instructions)
         n = self.num_partitions or (module.num_partitions if "num_partitions" in module.config
                                     else None)
+        if not has_sharding and n in (None, 1):
+            return False                 # nothing to partition
         if n is None:
             raise PassError("spmd-partitioner: the module does not say num_partitions; "
                             "give the device count (SpmdPartitioner(num_partitions=N))")
-        if not has_sharding and n == 1:
-            return False
         for i in entry.instructions:
             s = i.attrs.get("sharding")
             if s is not None and (s.is_manual or any(k == "manual" for k in s.subgroups) or
@@ -79,9 +79,7 @@ class SpmdPartitioner(HloModulePass):
         for i in ctx.comp.instructions:
             i.attrs.pop("sharding", None)
         ctx.comp.set_root(root.instr)
-        module.entry = None
-        module.computations.remove(entry)
-        module.add_computation(ctx.comp, entry=True)
+        module.replace_entry(ctx.comp)
         module.num_partitions = n
         module.config.pop("entry_computation_layout", None)
         return True
