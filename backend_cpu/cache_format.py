@@ -58,7 +58,7 @@ from ..hlo.parser import parse_module
 from ..hlo.printer import print_computation
 from ..hlo.shape import Shape
 
-from . import sort_thunk
+from . import collective_thunks as ct, sort_thunk
 from .buffer_assignment import Slot
 from .executable import Program
 from .gemm.library import Routine
@@ -105,6 +105,10 @@ def _registry() -> dict[str, _Kind]:
         _Kind(ConditionalThunk, {}),
         _Kind(sort_thunk.SortThunk, {"_blocks": lambda: [()], "reference_runs": lambda: 0}),
         _Kind(sort_thunk.SortKey, {}),
+        *[_Kind(cls, {"op": none}) for cls in (ct.AllReduceThunk, ct.ReduceScatterThunk)],
+        *[_Kind(cls, {}) for cls in (ct.CollectiveThunk, ct.AllGatherThunk, ct.AllToAllThunk,
+                                     ct.PermuteThunk, ct.BroadcastThunk, ct.DeviceIdThunk,
+                                     ct.StartThunk, ct.DoneThunk, ct.Buffer)],
         _Kind(sort_thunk._Layout, {}),
         _Kind(Slot, {}),
         _Kind(Shape, {}),

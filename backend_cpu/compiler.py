@@ -58,10 +58,11 @@ import llvmlite.ir as ir
 import numpy as np
 
 from .. import passes, runtime
-from ..hlo import HloInstruction, parse_module
+from ..hlo import HloInstruction, collectives, parse_module
 from ..hlo.dtypes import numpy_dtype
 
-from . import disk_cache, inter_op, sort_thunk, strategies, target as targets
+from . import collective_thunks as ct, disk_cache, inter_op, sort_thunk, strategies
+from . import target as targets
 from .buffer_assignment import Slot, assign_arena
 from .emitters import loop_nest
 from .executable import CpuExecutable, Program, physical_dims, to_physical
@@ -85,24 +86,54 @@ class CompileOptions:
     The target (target.py): `max_isa` ("sse4.2", "avx2", "avx512") caps the host
     like XLA's --xla_cpu_max_isa, `cpu` names an x86 CPU, `triple` another
     architecture; all None: the host, capped by $XLAPY_CPU_MAX_ISA. Code for a
-    target the host cannot execute is compiled and printed, not run."""
+    target the host cannot execute is compiled and printed, not run.
+
+    Devices (see `devices()`): `num_devices` N, default the module's
+    replica_count * num_partitions; `distributed` None (all N devices in this process:
+    `run_devices`) or "mpi" (one device per MPI rank: every rank compiles, `run` runs
+    the rank's device)."""
     pipeline: object = None
     cache: bool = True
     disk_cache: bool = True
     max_isa: str | None = None
     cpu: str | None = None
     triple: str | None = None
+    num_devices: int | None = None
+    distributed: str | None = None
 
     def target(self) -> Target:
         if self.max_isa is None and self.cpu is None and self.triple is None:
             return targets.default()
         return targets.resolve(self.max_isa, self.cpu, self.triple)
 
+    def devices(self, module) -> tuple[int, int]:
+        """(replica_count, num_partitions) the module runs with, like XLA's build options:
+        N = num_devices must equal the module's R * P; a module of one device (R = P = 1,
+        the default) given N > 1 runs as N replicas (cross-replica collectives, replica-id
+        = device). A bad count or `distributed` is a ValueError."""
+        R, P = module.replica_count, module.num_partitions
+        n = self.num_devices
+        if self.distributed not in (None, "mpi"):
+            raise ValueError(f"compile: distributed must be None or 'mpi', got "
+                             f"{self.distributed!r}")
+        if n is None:
+            return R, P
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"compile: num_devices must be an integer >= 1, got {n!r}")
+        if n == R * P:
+            return R, P
+        if R * P == 1:
+            return n, 1
+        raise ValueError(f"compile: num_devices={n}, but module {module.name} runs on "
+                         f"{R * P} devices (replica_count={R}, num_partitions={P}); "
+                         f"give num_devices={R * P} or leave it out")
+
     def fingerprint(self) -> str:
         p = self.pipeline
         key = p if p is None or isinstance(p, str) else f"{getattr(p, '__module__', '')}." \
                                                          f"{getattr(p, '__qualname__', repr(p))}"
-        return f"pipeline={key};target={self.target().fingerprint()}"
+        return (f"pipeline={key};target={self.target().fingerprint()};"
+                f"devices={self.num_devices};distributed={self.distributed}")
 
 
 # The in-memory cache is an LRU of this many executables (each holds JIT'd code).
@@ -120,6 +151,7 @@ def compile(module, options: CompileOptions | None = None, *,
     graph again, ~10x cheaper than the default: parsing the module's text).
     """
     options = options or CompileOptions()
+    options.devices(module)               # a bad device count fails before any work
     text = module.to_text()
     # The kernels depend on the intra-op thread count too: GEMMs and convolutions cut
     # their work units for it (a module compiled for one thread ran one unit on two).
@@ -145,12 +177,16 @@ def compile(module, options: CompileOptions | None = None, *,
 def _compile_uncached(module, text: str, fingerprint: str, options: CompileOptions,
                       copy) -> CpuExecutable:
     start = time.perf_counter()
-    on_disk = options.disk_cache and options.pipeline in (None, "default")
+    # Programs of several devices hold collective thunks, which the disk cache does not
+    # store: they compile each time a process first asks.
+    on_disk = options.disk_cache and options.pipeline in (None, "default") \
+        and options.devices(module) == (1, 1) and not _has_per_device_ops(module)
     disk_key = disk_cache.key(text, fingerprint) if on_disk else None
     executable = _load_from_disk(disk_key, start) if on_disk else None
     if executable is None:
         module = _run_pipeline(module, text, options.pipeline, copy)
-        executable, payload = _compile_module(module, start, use_disk_cache=on_disk)
+        executable, payload = _compile_module(module, start, use_disk_cache=on_disk,
+                                              options=options)
         if on_disk and payload["object"] is not None:
             disk_cache.store(disk_key, payload)
     return executable
@@ -234,13 +270,19 @@ def _run_pipeline(module, text: str, pipeline, copy=None):
     return module
 
 
-def _compile_module(module, start: float, use_disk_cache: bool = False
-                    ) -> tuple[CpuExecutable, dict]:
+def _has_per_device_ops(module) -> bool:
+    return any(i.info.per_device for c in module.computations for i in c.instructions)
+
+
+def _compile_module(module, start: float, use_disk_cache: bool = False,
+                    options: CompileOptions | None = None) -> tuple[CpuExecutable, dict]:
     """(executable, the payload the disk cache stores for it)."""
     if module.entry is None:
         raise ValueError("compile: the module has no ENTRY computation")
+    options = options or CompileOptions()
+    replicas, partitions = options.devices(module)
     _ensure_recursion_limit(module)
-    context = _Context(ir.Module(name=_symbol(module.name)))
+    context = _Context(ir.Module(name=_symbol(module.name)), replicas, partitions)
     program = ProgramBuilder(context, module.entry).build()
     ir_policy.no_runtime_unrolling(context.module)
     llvm_source = str(context.module)
@@ -257,7 +299,7 @@ def _compile_module(module, start: float, use_disk_cache: bool = False
     if target.runs_on_host:     # otherwise compile and print only: nothing is JIT'd
         gemm_library.ensure_compiled(routines, disk_cache if use_disk_cache else None)
         jit = machine_code.jit_module(ref, strength_reduction=strength_reduction)
-        program.link(jit.lookup)
+        program.link(jit.lookup, _device_threads(replicas * partitions, options.distributed))
     params = [(p.name, p.shape) for p in module.entry.parameters]
     hlo_text = module.to_text()
     # The optimized IR is printed on demand (CpuExecutable.as_llvm_ir): it is the
@@ -265,11 +307,20 @@ def _compile_module(module, start: float, use_disk_cache: bool = False
     executable = CpuExecutable(program, params, jit=jit, llvm_source=llvm_source,
                                hlo_text=hlo_text, compile_seconds=time.perf_counter() - start,
                                strength_reduction=strength_reduction, light_pipeline=light,
-                               target=target, kernel_strategies=context.kernel_choices)
+                               target=target, kernel_strategies=context.kernel_choices,
+                               devices=(replicas, partitions), distributed=options.distributed)
     payload = {"program": program, "params": params, "llvm_source": llvm_source,
                "hlo_text": hlo_text, "object": jit and jit.object_code, "gemm_routines": routines,
                "strength_reduction": strength_reduction, "light_pipeline": light}
     return executable, payload
+
+
+def _device_threads(num_devices: int, distributed) -> int | None:
+    """Intra-op threads per device: the runtime's threads shared between the devices of
+    this process (None: all of them)."""
+    if num_devices == 1 or distributed is not None:
+        return None
+    return max(1, runtime.get_options().intra_op_threads // num_devices)
 
 
 def emitted_strategies(hlo_text: str, target: Target) -> list:
@@ -301,8 +352,9 @@ def _symbol(name: str) -> str:
 class _Context:
     """Module-wide state: the LLVM module and unique kernel names."""
 
-    def __init__(self, module: ir.Module):
+    def __init__(self, module: ir.Module, replicas: int = 1, partitions: int = 1):
         self.module = module
+        self.replicas, self.partitions = replicas, partitions   # the module's devices
         self._count = 0
         self.kernels_not_streaming = 0     # kernels without non-temporal output stores
         self.kernel_functions: set = set()
@@ -345,6 +397,7 @@ class ProgramBuilder:
         self._constants: dict[int, int] = {}
         self.arg_shapes, self.result_shapes = arg_shapes, result_shapes
         self._relayouts: dict = {}       # (slot, its shape, target order) -> the copy's slot
+        self._starts: dict = {}          # a -start instruction -> (its thunk, result slots)
 
     # --- slots ------------------------------------------------------------------------------
     def _new_slot(self, kind: str, shape, **extra) -> int:
@@ -397,6 +450,8 @@ class ProgramBuilder:
             if instr.opcode != "parameter":
                 self.value[instr] = self._visit(instr)
         outputs = self._outputs()
+        # Async collectives: starts early, dones late (collective_thunks.schedule).
+        self.thunks = ct.schedule(self.thunks, inter_op.slot_dependencies)
         arena = assign_arena(self.slots, [(t.reads, t.writes) for t in self.thunks],
                              inter_op.overlap_ancestors(self.thunks))
         return Program(self.comp.name, self.slots, self.thunks, param_slots, outputs, arena)
@@ -436,6 +491,8 @@ class ProgramBuilder:
             return self._call(instr, operands)
         if op == "sort":
             return self._sort(instr, operands)
+        if instr.info.per_device:
+            return self._collective(instr, operands)
         if op == "fusion" or op in loop_nest.KERNEL_OPCODES or instr.info.is_elementwise:
             return self._kernel(instr, operands)
         raise NotImplementedError(f"backend_cpu: no emitter for {op}")
@@ -521,6 +578,66 @@ class ProgramBuilder:
             key, instr.dims()[0], instr.to_apply, [leaves[0] for leaves in operands], writes,
             [o.shape for o in instr.operands], instr.shape.leaves()))
         return writes
+
+    def _collective(self, instr, operands) -> list[int]:
+        """A collective, replica-id or partition-id: thunks that call the execution's
+        communicator (collective_thunks.py). A plain all-reduce becomes a start/done pair
+        that the schedule keeps apart when kernels fit in between."""
+        op = instr.opcode
+        R, P = self.context.replicas, self.context.partitions
+        info = instr.info
+        if op in ("replica-id", "partition-id"):
+            (slot,) = self._dynamic_temp(instr.shape)
+            self.thunks.append(ct.DeviceIdThunk(instr, ct.Buffer(slot, instr.shape)))
+            return [slot]
+        if info.async_role == "done":
+            start = self._starts[collectives.async_start_of(instr)]
+            thunk, value = start
+            self.thunks.append(ct.DoneThunk(thunk))
+            return value
+        sync = info.sync_op or op
+        in_leaves = [leaf for o in instr.operands for leaf in o.shape.leaves()]
+        in_slots = [s for leaves in operands for s in leaves]
+        sources = ct._leaves(in_slots, in_leaves)
+        shapes = instr.shape.leaves()
+        extra: list = []
+        alias: list[int] = []
+        if op == "all-gather-start" or op == "collective-permute-start":
+            # (the operands, the results[, u32 contexts]): the first element aliases.
+            n = len(in_leaves)
+            alias = self._conform(in_slots, in_leaves, shapes[:n], instr.name)
+            results_shapes = instr.shape.tuple_shapes[1].leaves()
+            extra_shapes = shapes[n + len(results_shapes):]
+        else:
+            results_shapes, extra_shapes = shapes, []
+        result_slots = self._dynamic_temp_leaves(results_shapes)
+        results = ct._leaves(result_slots, results_shapes)
+        extra = ct._leaves(self._dynamic_temp_leaves(extra_shapes), extra_shapes)
+        kinds = {"all-reduce": ct.AllReduceThunk, "all-gather": ct.AllGatherThunk,
+                 "reduce-scatter": ct.ReduceScatterThunk, "all-to-all": ct.AllToAllThunk,
+                 "collective-broadcast": ct.BroadcastThunk}
+        if sync == "collective-permute":
+            thunk = ct.PermuteThunk(instr, sources, results, R, P, extra)
+        elif sync in kinds:
+            thunk = kinds[sync](instr, sources, results, R, P)
+        else:
+            raise NotImplementedError(f"backend_cpu: no thunk for {op}")
+        value = alias + result_slots + [b.slot for b in extra]
+        if info.async_role == "start" or op == "all-reduce":
+            start = ct.StartThunk(thunk)
+            self.thunks.append(start)
+            self._starts[instr] = (start, result_slots)
+            if op == "all-reduce":
+                self.thunks.append(ct.DoneThunk(start))
+            return value
+        self.thunks.append(thunk)
+        return value
+
+    def _dynamic_temp(self, shape) -> list[int]:
+        return self._dynamic_temp_leaves(shape.leaves())
+
+    def _dynamic_temp_leaves(self, leaves) -> list[int]:
+        return [self._new_slot("temp", leaf) for leaf in leaves]
 
     def _kernel(self, instr, operands) -> list[int]:
         for o in instr.operands:

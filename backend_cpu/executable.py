@@ -17,15 +17,19 @@ of the entry's parameters and results, keeps the JIT engine alive and offers
 from __future__ import annotations
 
 import ctypes
+import hashlib
+import threading
 
 import numpy as np
 
 from .. import runtime
 from ..hlo.dtypes import numpy_dtype
+from ..runtime import mpi_communicator
 
 from . import inter_op, target as targets
 from .buffer_assignment import Slot
 from .llvm import target_machine
+from .thunks import DeviceContext
 
 
 def physical_dims(shape) -> tuple[int, ...]:
@@ -99,11 +103,13 @@ class Program:
         self._linked = False
         self._stream_plan = None
 
-    def link(self, lookup) -> None:
+    def link(self, lookup, threads: int | None = None) -> None:
+        """Binds the thunks to machine code; `threads`: intra-op threads per execution
+        (None: the runtime option; a program of N devices gets its share)."""
         if self._linked:
             return
         for thunk in self.thunks:
-            thunk.link(lookup)
+            thunk.link(lookup, threads)
         # Independent large kernels run on streams (inter_op.py); usually there are none.
         self._stream_plan = inter_op.plan(self.thunks, self.slots,
                                           runtime.get_options().inter_op_threads)
@@ -114,7 +120,9 @@ class Program:
         """The inter-op StreamPlan, or None when the thunks run in order on the caller."""
         return self._stream_plan
 
-    def execute(self, input_addresses) -> list[np.ndarray]:
+    def execute(self, input_addresses, ctx=None) -> list[np.ndarray]:
+        """Runs the program as the device of `ctx` (thunks.DeviceContext; None: the only
+        device)."""
         table = self._table_type.from_buffer_copy(self._template)
         for slot, address in zip(self.param_slots, input_addresses):
             table[slot] = address
@@ -133,8 +141,8 @@ class Program:
         address = ctypes.addressof(table)
         if self._stream_plan is None:
             for thunk in self.thunks:
-                thunk.run(table, address, keep)
-        else:
+                thunk.run(table, address, keep, ctx)
+        else:               # kernels and copies only: they need no device context
             inter_op.run(self._stream_plan, self.thunks, table, address, keep)
         if self._all_fresh:           # the common case: every result is a fresh output
             return list(fresh.values())
@@ -151,13 +159,37 @@ class Program:
         return sum(1 for t in self.thunks if hasattr(t, "kernel"))
 
 
+class _Addresses(list):
+    """Argument addresses that keep the (converted) arrays they point into alive."""
+    __slots__ = ("arrays",)
+
+    def __init__(self, addresses, arrays):
+        super().__init__(addresses)
+        self.arrays = arrays
+
+
+_mpi_lock = threading.Lock()
+_mpi_comm = None
+
+
+def _mpi_communicator():
+    """The process's MpiCommunicator, made at the first compile with distributed="mpi"
+    (making one is collective: every rank compiles its executables in the same order)."""
+    global _mpi_comm
+    with _mpi_lock:
+        if _mpi_comm is None:
+            _mpi_comm = mpi_communicator.MpiCommunicator()
+        return _mpi_comm
+
+
 class CpuExecutable:
     """A compiled module: `run(*arrays) -> list[np.ndarray]` (tuple results flattened)."""
 
     def __init__(self, program: Program, params: list, *, jit, hlo_text: str,
                  compile_seconds: float, llvm_ir: str | None = None,
                  llvm_source: str | None = None, strength_reduction: bool = True,
-                 light_pipeline: bool = False, target=None, kernel_strategies=None):
+                 light_pipeline: bool = False, target=None, kernel_strategies=None,
+                 devices: tuple[int, int] = (1, 1), distributed: str | None = None):
         """`llvm_ir`: the optimized LLVM IR; or `llvm_source`, the IR before
         optimization, which `as_llvm_ir()` optimizes again when first asked.
         `strength_reduction`: how the code generator ran (`as_asm()` runs it alike);
@@ -165,7 +197,9 @@ class CpuExecutable:
         `target`: what the code was compiled for (target.py; default the current one);
         `jit` is None when the host cannot run it, and then `run` refuses.
         `kernel_strategies`: the compiler's strategies.Choice records, or a function
-        that makes them when first asked."""
+        that makes them when first asked. `devices`: (replica_count, num_partitions)
+        the program runs with; `distributed`: None (its devices in this process) or
+        "mpi" (this process runs the device of its MPI rank)."""
         if llvm_ir is None and llvm_source is None:
             raise TypeError("CpuExecutable: give llvm_ir or llvm_source")
         self._program = program
@@ -186,41 +220,148 @@ class CpuExecutable:
         self.compile_seconds = compile_seconds
         self._asm = None
         self._kernel_strategies = kernel_strategies
+        self.replica_count, self.num_partitions = devices
+        self.num_devices = devices[0] * devices[1]
+        self.distributed = distributed
+        self.fingerprint = hashlib.sha256(
+            f"{hlo_text}\0devices={devices}".encode()).hexdigest()[:32]
+        self._comm = None                      # MPI: the process's communicator
+        self.device = None                     # MPI: the rank's device
+        self._checked = False                  # MPI: the ranks compared fingerprints
+        if distributed == "mpi":
+            self._comm = _mpi_communicator()
+            if self._comm.num_devices != self.num_devices:
+                raise ValueError(f"compile: the module runs on {self.num_devices} devices, "
+                                 f"but MPI runs {self._comm.num_devices} ranks (start it "
+                                 f"with mpirun -n {self.num_devices})")
+            self.device = self._comm.local_devices[0]
 
     # --- running ---------------------------------------------------------------------
+    def _context(self, device: int, comm) -> DeviceContext:
+        P = self.num_partitions
+        return DeviceContext(device, device // P, device % P, comm)
+
     def run(self, *arrays) -> list[np.ndarray]:
+        """Runs the program on its one device; under MPI (`distributed="mpi"`), on this
+        rank's device (`self.device`), meeting the other ranks in its collectives."""
+        if self.distributed is None:
+            if self._jit is None or self.num_devices > 1 or len(arrays) != len(self._params):
+                self._check_single("run", len(arrays))
+            # The lean path (a tiny call pays for every step here).
+            bound, addresses = [], []
+            for i, (value, (dtype, dims, default_layout)) in enumerate(
+                    zip(arrays, self._param_checks)):
+                array = value
+                if not (type(value) is np.ndarray and value.dtype == dtype
+                        and value.shape == dims and default_layout
+                        and value.flags.c_contiguous and value.flags.aligned):
+                    array = self._check_argument(i, value, self._params[i])
+                bound.append(array)
+                addresses.append(address_of(array))
+            results = self._program.execute(addresses)
+            if self._default_outputs:
+                return results
+            return self._finish(results)
+        self._check_runnable("run")
+        addresses = self._bind(arrays, "run")
+        ctx = self._context(self.device, self._comm)
+        try:
+            if not self._checked:
+                self._comm.check_same_program(self.device, self.fingerprint)
+                self._checked = True
+            results = self._program.execute(addresses, ctx)
+        except runtime.CollectiveError:
+            raise
+        except BaseException as exc:
+            self._comm.abort(self.device, exc)
+            raise
+        return self._finish(results)
+
+    __call__ = run
+
+    def run_devices(self, args_per_device, timeout: float | None = None) -> list[list]:
+        """Runs every device in this process, one thread each (with its share of the
+        intra-op threads): `args_per_device[d]` are device d's arguments; returns each
+        device's outputs. A device that raises makes the others stop with a
+        CollectiveError naming it; its own error is raised here, noting the device.
+        `timeout`: seconds a device may wait for its peers in one collective (default
+        the runtime's collective_timeout)."""
+        if self.distributed is not None:
+            raise ValueError("run_devices: this executable was compiled with "
+                             "distributed='mpi'; each rank calls run(*its_arguments)")
+        self._check_runnable("run_devices")
+        try:
+            per_device = list(args_per_device)
+        except TypeError:
+            raise TypeError("run_devices: give a list of argument lists, one per "
+                            "device") from None
+        n = self.num_devices
+        if len(per_device) != n:
+            raise ValueError(f"run_devices: the executable runs on {n} device"
+                             f"{'s' * (n != 1)}, got arguments for {len(per_device)}")
+        bound = []
+        for d, args in enumerate(per_device):
+            try:
+                bound.append(self._bind(list(args), f"run_devices: device {d}"))
+            except TypeError as e:
+                raise type(e)(str(e)) from None
+        if n == 1:
+            return [self._finish(self._program.execute(bound[0]))]
+        comm = runtime.InProcessCommunicator(n, timeout=timeout)
+        try:
+            outputs = comm.run(lambda d: self._program.execute(bound[d],
+                                                               self._context(d, comm)))
+        finally:
+            comm.close()
+        return [self._finish(results) for results in outputs]
+
+    def _check_single(self, what: str, count: int) -> None:
+        self._check_runnable(what)
+        if self.num_devices > 1:
+            raise ValueError(f"{what}: this executable runs on {self.num_devices} devices; "
+                             f"call run_devices(args_per_device)")
+        if count != len(self._params):
+            raise TypeError(f"{what}: expected {len(self._params)} arguments, got {count}")
+
+    def _check_runnable(self, what: str) -> None:
         if self._jit is None:
-            raise RuntimeError(f"run: this executable was compiled for {self.target.describe()}, "
-                               f"which this host cannot execute; as_asm() and as_llvm_ir() "
-                               f"show its code")
+            raise RuntimeError(f"{what}: this executable was compiled for "
+                               f"{self.target.describe()}, which this host cannot execute; "
+                               f"as_asm() and as_llvm_ir() show its code")
+
+    def _finish(self, results: list) -> list[np.ndarray]:
+        if self._default_outputs:
+            return results
+        return [to_logical(r, shape) for r, (_, shape) in zip(results, self._program.outputs)]
+
+    def _bind(self, arrays, what: str) -> list[int]:
+        """Checks and converts the arguments; returns their addresses (a list that keeps
+        the converted arrays alive)."""
         if len(arrays) != len(self._params):
-            raise TypeError(f"run: expected {len(self._params)} arguments, got {len(arrays)}")
+            raise TypeError(f"{what}: expected {len(self._params)} arguments, "
+                            f"got {len(arrays)}")
         bound, addresses = [], []
         for i, (value, (dtype, dims, default_layout)) in enumerate(zip(arrays, self._param_checks)):
             array = value
             if not (type(value) is np.ndarray and value.dtype == dtype and value.shape == dims
                     and default_layout and value.flags.c_contiguous and value.flags.aligned):
-                array = self._check_argument(i, value, self._params[i])
+                array = self._check_argument(i, value, self._params[i], what)
             bound.append(array)
             addresses.append(address_of(array))
-        results = self._program.execute(addresses)
-        if self._default_outputs:
-            return results
-        return [to_logical(r, shape) for r, (_, shape) in zip(results, self._program.outputs)]
+        return _Addresses(addresses, bound)
 
-    __call__ = run
-
-    def _check_argument(self, i: int, value, shape) -> np.ndarray:
+    def _check_argument(self, i: int, value, shape, what: str = "run") -> np.ndarray:
         name = f"parameter {i} ({self._param_names[i]})"
         if shape.is_tuple:
-            raise NotImplementedError(f"run: {name} is a tuple; tuple parameters are not supported")
+            raise NotImplementedError(f"{what}: {name} is a tuple; tuple parameters are not "
+                                      f"supported")
         array = np.asarray(value)
         expected = numpy_dtype(shape.element_type)
         if array.dtype != expected:
-            raise TypeError(f"run: {name} must have dtype {expected} ({shape.element_type}), "
+            raise TypeError(f"{what}: {name} must have dtype {expected} ({shape.element_type}), "
                             f"got {array.dtype}")
         if array.shape != tuple(shape.dims):
-            raise ValueError(f"run: {name} must have shape {tuple(shape.dims)}, got {array.shape}")
+            raise ValueError(f"{what}: {name} must have shape {tuple(shape.dims)}, got {array.shape}")
         array = to_physical(array, shape)
         if not (array.flags.c_contiguous and array.flags.aligned):
             array = np.ascontiguousarray(array).copy() if not array.flags.aligned \

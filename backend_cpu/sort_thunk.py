@@ -48,7 +48,7 @@ from ..hlo.eval_sort import sort_order
 from ..hlo.evaluator import EvalContext, evaluate_instruction
 
 from .executable import physical_dims
-from .thunks import array_at
+from .thunks import array_at, link_threads
 
 # Key element types numpy sorts exactly as the comparator orders them.
 _KEY_TYPES = frozenset({"pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64",
@@ -295,11 +295,11 @@ class SortThunk:
         self.reference_runs = 0       # sorts whose key could not decide (NaN, plain compare)
         self._blocks = [()]
 
-    def link(self, lookup) -> None:
+    def link(self, lookup, threads: int | None = None) -> None:
         self._blocks = _row_blocks(self.outputs[0], self.dimension, self.numel,
-                                   runtime.get_options().intra_op_threads)
+                                   link_threads(threads))
 
-    def run(self, table, address, keep) -> None:
+    def run(self, table, address, keep, ctx=None) -> None:
         if self.numel == 0:
             return
         values = [layout.view(table[slot]) for layout, slot in zip(self.inputs, self.reads)]

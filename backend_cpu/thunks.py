@@ -9,6 +9,14 @@ streams when independent: inter_op.py).
 - `WhileThunk`, `ConditionalThunk` and `CallThunk` run sub-programs (compiled
   computations with buffer tables of their own) on the host, and bind the
   arrays they return to this program's dynamic slots.
+- collective_thunks.py holds the thunks that talk to other devices.
+
+Every thunk has `link(lookup, threads=None)` (bind machine code; `threads`: the
+intra-op threads one execution may use, None = the runtime option) and
+`run(table, address, keep, ctx=None)`. `ctx` is the `DeviceContext` of the
+execution: which device runs it and the communicator to its peers. It is passed
+explicitly down into while/conditional/call sub-programs (no thread-local: the
+threads of streams and pools would not see one); None means device 0 of one.
 """
 from __future__ import annotations
 
@@ -31,6 +39,24 @@ def array_at(address: int, shape, dtype) -> np.ndarray:
     return np.frombuffer(raw, dtype=dtype, count=count).reshape(shape)
 
 
+class DeviceContext:
+    """Who runs an execution: `device` (global id), its `replica` and `partition`
+    (hlo/collectives.py numbering) and `comm`, the runtime Communicator to the other
+    devices (None when the program runs on one device)."""
+    __slots__ = ("device", "replica", "partition", "comm")
+
+    def __init__(self, device: int = 0, replica: int = 0, partition: int = 0, comm=None):
+        self.device, self.replica, self.partition, self.comm = device, replica, partition, comm
+
+
+SINGLE_DEVICE = DeviceContext()
+
+
+def link_threads(threads: int | None) -> int:
+    """The intra-op threads a kernel may use: `threads`, else the runtime option."""
+    return runtime.get_options().intra_op_threads if threads is None else max(1, threads)
+
+
 class KernelThunk:
     def __init__(self, name: str, extent: int, work_bytes: int, reads, writes,
                  partitions: int | None = None):
@@ -42,9 +68,9 @@ class KernelThunk:
         self.dims = None
         self._single = None
 
-    def link(self, lookup) -> None:
+    def link(self, lookup, threads: int | None = None) -> None:
         self.kernel = runtime.Kernel(lookup(self.name), self.name)
-        threads = runtime.get_options().intra_op_threads
+        threads = link_threads(threads)
         parts = 1
         if self.partitions is not None:
             parts = max(1, min(self.partitions, threads, self.extent))
@@ -57,7 +83,7 @@ class KernelThunk:
         self._single = (self.kernel._call, *self.dims.slices[0]) if len(self.dims.slices) == 1 \
             else None
 
-    def run(self, table, address, keep) -> None:
+    def run(self, table, address, keep, ctx=None) -> None:
         if self._single is not None:
             call, begin, end = self._single
             call(address, begin, end)
@@ -70,10 +96,10 @@ class CopyThunk:
         self.src, self.dst, self.nbytes = src, dst, nbytes
         self.reads, self.writes = [src], [dst]
 
-    def link(self, lookup) -> None:
+    def link(self, lookup, threads: int | None = None) -> None:
         pass
 
-    def run(self, table, address, keep) -> None:
+    def run(self, table, address, keep, ctx=None) -> None:
         if self.nbytes:
             ctypes.memmove(table[self.dst], table[self.src], self.nbytes)
 
@@ -91,11 +117,12 @@ class CallThunk:
     def __init__(self, program, reads, writes):
         self.program, self.reads, self.writes = program, list(reads), list(writes)
 
-    def link(self, lookup) -> None:
-        self.program.link(lookup)
+    def link(self, lookup, threads: int | None = None) -> None:
+        self.program.link(lookup, threads)
 
-    def run(self, table, address, keep) -> None:
-        _bind(table, self.writes, self.program.execute([table[s] for s in self.reads]), keep)
+    def run(self, table, address, keep, ctx=None) -> None:
+        _bind(table, self.writes, self.program.execute([table[s] for s in self.reads], ctx),
+              keep)
 
 
 class WhileThunk:
@@ -106,18 +133,18 @@ class WhileThunk:
         self.reads, self.writes = list(reads), list(writes)
         self.leaf_shapes = leaf_shapes        # (dims, numpy dtype) per state leaf
 
-    def link(self, lookup) -> None:
-        self.cond.link(lookup)
-        self.body.link(lookup)
+    def link(self, lookup, threads: int | None = None) -> None:
+        self.cond.link(lookup, threads)
+        self.body.link(lookup, threads)
 
-    def run(self, table, address, keep) -> None:
+    def run(self, table, address, keep, ctx=None) -> None:
         # Start from copies: the loop must never hand back (or write) its inputs.
         state = [array_at(table[s], dims, dt).copy() for s, (dims, dt) in zip(self.reads, self.leaf_shapes)]
         while True:
             addresses = [a.ctypes.data for a in state]
-            if not bool(self.cond.execute(addresses)[0].reshape(())):
+            if not bool(self.cond.execute(addresses, ctx)[0].reshape(())):
                 break
-            state = self.body.execute(addresses)
+            state = self.body.execute(addresses, ctx)
         _bind(table, self.writes, state, keep)
 
 
@@ -131,16 +158,16 @@ class ConditionalThunk:
         self.reads = [index_slot] + [s for slots in operand_slots for s in slots]
         self.writes = list(writes)
 
-    def link(self, lookup) -> None:
+    def link(self, lookup, threads: int | None = None) -> None:
         for branch in self.branches:
-            branch.link(lookup)
+            branch.link(lookup, threads)
 
-    def run(self, table, address, keep) -> None:
+    def run(self, table, address, keep, ctx=None) -> None:
         value = array_at(table[self.index_slot], (), self.index_dtype).item()
         if self.index_dtype == np.bool_:
             choice = 0 if value else 1
         else:
             choice = value if 0 <= value < len(self.branches) else len(self.branches) - 1
         program = self.branches[choice]
-        results = program.execute([table[s] for s in self.operand_slots[choice]])
+        results = program.execute([table[s] for s in self.operand_slots[choice]], ctx)
         _bind(table, self.writes, results, keep)
