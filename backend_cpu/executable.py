@@ -236,6 +236,11 @@ class CpuExecutable:
                                  f"with mpirun -n {self.num_devices})")
             self.device = self._comm.local_devices[0]
 
+    @property
+    def communicator(self):
+        """Under MPI, the runtime's MpiCommunicator the ranks meet through (else None)."""
+        return self._comm
+
     # --- running ---------------------------------------------------------------------
     def _context(self, device: int, comm) -> DeviceContext:
         P = self.num_partitions

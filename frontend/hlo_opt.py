@@ -10,6 +10,12 @@
     hlo-opt FILE.hlo --explain             every fusion decision of the passes, then each
                                            kernel's strategy and why the others declined
     hlo-opt FILE.hlo --run [--inputs IN.npz] [--outputs OUT.npz] [--repeat N]
+    hlo-opt FILE.hlo --run --devices N     N devices in this process (default: the module's
+                                           replica_count * num_partitions); npz keys
+                                           d{d}_arg{i} in, d{d}_out{j} out
+    mpirun -n N hlo-opt FILE.hlo --run --distributed mpi
+                                           rank r runs device r on d{r}_arg*; rank 0 writes
+                                           --outputs with every device's results
     hlo-opt --list-passes
     hlo-opt - < FILE.hlo                   read standard input; -o FILE writes the output
 
@@ -21,6 +27,7 @@ line on stderr and a non-zero exit status.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -63,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--inputs", help=".npz with arg0, arg1, ... (random inputs when absent)")
     p.add_argument("--outputs", help=".npz to receive out0, out1, ...")
     p.add_argument("--repeat", type=int, default=1, help="runs to time (prints the median)")
+    p.add_argument("--devices", type=int, help="run on N devices in this process (default: "
+                   "the module's replica_count * num_partitions); npz keys d{d}_arg{i}, "
+                   "d{d}_out{j} when the module runs on more than one")
+    p.add_argument("--distributed", choices=["mpi"], help="one device per MPI rank (start "
+                   "with mpirun -n N); rank 0 writes --outputs")
     p.add_argument("--max-isa", choices=["sse4.2", "avx2", "avx512"],
                    help="compile for the host capped at this x86 level (like XLA's "
                         "--xla_cpu_max_isa; default: $XLAPY_CPU_MAX_ISA, else the host)")
@@ -112,6 +124,10 @@ def _main(args) -> int:
         raise CliError("no input file (use - for standard input, or --list-passes)")
     if args.repeat < 1:
         raise CliError("--repeat must be at least 1")
+    if (args.devices is not None or args.distributed) and not args.run:
+        raise CliError("--devices and --distributed go with --run")
+    if args.devices is not None and args.devices < 1:
+        raise CliError("--devices must be at least 1")
     if args.explain and (args.run or args.emit != "hlo"):
         raise CliError("--explain prints the decisions instead of the module; it does not "
                        "combine with --run or --emit")
@@ -178,13 +194,19 @@ def _compile_options(args):
         raise CliError(str(e).replace("backend_cpu: ", "")) from None
 
 
-def _compile(module: hlo.HloModule, args):
+def _compile(module: hlo.HloModule, args, **devices):
     _check_constants(module)
     from .. import backend_cpu
     options, target = _compile_options(args)
     if args.run and not target.runs_on_host:
         raise CliError(f"--run: this host cannot execute code for {target.describe()}; "
                        f"use --emit=asm or --emit=llvm to see it")
+    if devices:
+        options = dataclasses.replace(options, **devices)
+        try:
+            options.devices(module)
+        except ValueError as e:
+            raise CliError(str(e).replace("compile: ", "")) from None
     return backend_cpu.compile(module, options)
 
 
@@ -240,6 +262,11 @@ def _print_pass_times(records: list[passes.PassRecord]) -> None:
 # --- --run ---------------------------------------------------------------------------
 
 def _run(args, module: hlo.HloModule) -> int:
+    if args.distributed:
+        return _run_mpi(args, module)
+    devices = args.devices or module.replica_count * module.num_partitions
+    if devices > 1:
+        return _run_devices(args, module, devices)
     inputs = _inputs(args.inputs, module)
     executable = _compile(module, args)
     times, results = [], None
@@ -257,12 +284,85 @@ def _run(args, module: hlo.HloModule) -> int:
     return 0
 
 
-def _inputs(path: str | None, module: hlo.HloModule) -> list[np.ndarray]:
+def _run_devices(args, module: hlo.HloModule, devices: int) -> int:
+    """--devices N: every device in this process (run_devices)."""
+    inputs = [_inputs(args.inputs, module, d) for d in range(devices)]
+    executable = _compile(module, args, num_devices=devices)
+    times, results = [], None
+    for _ in range(args.repeat):
+        start = time.perf_counter()
+        results = executable.run_devices(inputs)
+        times.append(time.perf_counter() - start)
+    results = [_flatten(r) for r in results]
+    _save_devices(args, results)
+    print(f"median time: {np.median(times) * 1e3:.3f} ms over {args.repeat} run(s) "
+          f"of {devices} devices", file=sys.stderr)
+    return 0
+
+
+def _save_devices(args, results: list[list[np.ndarray]]) -> None:
+    if args.outputs:
+        np.savez(args.outputs, **{f"d{d}_out{j}": r for d, outs in enumerate(results)
+                                  for j, r in enumerate(outs)})
+    for j, r in enumerate(results[0]):
+        print(f"out{j}: {r.dtype}{list(r.shape)} per device", file=sys.stderr)
+
+
+def _run_mpi(args, module: hlo.HloModule) -> int:
+    """--distributed mpi: this rank runs its device; rank 0 gathers and writes every
+    device's outputs. An error on one rank ends every rank (the communicator's abort),
+    so none waits for it."""
+    executable = None
+    try:
+        try:
+            executable = _compile(module, args, num_devices=args.devices, distributed="mpi")
+        except ImportError as e:
+            raise CliError(f"--distributed mpi: {_one_line(e)}") from None
+        rank = executable.device
+        inputs = _inputs(args.inputs, module, rank)
+        times, results = [], None
+        for _ in range(args.repeat):
+            start = time.perf_counter()
+            results = executable.run(*inputs)
+            times.append(time.perf_counter() - start)
+        results = _flatten(results)
+        comm = executable.communicator
+        gathered = []
+        for r in results:
+            r = np.ascontiguousarray(r).reshape(r.shape)     # (ascontiguousarray: >= 1-d)
+            every = np.empty((comm.num_devices,) + r.shape, r.dtype)
+            comm.all_gather(rank, None, r, every)
+            gathered.append(every)
+    except (CliError, hlo.EvaluationError, ValueError, TypeError, KeyError, OSError,
+            NotImplementedError, RuntimeError) as e:
+        comm = executable.communicator if executable is not None else None
+        if comm is None or isinstance(e, _collective_error()):
+            raise
+        # The other ranks would wait for this one: the communicator prints one line
+        # naming the rank and its error, and ends every rank (MPI Abort).
+        comm.abort(comm.local_devices[0], e)
+        raise
+    if rank == 0:
+        _save_devices(args, [[g[d] for g in gathered] for d in range(comm.num_devices)])
+        print(f"median time: {np.median(times) * 1e3:.3f} ms over {args.repeat} run(s) "
+              f"on rank 0 of {comm.num_devices}", file=sys.stderr)
+    return 0
+
+
+def _collective_error():
+    from ..runtime import CollectiveError
+    return CollectiveError
+
+
+def _inputs(path: str | None, module: hlo.HloModule, device: int | None = None
+            ) -> list[np.ndarray]:
+    """The entry's arguments (`device`: that device's, keys d{device}_arg{i})."""
     params = module.entry.parameters
     _check_memory(params)
     if path is None:
-        rng = np.random.default_rng(0)
+        rng = np.random.default_rng(0 if device is None else device)
         return [_random(rng, p.shape) for p in params]
+    prefix = "" if device is None else f"d{device}_"
     try:
         archive = np.load(path, allow_pickle=False)
     except (ValueError, EOFError, zipfile.BadZipFile):
@@ -271,23 +371,24 @@ def _inputs(path: str | None, module: hlo.HloModule) -> list[np.ndarray]:
         raise CliError(f"{path}: a single array, not a .npz archive; save the inputs with "
                        f"numpy.savez(FILE, arg0=..., arg1=...)")
     with archive as data:
-        missing = [f"arg{i}" for i in range(len(params)) if f"arg{i}" not in data.files]
+        missing = [f"{prefix}arg{i}" for i in range(len(params))
+                   if f"{prefix}arg{i}" not in data.files]
         if missing:
             raise CliError(f"{path}: missing {', '.join(missing)} (the entry takes "
                            f"{len(params)} parameter{'s' * (len(params) != 1)}; "
                            f"it has {', '.join(data.files) or 'no arrays'})")
         try:
-            arrays = [data[f"arg{i}"] for i in range(len(params))]
+            arrays = [data[f"{prefix}arg{i}"] for i in range(len(params))]
         except (ValueError, OSError, zipfile.BadZipFile) as e:
             raise CliError(f"{path}: cannot read its arrays ({_one_line(e)})") from None
     for i, (param, array) in enumerate(zip(params, arrays)):
-        _check_input(path, i, param, array)
+        _check_input(path, i, param, array, prefix)
     return arrays
 
 
-def _check_input(path: str, i: int, param, array: np.ndarray) -> None:
+def _check_input(path: str, i: int, param, array: np.ndarray, prefix: str = "") -> None:
     shape = param.shape
-    where = f"{path}: arg{i} is {array.dtype}{list(array.shape)}, but parameter {i} (%{param.name})"
+    where = f"{path}: {prefix}arg{i} is {array.dtype}{list(array.shape)}, but parameter {i} (%{param.name})"
     if not shape.is_array:
         raise CliError(f"{where} is the tuple {shape.to_text()}; tuple parameters cannot be "
                        f"given in an .npz")
