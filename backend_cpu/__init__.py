@@ -6,6 +6,15 @@
     CpuExecutable.as_llvm_ir(), .as_asm(), .as_hlo_text(), .memory_stats(),
         .kernel_strategies(), .compile_seconds
 
+Several devices (collective_thunks.py; docs/backend.md "Devices"):
+    CompileOptions(num_devices=N)        N = the module's replica_count * num_partitions
+                                         (default); a one-device module runs as N replicas
+    executable.run_devices(args_per_device, timeout=None) -> outputs per device
+                                         (a thread per device, intra-op threads shared)
+    CompileOptions(num_devices=N, distributed="mpi")   compiled on every rank;
+        executable.run(*args) runs device executable.device (= the MPI rank);
+        executable.communicator, .num_devices, .replica_count, .num_partitions
+
 Layers, bottom up (each may import only those below it; tests/test_imports.py):
 
     target.py        the compile target, read by every layer
@@ -19,6 +28,8 @@ Layers, bottom up (each may import only those below it; tests/test_imports.py):
                      each kernel, every refusal with its reason), buffer_assignment.py
                      (slots, the temp arena), executable.py / thunks.py (running),
                      inter_op.py (independent kernels on runtime streams),
+                     collective_thunks.py (collectives through the runtime's
+                     Communicator, async starts early and dones late),
                      sort_thunk.py (sorts numpy does on the host), disk_cache.py
                      (the persistent cache: $XLAPY_CACHE_DIR, disabled by
                      XLAPY_DISABLE_DISK_CACHE=1; its entries are plain data,
