@@ -65,6 +65,6 @@ def test_distributed_mpi(tmp_path):
     # Too few ranks: every rank says so in one line and exits non-zero.
     cmd[2] = "3"
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
-    assert result.returncode != 0
-    assert "MPI runs 3 ranks (start it with mpirun -n 4)" in result.stderr
-    assert "Traceback" not in result.stderr
+    assert result.returncode != 0, result.stderr[-2000:]
+    assert "MPI runs 3 ranks (start it with mpirun -n 4)" in result.stderr, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr, result.stderr[-2000:]
