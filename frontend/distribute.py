@@ -38,6 +38,13 @@ all-reduce-start is emitted as soon as the bucket's last gradient exists in the
 backward pass (`bucket_bytes`, a strategy option like Horovod's fusion threshold).
 Outside a strategy the replica context is the default one: one replica.
 `frontend.ops.collective` has TensorFlow's collective ops for the same programs.
+
+Options of both strategies: `backend` ("cpu" or "interpreter"), `pipeline` (as
+jit_compile's), `intra_op_threads` (threads of each replica's kernel launches;
+default: the runtime's threads shared between this process's replicas),
+`bucket_bytes` (gradient and all_reduce buckets, bucketing.DEFAULT_BUCKET_BYTES),
+`max_isa`. `run` keeps one trace cache per function object: pass the same
+function each step (a new lambda each call traces and compiles again).
 """
 from __future__ import annotations
 
@@ -310,9 +317,10 @@ class Strategy:
         per_replica = self._split(tuple(args), dict(kwargs or {}))
         jit = self._jit(fn)
         first_args, first_kwargs = per_replica[0]
-        lowered = jit.lower(*first_args, **first_kwargs)
-        arrays = []
-        for k, (a, kw) in enumerate(per_replica):
+        sig = jit.signature_of(first_args, first_kwargs)
+        lowered = jit._lower(sig, first_args, first_kwargs)
+        arrays = [sig.arrays]
+        for k, (a, kw) in enumerate(per_replica[1:], start=1):
             try:
                 arrays.append(lowered.check_call(a, kw))
             except (TypeError, ValueError) as e:
@@ -465,7 +473,9 @@ def _compile_devices(lowered, strategy: Strategy, num_devices: int, distributed)
         raise NotImplementedError("this CPU backend runs one device: run strategies with "
                                   "backend='interpreter'")
     more = {"num_devices": num_devices}
+    threads = strategy.intra_op_threads
     if distributed is not None:
         more["distributed"] = distributed
-    return _compile_cpu(lowered, strategy.pipeline, strategy.intra_op_threads,
-                        strategy.max_isa, **more)
+    elif threads is not None:
+        threads *= num_devices      # the backend shares the threads between the devices
+    return _compile_cpu(lowered, strategy.pipeline, threads, strategy.max_isa, **more)
