@@ -36,15 +36,22 @@ INT_LIST_ATTRS = frozenset({
     "operand_batching_dims", "start_indices_batching_dims",
     "update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
     "input_batching_dims", "scatter_indices_batching_dims",
+    "fft_length",
 })
 INT_ATTRS = frozenset({"index", "iota_dimension", "index_vector_dim",
-                       "feature_group_count", "batch_group_count", "channel_id"})
+                       "feature_group_count", "batch_group_count", "channel_id",
+                       "exponent_bits", "mantissa_bits", "k", "feature_index"})
 BOOL_ATTRS = frozenset({"is_stable", "indices_are_sorted", "unique_indices",
-                        "use_global_device_ids", "constrain_layout"})
+                        "use_global_device_ids", "constrain_layout",
+                        "largest", "left_side", "lower", "unit_diagonal"})
 ENUM_ATTRS = {
     "direction": ("EQ", "NE", "LT", "LE", "GT", "GE"),
     "type": ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"),
     "kind": ("kLoop", "kInput", "kOutput", "kCustom"),
+    "algorithm": ("rng_default", "rng_three_fry", "rng_philox"),
+    "distribution": ("rng_uniform", "rng_normal"),
+    "fft_type": ("FFT", "IFFT", "RFFT", "IRFFT"),
+    "transpose_a": ("NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"),
 }
 
 _INT = r"-?[0-9]+"

@@ -27,7 +27,10 @@ Where the semantics live:
     eval_sort.py             sort
     eval_gather_scatter.py   gather, scatter
     eval_dot_conv.py         dot, convolution
-    eval_control.py          call, fusion, while, conditional; unsupported ops
+    eval_control.py          call, fusion, while, conditional, custom-call targets
+    eval_library.py          topk, cholesky, triangular-solve, fft, batch norm,
+                             reduce-precision, map, stochastic-convert, tokens, async
+    eval_random.py           rng-bit-generator (XLA's bits), rng
     eval_collective.py       collectives, replica-id, partition-id (the device model)
     eval_common.py           EvaluationError, the float model (f16 upcast, FTZ)
 
@@ -47,7 +50,7 @@ from .verifier import VerifyError, check_static_shapes
 # The family modules register their semantics in OPCODES when imported.
 from . import eval_compare_convert, eval_control, eval_dot_conv, eval_elementwise  # noqa: F401
 from . import eval_gather_scatter, eval_movement, eval_reduce, eval_sort, eval_window  # noqa: F401
-from . import eval_collective  # noqa: F401
+from . import eval_collective, eval_library, eval_random  # noqa: F401
 
 __all__ = ["EvaluationError", "EvalContext", "evaluate", "evaluate_computation",
            "evaluate_instruction"]

@@ -30,7 +30,8 @@ class OpInfo:
     name: str                     # text spelling: "add", "exponential"
     arity: int | None             # None = variadic
     kind: str                     # see ELEMENTWISE_KINDS; also "movement", "reduce",
-                                  # "dot", "control", "leaf", "collective", "other"
+                                  # "dot", "control", "leaf", "collective", "map",
+                                  # "library" (a routine on the host), "other"
     commutative: bool = False
     expensive: bool = False       # fusion must not duplicate it freely
     side_effect: bool = False     # never removed, folded or merged
@@ -149,6 +150,27 @@ def _rows():
         OpInfo("rng", None, "other", side_effect=True),
         OpInfo("rng-bit-generator", 1, "other", side_effect=True),
         OpInfo("rng-get-and-update-state", 0, "other", side_effect=True),
+        # --- library ops, randomness, scheduling (issue 17) ---------------------
+        # Computed by numpy on the host in both the evaluator (eval_library.py,
+        # eval_random.py) and the CPU backend (backend_cpu/library_ops.py).
+        OpInfo("reduce-precision", 1, U, float_only=True),
+        OpInfo("map", None, "map"),             # to_apply per element: not fused, a kernel
+        OpInfo("stochastic-convert", 2, "library"),   # elementwise, but run on the host
+        OpInfo("topk", 1, "library", expensive=True),
+        OpInfo("cholesky", 1, "library", expensive=True, float_only=True),
+        OpInfo("triangular-solve", 2, "library", expensive=True, float_only=True),
+        OpInfo("fft", 1, "library", expensive=True),
+        OpInfo("batch-norm-training", 3, "library", expensive=True, float_only=True),
+        OpInfo("batch-norm-inference", 5, "library", expensive=True, float_only=True),
+        OpInfo("batch-norm-grad", 5, "library", expensive=True, float_only=True),
+        OpInfo("add-dependency", 2, "control"),
+        OpInfo("domain", 1, "control"),
+        # Generic async wrappers: run synchronously (-start computes, -done returns).
+        OpInfo("async-start", None, "control", side_effect=True),
+        OpInfo("async-update", 1, "control", side_effect=True),
+        OpInfo("async-done", 1, "control", side_effect=True),
+        OpInfo("copy-start", 1, "control", side_effect=True),
+        OpInfo("copy-done", 1, "control", side_effect=True),
         OpInfo("partition-id", 0, "other", per_device=True),
         OpInfo("replica-id", 0, "other", per_device=True),
         # --- collectives (hlo/collectives.py, hlo/eval_collective.py) -----------

@@ -35,7 +35,7 @@ from .shape_rules_common import ShapeError
 # Imported for their side effect: each registers the shape rules of its ops.
 from . import (shape_rules_collective, shape_rules_control, shape_rules_dot,  # noqa: F401
                shape_rules_elementwise, shape_rules_gather, shape_rules_movement,
-               shape_rules_reduce)
+               shape_rules_library, shape_rules_reduce)
 
 __all__ = ["ShapeError", "infer_shape"]
 

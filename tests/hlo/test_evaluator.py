@@ -1,4 +1,6 @@
 """The evaluator's API: argument checks, results, single instructions, control flow."""
+import re
+
 import numpy as np
 import pytest
 
@@ -83,13 +85,15 @@ def test_elided_constant_cannot_be_evaluated():
             }""")
 
 
-@pytest.mark.parametrize("line", [
-    "ROOT r = (u32[2], u32[4]) rng-bit-generator(u32[2] parameter(0)), algorithm=rng_default",
-    'ROOT r = u32[2] custom-call(u32[2] parameter(0)), custom_call_target="foo"',
+@pytest.mark.parametrize("line,message", [
+    ("ROOT r = (u32[2], u32[4]) rng-bit-generator(u32[2] parameter(0)), algorithm=rng_default",
+     "rng-bit-generator: the state must be a u64 vector, got uint32"),
+    ('ROOT r = u32[2] custom-call(u32[2] parameter(0)), custom_call_target="foo"',
+     "unsupported custom-call target 'foo'"),
 ])
-def test_unsupported_ops_raise(line):
+def test_unsupported_ops_raise(line, message):
     text = "HloModule m\nENTRY e {\n  p = u32[2] parameter(0)\n  " + line.replace("u32[2] parameter(0)", "p") + "\n}"
-    with pytest.raises(EvaluationError, match="not supported by the evaluator"):
+    with pytest.raises(EvaluationError, match=re.escape(message)):
         run_text(text, np.zeros(2, np.uint32))
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from xlapy.hlo import OPCODES, PadDim, ReplicaGroups, SliceDim, infer_shape
+from xlapy.hlo.ir import RawAttr
 from xlapy.hlo.shape_inference import ShapeError
 
 from .shape_helpers import (S, argmax_reducer, const_fn, identity_fn, make_window, scalar_fn,
@@ -200,6 +201,34 @@ OK = [
     ("rng-bit-generator", "rng-bit-generator", ["u64[2]"], {}, "(u64[2], u32[8])",
      "(u64[2], u32[8])"),
     ("rng-get-and-update-state", "rng-get-and-update-state", [], {}, None, "u64[2]"),
+    # --- issue 17: library ops, map, scheduling wrappers ---
+    ("reduce-precision", "reduce-precision", ["f32[4]"], {"exponent_bits": 5, "mantissa_bits": 10},
+     None, "f32[4]"),
+    ("map", "map", ["f32[4,3]", "f32[4,3]"], dims(dimensions=[0, 1], to_apply=ADD_F32), None,
+     "f32[4,3]"),
+    ("stochastic-convert", "stochastic-convert", ["f32[8]", "u32[8]"], {}, "s8[8]", "s8[8]"),
+    ("topk", "topk", ["f32[3,9]"], {"k": 4, "largest": True}, None, "(f32[3,4], s32[3,4])"),
+    ("cholesky", "cholesky", ["f64[2,5,5]"], {"lower": True}, None, "f64[2,5,5]"),
+    ("triangular-solve", "triangular-solve", ["f32[5,5]", "f32[3,5]"],
+     {"left_side": False, "lower": True, "transpose_a": "TRANSPOSE"}, None, "f32[3,5]"),
+    ("fft", "fft", ["c64[4,8]"], {"fft_type": "FFT", "fft_length": (8,)}, None, "c64[4,8]"),
+    ("rfft", "fft", ["f64[4,8]"], {"fft_type": "RFFT", "fft_length": (8,)}, None, "c128[4,5]"),
+    ("irfft", "fft", ["c64[4,5]"], {"fft_type": "IRFFT", "fft_length": (9,)}, None, "f32[4,9]"),
+    ("batch-norm-training", "batch-norm-training", ["f32[2,3,4]", "f32[3]", "f32[3]"],
+     {"epsilon": RawAttr("0.001"), "feature_index": 1}, None, "(f32[2,3,4], f32[3], f32[3])"),
+    ("batch-norm-inference", "batch-norm-inference", ["f32[2,3]"] + ["f32[3]"] * 4,
+     {"epsilon": RawAttr("0.001"), "feature_index": 1}, None, "f32[2,3]"),
+    ("batch-norm-grad", "batch-norm-grad", ["f32[2,3]"] + ["f32[3]"] * 3 + ["f32[2,3]"],
+     {"epsilon": RawAttr("0.001"), "feature_index": 1}, None, "(f32[2,3], f32[3], f32[3])"),
+    ("add-dependency", "add-dependency", ["f32[3]", "token[]"], {}, None, "f32[3]"),
+    ("domain", "domain", ["f32[3]"], {}, None, "f32[3]"),
+    ("async-start", "async-start", ["f32[5]"], {"calls": identity_fn(S("f32[5]"))},
+     "((f32[5]), f32[5], s32[])", "((f32[5]), f32[5], s32[])"),
+    ("async-update", "async-update", ["((f32[5]), f32[5], s32[])"], {}, None,
+     "((f32[5]), f32[5], s32[])"),
+    ("async-done", "async-done", ["((f32[5]), f32[5], s32[])"], {}, None, "f32[5]"),
+    ("copy-start", "copy-start", ["f32[5]"], {}, None, "(f32[5], f32[5], u32[])"),
+    ("copy-done", "copy-done", ["(f32[5], f32[5], u32[])"], {}, None, "f32[5]"),
     # --- collectives (shapes as XLA prints them) ---
     ("all-reduce", "all-reduce", ["f32[8,2]"], {"to_apply": ADD_F32, "channel_id": 1,
      "replica_groups": ReplicaGroups(((0, 1, 2, 3),))}, None, "f32[8,2]"),
@@ -453,7 +482,8 @@ def test_every_elementwise_unary_op_keeps_the_shape_of_floats():
     for name, info in OPCODES.items():
         if info.kind == "unary" and name not in ("not", "popcnt", "count-leading-zeros"):
             expected = "pred[3,2]" if name == "is-finite" else "f32[3,2]"
-            assert infer_shape(name, [S("f32[3,2]")], {}) == S(expected), name
+            attrs = {"exponent_bits": 8, "mantissa_bits": 7} if name == "reduce-precision" else {}
+            assert infer_shape(name, [S("f32[3,2]")], attrs) == S(expected), name
 
 
 def test_every_elementwise_binary_op_keeps_the_shape():
