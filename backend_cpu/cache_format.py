@@ -58,7 +58,7 @@ from ..hlo.parser import parse_module
 from ..hlo.printer import print_computation
 from ..hlo.shape import Shape
 
-from . import collective_thunks as ct, sort_thunk
+from . import collective_thunks as ct, library_ops, sort_thunk
 from .buffer_assignment import Slot
 from .executable import Program
 from .gemm.library import Routine
@@ -110,6 +110,8 @@ def _registry() -> dict[str, _Kind]:
                                      ct.PermuteThunk, ct.BroadcastThunk, ct.DeviceIdThunk,
                                      ct.StartThunk, ct.DoneThunk, ct.Buffer)],
         _Kind(sort_thunk._Layout, {}),
+        _Kind(library_ops.HostOpThunk, {}),
+        _Kind(library_ops.HostLayout, {}),
         _Kind(Slot, {}),
         _Kind(Shape, {}),
         _Kind(Routine, {}),

@@ -61,7 +61,7 @@ from .. import passes, runtime
 from ..hlo import HloInstruction, collectives, parse_module
 from ..hlo.dtypes import numpy_dtype
 
-from . import collective_thunks as ct, disk_cache, inter_op, sort_thunk, strategies
+from . import collective_thunks as ct, disk_cache, inter_op, library_ops, sort_thunk, strategies
 from . import target as targets
 from .buffer_assignment import Slot, assign_arena
 from .emitters import loop_nest
@@ -483,6 +483,9 @@ class ProgramBuilder:
         if op == "reshape" and instr.shape.has_default_layout() \
                 and instr.operands[0].shape.has_default_layout():
             return operands[0]
+        host = library_ops.lower(self, instr, operands)     # host routines, complex, no-ops
+        if host is not None:
+            return host
         if op == "while":
             return self._while(instr, operands)
         if op == "conditional":

@@ -377,6 +377,12 @@ def _gather(kernel, instr, srcs):
     return gen
 
 
+def _map(kernel, instr, srcs):
+    """map: the to_apply computation inlined on the operands' values at the index."""
+    comp = instr.attrs["to_apply"]
+    return lambda b, index: apply_computation(kernel, comp, [s(b, index) for s in srcs])[0]
+
+
 def _get_tuple_element(kernel, instr, srcs):
     k = instr.attrs["index"]
     return lambda b, index: srcs[0](b, index)[k]
@@ -403,6 +409,7 @@ _MOVEMENT = {
     "dynamic-update-slice": _dynamic_update_slice,
     "gather": _gather,
     "get-tuple-element": _get_tuple_element,
+    "map": _map,          # not movement: its computation applied per element
 }
 
 # The opcodes registered in _LOOPING (tests/backend_cpu/test_elemental_registry.py).

@@ -347,6 +347,43 @@ def emit_bitcast_convert(b, x, src: str, dst: str) -> ir.Value:
     return b.bitcast(x, like(x.type, compute_type(dst)))
 
 
+# --- reduce-precision -----------------------------------------------------------------------
+
+_FLOAT_FIELDS = {"half": (5, 10), "float": (8, 23), "double": (11, 52)}
+
+
+def emit_reduce_precision(b, x, exponent_bits: int, mantissa_bits: int) -> ir.Value:
+    """XLA's reduce-precision on the float's bits (hlo/eval_library.reduce_precision):
+    round to nearest even at the kept mantissa bit, overflow to a signed inf,
+    underflow (denormals included) to a signed zero, NaN returned unchanged (inf
+    when no mantissa bit is kept). Integer ops only: denormal inputs are not flushed
+    first, as XLA's emitter leaves them too."""
+    ty = x.type
+    src_e, src_m = _FLOAT_FIELDS[str(lane_type(ty))]
+    nbits = 1 + src_e + src_m
+    ity = like(ty, ir.IntType(nbits))
+    bits_ = b.bitcast(x, ity)
+    exp_mask = ((1 << src_e) - 1) << src_m
+    sign_mask = 1 << (nbits - 1)
+    is_nan = b.icmp_unsigned(">", b.and_(bits_, const(ity, ~sign_mask)), const(ity, exp_mask))
+    if mantissa_bits < src_m:
+        shift = src_m - mantissa_bits
+        last = b.lshr(b.and_(bits_, const(ity, 1 << shift)), const(ity, shift))
+        bias = b.add(last, const(ity, (1 << (shift - 1)) - 1))
+        bits_ = b.and_(b.add(bits_, bias), const(ity, ~((1 << shift) - 1)))
+    if exponent_bits < src_e:
+        exponent_bias = (1 << (src_e - 1)) - 1
+        reduced_bias = (1 << (exponent_bits - 1)) - 1
+        exponent = b.and_(bits_, const(ity, exp_mask))
+        signed_zero = b.and_(bits_, const(ity, sign_mask))
+        over = b.icmp_unsigned(">", exponent, const(ity, (exponent_bias + reduced_bias) << src_m))
+        under = b.icmp_unsigned("<=", exponent, const(ity, (exponent_bias - reduced_bias) << src_m))
+        bits_ = b.select(over, b.or_(signed_zero, const(ity, exp_mask)), bits_)
+        bits_ = b.select(under, signed_zero, bits_)
+    result = b.bitcast(bits_, ty)
+    return b.select(is_nan, x if mantissa_bits > 0 else const(ty, float("inf")), result)
+
+
 # --- dispatch -----------------------------------------------------------------------------
 
 def emit_elementwise(b, instr, args, operand_types) -> ir.Value:
@@ -369,9 +406,13 @@ def emit_elementwise(b, instr, args, operand_types) -> ir.Value:
         return emit_convert(b, args[0], t, instr.shape.element_type)
     if op == "bitcast-convert":
         return emit_bitcast_convert(b, args[0], t, instr.shape.element_type)
+    if op == "reduce-precision":
+        return emit_reduce_precision(b, args[0], instr.attrs["exponent_bits"],
+                                     instr.attrs["mantissa_bits"])
     raise NotImplementedError(f"backend_cpu: no emitter for {op}")
 
 
 def has_recipe(opcode: str) -> bool:
     return (opcode in UNARY or opcode in BINARY or is_math(opcode)
-            or opcode in ("compare", "select", "clamp", "convert", "bitcast-convert"))
+            or opcode in ("compare", "select", "clamp", "convert", "bitcast-convert",
+                          "reduce-precision"))
