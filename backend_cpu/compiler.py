@@ -323,14 +323,17 @@ def _device_threads(num_devices: int, distributed) -> int | None:
     return max(1, runtime.get_options().intra_op_threads // num_devices)
 
 
-def emitted_strategies(hlo_text: str, target: Target) -> list:
+def emitted_strategies(hlo_text: str, target: Target,
+                       options: CompileOptions | None = None) -> list:
     """The kernel strategies (strategies.Choice per kernel) of the module `hlo_text`
-    compiled for `target`, found by emitting its kernels again: LLVM IR only, no
-    optimization, no JIT (for an executable that came from the disk cache)."""
+    compiled for `target` (and the device count of `options`), found by emitting its
+    kernels again: LLVM IR only, no optimization, no JIT (for an executable that came
+    from the disk cache, and for hlo-opt --explain)."""
     module = parse_module(hlo_text)
     _ensure_recursion_limit(module)
+    replicas, partitions = (options or CompileOptions()).devices(module)
     with targets.using(target):
-        context = _Context(ir.Module(name=_symbol(module.name)))
+        context = _Context(ir.Module(name=_symbol(module.name)), replicas, partitions)
         ProgramBuilder(context, module.entry).build()
     return context.kernel_choices
 

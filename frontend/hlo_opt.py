@@ -227,11 +227,11 @@ def _explanation(pipeline: passes.HloPassPipeline, module: hlo.HloModule, args) 
     of every kernel the backend emits for the result, with the rows it declined."""
     _check_constants(module)
     from ..backend_cpu.compiler import emitted_strategies
-    _, target = _compile_options(args)
+    options, target = _compile_options(args)
     lines = ["== fusion decisions, per pass =="]
     lines += passes.explain_lines(pipeline.explanations) or ["(no fusion pass ran)"]
     lines.append(f"== kernel strategies, per kernel (target {target.describe()}) ==")
-    for choice in emitted_strategies(module.to_text(), target):
+    for choice in emitted_strategies(module.to_text(), target, options):
         lines += choice.lines()
     return "\n".join(lines) + "\n"
 

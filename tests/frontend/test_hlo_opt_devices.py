@@ -68,3 +68,11 @@ def test_distributed_mpi(tmp_path):
     assert result.returncode != 0, result.stderr[-2000:]
     assert "MPI runs 3 ranks (start it with mpirun -n 4)" in result.stderr, result.stderr[-2000:]
     assert "Traceback" not in result.stderr, result.stderr[-2000:]
+
+
+def test_explain_a_multi_device_module(capsys):
+    # The kernels are emitted again with the module's device count (replica groups name
+    # devices 1..3; emitting them for one device failed).
+    assert hlo_opt.main([f"{CASE}.hlo", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "== kernel strategies, per kernel" in out
