@@ -45,6 +45,10 @@ default: the runtime's threads shared between this process's replicas),
 `bucket_bytes` (gradient and all_reduce buckets, bucketing.DEFAULT_BUCKET_BYTES),
 `max_isa`. `run` keeps one trace cache per function object: pass the same
 function each step (a new lambda each call traces and compiles again).
+
+Model parallelism lives beside it: `Mesh` and `PartitionSpec` (frontend/sharding.py,
+for `jit_compile(fn, mesh=..., in_shardings=..., out_shardings=...)` and
+`ops.with_sharding_constraint`).
 """
 from __future__ import annotations
 
@@ -60,11 +64,13 @@ from .bucketing import DEFAULT_BUCKET_BYTES, REDUCE_OPS, BucketedAllReduce, chec
 from .compiled import _compile_cpu, _run_pipeline, check_pipeline
 from .jit import BACKENDS, JitFunction
 from .ops import collective
+from .sharding import Mesh, PartitionSpec
 from .signature import is_number_list
 from .trace import current_graph
 
 __all__ = ["MirroredStrategy", "MultiWorkerMirroredStrategy", "Strategy", "PerReplica",
-           "ReplicaContext", "ReduceOp", "get_replica_context", "value_and_grad", "grad"]
+           "ReplicaContext", "ReduceOp", "get_replica_context", "value_and_grad", "grad",
+           "Mesh", "PartitionSpec"]
 
 
 class ReduceOp:

@@ -182,7 +182,8 @@ class Lowered:
 
 
 def jit_compile(fn=None, *, static_argnums=(), pipeline="default", intra_op_threads=None,
-                backend: str = "cpu", name: str | None = None, max_isa: str | None = None):
+                backend: str = "cpu", name: str | None = None, max_isa: str | None = None,
+                mesh=None, **sharding_options):
     """Compiles `fn` per input signature: `@jit_compile` or `jit_compile(fn, ...)`.
 
     static_argnums: positions of arguments that are Python values baked into the
@@ -193,10 +194,18 @@ def jit_compile(fn=None, *, static_argnums=(), pipeline="default", intra_op_thre
     backend: "cpu" (LLVM) or "interpreter" (the numpy reference evaluator).
     max_isa: "sse4.2", "avx2" or "avx512": compile for the host capped at this x86
         level (default: $XLAPY_CPU_MAX_ISA, else the host).
+    mesh: a distribute.Mesh: the function is partitioned over its devices (SPMD),
+        with `in_shardings`, `out_shardings`, `return_shards`, `distributed`
+        (frontend/sharding.py).
     """
     options = dict(static_argnums=static_argnums, pipeline=pipeline,
                    intra_op_threads=intra_op_threads, backend=backend, name=name,
                    max_isa=max_isa)
-    if fn is None:
-        return lambda f: JitFunction(f, **options)
-    return JitFunction(fn, **options)
+    if mesh is not None:
+        from .sharding import ShardedFunction
+        make = functools.partial(ShardedFunction, mesh=mesh, **sharding_options, **options)
+    elif sharding_options:
+        raise TypeError(f"jit_compile: {', '.join(sorted(sharding_options))} need mesh=")
+    else:
+        make = functools.partial(JitFunction, **options)
+    return make if fn is None else make(fn)

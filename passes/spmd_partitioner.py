@@ -113,7 +113,9 @@ class SpmdPartitioner(HloModulePass):
         if is_elementwise(instr) and instr.opcode not in ("rng",):
             target = want or _most_tiled(ops)
             local = [ctx.reshard_value(o, target).instr for o in ops]
-            return rs.PVal(ctx.emit(code, local, **_attrs(instr)), target, instr.shape)
+            # the local shape as a hint: convert/bitcast-convert cannot infer theirs
+            shape = rs.local_shape(instr.shape, target)
+            return rs.PVal(ctx.emit(code, local, shape, **_attrs(instr)), target, instr.shape)
         if code in LOCAL_MOVEMENT and instr.shape.is_array:
             return self._movement(ctx, instr, ops, want)
         if code == "dot":

@@ -25,6 +25,7 @@ from .nn import (avg_pool2d, bias_add, conv2d, depthwise_conv2d, elu, gelu, laye
                  sparse_softmax_cross_entropy_with_logits, swish)
 
 from . import collective      # TF's collective ops: ops.collective.all_reduce, ...
+from ..sharding import with_sharding_constraint   # a sharding= annotation (SPMD partitioning)
 
 # One function per row of frontend/unary_table.py (negative, exp, tanh, floor, ...).
 globals().update(UNARY_FUNCTIONS)
