@@ -67,10 +67,12 @@ def fuse_horizontally(comp: HloComputation, max_output_bytes: int, note=None) ->
     if len(candidates) < 2:
         return False
     reach = Reachability(comp)
+    collectives = [i for i in comp.instructions if i.info.collective]
     groups: list[HloInstruction] = []
     changed = False
     for instr in candidates:
-        group = next((g for g in groups if reach.independent(g, instr)), None)
+        group = next((g for g in groups if reach.independent(g, instr)
+                      and not _serializes_collectives(reach, collectives, g, instr)), None)
         if group is None:
             if note is not None and groups:
                 note(instr, None, f"depends on (or feeds) every earlier group "
@@ -86,6 +88,23 @@ def fuse_horizontally(comp: HloComputation, max_output_bytes: int, note=None) ->
         merge_siblings(group, _wrap(instr, reach) if instr.opcode != "fusion" else instr)
         changed = True
     return changed
+
+
+def _serializes_collectives(reach: Reachability, collectives, a, b) -> bool:
+    """True if merging `a` and `b` would order two collectives that were unordered: one
+    of them reads collective C1's result and the other feeds collective C2, so the merged
+    kernel makes C2 wait for C1. A gradient bucket's all-reduce could then no longer be in
+    flight while the next bucket is packed (the backend overlaps unordered collectives
+    with kernels)."""
+    for x, y in ((a, b), (b, a)):
+        after = [c for c in collectives if reach.depends_on(x, c)]
+        if not after:
+            continue
+        for c2 in collectives:
+            if reach.depends_on(c2, y) and not any(
+                    c1 is c2 or reach.depends_on(c2, c1) for c1 in after):
+                return True
+    return False
 
 
 def _wrap(instr: HloInstruction, reach: Reachability) -> HloInstruction:

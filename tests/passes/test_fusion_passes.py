@@ -2,8 +2,10 @@
 from xlapy.passes import (CpuInstructionFusion, FusionDecision, HorizontalFusion, MultiOutputFusion,
                     RowFusion)
 from xlapy.passes.fusion_utils import fusion_kind
+from xlapy.passes.hlo_utils import Reachability
 from xlapy.passes.row_fusion import grow_row_region
-from tests.passes.helpers import assert_same_results, opcodes, parse
+from xlapy import hlo
+from tests.passes.helpers import assert_all_close, assert_same_results, opcodes, parse, random_args
 
 SUM = """
 sum {
@@ -277,3 +279,38 @@ def test_a_large_matrix_transpose_stays_a_kernel_of_its_own():
     small = parse(text(64))
     CpuInstructionFusion().run(small)
     assert "transpose" not in opcodes(small.entry)
+
+
+def test_horizontal_fusion_keeps_gradient_buckets_in_flight_together():
+    """Unpacking bucket 1 (reads its all-reduce-done) and packing bucket 2 (feeds the
+    next all-reduce-start) are independent, but merged they would make the second
+    all-reduce wait for the first: only one bucket would ever be in flight."""
+    text = "HloModule m, replica_count=2\n" + SUM + """
+    ENTRY e {
+      g1 = f32[8] parameter(0)
+      g2 = f32[8] parameter(1)
+      s1 = f32[8] all-reduce-start(g1), replica_groups={}, to_apply=sum
+      d1 = f32[8] all-reduce-done(s1)
+      u1 = f32[8] negate(d1)
+      p2 = f32[8] abs(g2)
+      s2 = f32[8] all-reduce-start(p2), replica_groups={}, to_apply=sum
+      d2 = f32[8] all-reduce-done(s2)
+      u2 = f32[8] negate(d2)
+      ROOT t = (f32[8], f32[8]) tuple(u1, u2)
+    }
+    """
+    module = parse(text)
+    HorizontalFusion().run(module)
+    entry = module.entry
+    s2 = entry.instruction("s2")
+    d1 = entry.instruction("d1")
+    # Nothing that reads d1 feeds s2: the second start need not wait for the first done.
+    assert not Reachability(entry).depends_on(s2, d1)
+    # The two unpacks, both after every collective they read, still merge.
+    fusions = [i for i in entry.instructions if i.opcode == "fusion"]
+    assert len(fusions) == 1
+    assert [v.opcode for v in fusions[0].fused_computation.root.operands] == ["negate", "negate"]
+    before = parse(text)
+    args = [random_args(before, seed) for seed in (1, 2)]
+    for got, want in zip(hlo.evaluate_devices(module, args), hlo.evaluate_devices(before, args)):
+        assert_all_close(got, want, "after vs before")
