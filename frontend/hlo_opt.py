@@ -16,6 +16,13 @@
     mpirun -n N hlo-opt FILE.hlo --run --distributed mpi
                                            rank r runs device r on d{r}_arg*; rank 0 writes
                                            --outputs with every device's results
+    hlo-opt ANNOTATED.hlo --run --devices N
+                                           a module with sharding= and no collectives (not
+                                           yet partitioned, as JAX's jit emits it): the
+                                           partitioner makes N devices' program (N: --devices,
+                                           else num_partitions, else the shardings' device
+                                           count); keys arg{i} / out{j} hold whole arrays,
+                                           under mpirun too (every rank reads the inputs)
     hlo-opt --list-passes
     hlo-opt - < FILE.hlo                   read standard input; -o FILE writes the output
 
@@ -41,6 +48,7 @@ from .. import hlo
 from .. import passes
 from ..passes.graphviz import to_dot
 from ..passes.hlo_utils import count_kernels
+from .sharding import ShardedProgram, device_count_of, needs_partitioning
 
 
 class CliError(Exception):
@@ -134,6 +142,8 @@ def _main(args) -> int:
     module = hlo.parse_module(_read(args.file))
     if not args.no_verify:
         hlo.verify(module, context="input")
+    if args.run and needs_partitioning(module):
+        return _run_sharded(args, module)
     before = _stats(module) if args.stats else None
     pipeline = _pipeline(args)
     pipeline.run(module)
@@ -346,6 +356,47 @@ def _run_mpi(args, module: hlo.HloModule) -> int:
         _save_devices(args, [[g[d] for g in gathered] for d in range(comm.num_devices)])
         print(f"median time: {np.median(times) * 1e3:.3f} ms over {args.repeat} run(s) "
               f"on rank 0 of {comm.num_devices}", file=sys.stderr)
+    return 0
+
+
+def _run_sharded(args, module: hlo.HloModule) -> int:
+    """--run on an annotated, not yet partitioned module: whole arrays in and out
+    (frontend/sharding.py's ShardedProgram partitions, splits and reassembles)."""
+    if args.stats or args.dump_dir:
+        raise CliError("--stats and --dump-dir show one module's passes; an annotated "
+                       "module is partitioned first: run --passes=sharding-propagation,"
+                       "spmd-partitioner on it without --run to see the program")
+    options, target = _compile_options(args)
+    if not target.runs_on_host:
+        raise CliError(f"--run: this host cannot execute code for {target.describe()}")
+    devices = args.devices
+    if args.distributed:
+        from ..runtime.mpi_communicator import _mpi
+        world = _mpi().COMM_WORLD.Get_size()
+        if devices is not None and devices != world:
+            raise CliError(f"--devices {devices} but mpirun started {world} ranks")
+        devices = world
+    devices = devices or device_count_of(module) or 1
+    default = args.passes is None and args.pipeline == "default"
+    program = ShardedProgram(module, devices, distributed=args.distributed,
+                             pipeline="default" if default else _pipeline(args),
+                             max_isa=args.max_isa,
+                             compile_options={"cpu": args.cpu, "triple": args.target_triple})
+    inputs = _inputs(args.inputs, module)
+    times, results = [], None
+    for _ in range(args.repeat):
+        start = time.perf_counter()
+        results = program.run(*inputs)
+        times.append(time.perf_counter() - start)
+    if args.distributed and program.device != 0:
+        return 0
+    if args.outputs:
+        np.savez(args.outputs, **{f"out{i}": r for i, r in enumerate(results)})
+    for i, r in enumerate(results):
+        print(f"out{i}: {r.dtype}{list(r.shape)} (whole, from {devices} devices)",
+              file=sys.stderr)
+    print(f"median time: {np.median(times) * 1e3:.3f} ms over {args.repeat} run(s) "
+          f"of {devices} devices", file=sys.stderr)
     return 0
 
 

@@ -307,7 +307,8 @@ class ShardedProgram:
     (flat list); `run_shards(*whole_arrays)` each result's per-device pieces."""
 
     def __init__(self, module, num_devices: int, *, pipeline="default", distributed=None,
-                 backend: str = "cpu", intra_op_threads: int | None = None, max_isa=None):
+                 backend: str = "cpu", intra_op_threads: int | None = None, max_isa=None,
+                 compile_options: dict | None = None):
         from .. import passes
         from ..hlo import parse_module, verify
         from ..passes.spmd_partitioner import SpmdPartitioner
@@ -343,7 +344,8 @@ class ShardedProgram:
             self.executable = None
             return
         from .. import backend_cpu
-        options = {"num_devices": self.num_devices, "pipeline": pipeline, "max_isa": max_isa}
+        options = {"num_devices": self.num_devices, "pipeline": pipeline, "max_isa": max_isa,
+                   **{k: v for k, v in (compile_options or {}).items() if v is not None}}
         if distributed:
             options["distributed"] = distributed
         self.executable = _compile_with_threads(backend_cpu, m, options, intra_op_threads)
@@ -412,6 +414,41 @@ class ShardedProgram:
         if self.executable is not None:
             return self.executable.as_hlo_text()
         return self.module.to_text()
+
+
+def needs_partitioning(module) -> bool:
+    """True for an annotated module that is not yet per-device: some entry instruction
+    carries `sharding=` (or Shardy's xla.sdy.sharding) and nothing anywhere is a
+    collective, replica-id / partition-id or a manual (shard_map) sharding."""
+    from ..hlo.collectives import is_collective
+    annotated = False
+    for comp in module.computations:
+        for instr in comp.instructions:
+            if is_collective(instr) or instr.opcode in ("replica-id", "partition-id"):
+                return False
+            s = instr.attrs.get("sharding")
+            if s is not None and ("manual" in (s.kind, *s.subgroups)
+                                  or any(e.is_manual for e in s.elements)):
+                return False
+            if comp is module.entry and (s is not None or "xla.sdy.sharding" in
+                                         str(instr.attrs.get("frontend_attributes", ""))):
+                annotated = True
+    return annotated
+
+
+def device_count_of(module) -> int | None:
+    """num_partitions when the module says it, else the most devices a sharding names."""
+    if "num_partitions" in module.config:
+        return module.num_partitions
+    counts = [len(s.devices) for i in module.entry.instructions
+              for s in _all_shardings(i.attrs.get("sharding")) if s.kind == "tiled"]
+    return max(counts) if counts else None
+
+
+def _all_shardings(s):
+    if s is None:
+        return []
+    return [e for x in s.elements for e in _all_shardings(x)] if s.is_tuple else [s]
 
 
 def _array_sharding(instr) -> HloSharding | None:
