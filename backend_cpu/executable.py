@@ -226,6 +226,8 @@ class CpuExecutable:
         self.fingerprint = hashlib.sha256(
             f"{hlo_text}\0devices={devices}".encode()).hexdigest()[:32]
         self._comm = None                      # MPI: the process's communicator
+        self._in_process = None                # run_devices: kept between calls
+        self._in_process_lock = threading.Lock()
         self.device = None                     # MPI: the rank's device
         self._checked = False                  # MPI: the ranks compared fingerprints
         if distributed == "mpi":
@@ -312,13 +314,37 @@ class CpuExecutable:
                 raise type(e)(str(e)) from None
         if n == 1:
             return [self._finish(self._program.execute(bound[0]))]
-        comm = runtime.InProcessCommunicator(n, timeout=timeout)
+        comm, shared = self._devices_communicator(timeout)
         try:
             outputs = comm.run(lambda d: self._program.execute(bound[d],
                                                                self._context(d, comm)))
+        except BaseException:
+            if shared:
+                self._in_process = None        # failed: the next call makes a new one
+            comm.close()
+            raise
         finally:
+            if shared:
+                self._in_process_lock.release()
+        if not shared:
             comm.close()
         return [self._finish(results) for results in outputs]
+
+    def _devices_communicator(self, timeout):
+        """(communicator, shared) for one run_devices call. A training loop calls once per
+        step: the executable keeps its communicator and device threads between calls (a
+        new one per call cost about a millisecond a step) and holds its lock for the call;
+        a call made while another runs gets a fresh one of its own (shared=False)."""
+        want = timeout if timeout is not None else runtime.get_options().collective_timeout
+        if not self._in_process_lock.acquire(blocking=False):
+            return runtime.InProcessCommunicator(self.num_devices, timeout=timeout), False
+        comm = self._in_process
+        if comm is None or comm.failure is not None or comm.timeout != float(want):
+            if comm is not None:
+                comm.close()
+            comm = self._in_process = runtime.InProcessCommunicator(self.num_devices,
+                                                                    timeout=timeout)
+        return comm, True
 
     def _check_single(self, what: str, count: int) -> None:
         self._check_runnable(what)

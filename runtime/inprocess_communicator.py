@@ -31,8 +31,10 @@ raises and re-raises that device's error (the others' CollectiveErrors are its e
 """
 from __future__ import annotations
 
+import queue
 import threading
 import time
+import weakref
 
 import numpy as np
 
@@ -88,6 +90,7 @@ class InProcessCommunicator(Communicator):
         self._sent: dict = {}            # (source, target) -> letters sent
         self._received: dict = {}        # (source, target) -> letters received
         self._failure: _Failure | None = None
+        self._threads: list[_DeviceThread] | None = None
 
     # --- failure and waiting (callers hold self._cond) ----------------------------------
 
@@ -289,6 +292,21 @@ class InProcessCommunicator(Communicator):
 
     # --- driving the devices -------------------------------------------------------------
 
+    def _device_threads(self) -> list["_DeviceThread"]:
+        """One thread per device, started by the first `run` and kept for the next ones
+        (a training loop runs a step per call: starting N threads each time cost more
+        than a small step's kernels); `close` ends them."""
+        if self._threads is None:
+            self._threads = [_DeviceThread(f"xlapy-device-{d}") for d in range(self.num_devices)]
+            # A communicator dropped without close() still ends its threads.
+            weakref.finalize(self, _close_all, self._threads)
+        return self._threads
+
+    def close(self) -> None:
+        super().close()
+        threads, self._threads = self._threads, None
+        _close_all(threads or ())
+
     def run(self, fn, timeout: float | None = None) -> list:
         """Calls fn(device) on a thread per device; returns the results in device order.
 
@@ -308,14 +326,14 @@ class InProcessCommunicator(Communicator):
                 if not isinstance(exc, CollectiveError):
                     self.abort(device, exc)
 
-        threads = [threading.Thread(target=body, args=(d,), name=f"xlapy-device-{d}",
-                                    daemon=True) for d in range(n)]
-        for thread in threads:
-            thread.start()
+        threads = self._device_threads()
+        finished = [threading.Event() for _ in range(n)]
+        for d, thread in enumerate(threads):
+            thread.submit(lambda d=d: body(d), finished[d])
         deadline = None if timeout is None else time.monotonic() + timeout
-        for thread in threads:
-            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        running = [d for d, t in enumerate(threads) if t.is_alive()]
+        for event in finished:
+            event.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        running = [d for d, e in enumerate(finished) if not e.is_set()]
         if running:
             self.abort(running[0], TimeoutError(f"still running after {timeout} s"))
             raise TimeoutError(f"device(s) {', '.join(map(str, running))} still running "
@@ -332,6 +350,37 @@ class InProcessCommunicator(Communicator):
                 error.add_note(f"(on device {first} of {n})")
             raise error
         return results
+
+
+class _DeviceThread:
+    """A daemon thread that runs the work `run` hands it, one piece at a time."""
+
+    def __init__(self, name: str):
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, work, finished: threading.Event) -> None:
+        self._queue.put((work, finished))
+
+    def close(self) -> None:
+        self._queue.put(None)
+
+    def _loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            work, finished = item
+            try:
+                work()                   # catches everything itself (run's body)
+            finally:
+                finished.set()
+
+
+def _close_all(threads) -> None:
+    for thread in threads:
+        thread.close()
 
 
 def _fold(parts: list, out: np.ndarray, reduction: Reduction, scratch: bool) -> None:

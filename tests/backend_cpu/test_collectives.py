@@ -378,3 +378,38 @@ def test_a_device_that_raises_stops_the_others(monkeypatch):
         executable.run_devices([[np.ones(4, np.float32)]] * 4, timeout=20)
     assert time.monotonic() - begin < 10
     assert sorted(seen) == [0, 1, 3] and all("device 2" in str(e) for e in seen.values())
+
+
+def test_run_devices_keeps_its_device_threads_and_recovers_from_a_failure(monkeypatch):
+    """One call per training step: the device threads are made once, not per call; a call
+    in which a device failed leaves no trace on the next one."""
+    import threading
+    m = module("p = f32[4] parameter(0)\n"
+               "ROOT a = f32[4] all-reduce(p), replica_groups={}, to_apply=red",
+               R=2, extra=reducer("red", "f32", "add"))
+    executable = backend_cpu.compile(m, backend_cpu.CompileOptions(cache=False))
+    args = [[np.full(4, d + 1, np.float32)] for d in range(2)]
+
+    def device_threads():
+        return {t.ident for t in threading.enumerate() if t.name.startswith("xlapy-device-")}
+    first = executable.run_devices(args)
+    threads = device_threads()
+    for _ in range(5):
+        again = executable.run_devices(args)
+    assert device_threads() <= threads        # no new ones (others may have ended)
+    assert_close(again[1][0], np.full(4, 3, np.float32), "sum")
+    assert_close(first[0][0], np.full(4, 3, np.float32), "sum")
+
+    (thunk,) = [t for t in executable._program.thunks if isinstance(t, ct.AllReduceThunk)]
+    original = thunk.issue
+
+    def issue(table, ctx, start):
+        if ctx.device == 1:
+            raise ZeroDivisionError("device 1 broke")
+        return original(table, ctx, start)
+    monkeypatch.setattr(thunk, "issue", issue)
+    with pytest.raises(ZeroDivisionError, match="device 1 broke"):
+        executable.run_devices(args, timeout=20)
+    monkeypatch.setattr(thunk, "issue", original)
+    after = executable.run_devices(args)
+    assert_close(after[0][0], np.full(4, 3, np.float32), "sum after a failed call")
