@@ -161,13 +161,12 @@ ENTRY e {
 
 
 def test_unsupported_opcode_fails_at_compile_time():
-    module = hlo.parse_module("""HloModule rng
+    module = hlo.parse_module("""HloModule rng_state
 ENTRY e {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT r = f32[4] rng(a, b), distribution=rng_uniform
+  ROOT r = u64[2] rng-get-and-update-state(), delta=4
 }""")
-    with pytest.raises(NotImplementedError, match="backend_cpu: no emitter for rng"):
+    with pytest.raises(NotImplementedError,
+                       match="backend_cpu: no emitter for rng-get-and-update-state"):
         backend_cpu.compile(module)
 
 
