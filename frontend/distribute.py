@@ -48,7 +48,8 @@ function each step (a new lambda each call traces and compiles again).
 
 Model parallelism lives beside it: `Mesh` and `PartitionSpec` (frontend/sharding.py,
 for `jit_compile(fn, mesh=..., in_shardings=..., out_shardings=...)` and
-`ops.with_sharding_constraint`).
+`ops.with_sharding_constraint`), and pipeline parallelism: `pipeline(stages,
+num_microbatches, schedule="gpipe"|"1f1b")` (frontend/pipeline.py).
 """
 from __future__ import annotations
 
@@ -64,13 +65,14 @@ from .bucketing import DEFAULT_BUCKET_BYTES, REDUCE_OPS, BucketedAllReduce, chec
 from .compiled import _compile_cpu, _run_pipeline, check_pipeline
 from .jit import BACKENDS, JitFunction
 from .ops import collective
+from .pipeline import Pipeline, pipeline
 from .sharding import Mesh, PartitionSpec
 from .signature import is_number_list
 from .trace import current_graph
 
 __all__ = ["MirroredStrategy", "MultiWorkerMirroredStrategy", "Strategy", "PerReplica",
            "ReplicaContext", "ReduceOp", "get_replica_context", "value_and_grad", "grad",
-           "Mesh", "PartitionSpec"]
+           "Mesh", "PartitionSpec", "pipeline", "Pipeline"]
 
 
 class ReduceOp:
