@@ -375,7 +375,9 @@ class ShardedProgram:
             outs = evaluate_devices(self.module, [args[d] for d in range(self.num_devices)])
             return [list(o) for o in outs]
         if self.distributed:
-            mine = [np.ascontiguousarray(o) for o in self.executable.run(*args[self.device])]
+            # (ascontiguousarray makes a 0-d array 1-d: keep the shape)
+            mine = [np.ascontiguousarray(o).reshape(np.shape(o))
+                    for o in self.executable.run(*args[self.device])]
             return self._gather_ranks(mine)
         return [list(o) for o in self.executable.run_devices([args[d] for d in
                                                               range(self.num_devices)])]

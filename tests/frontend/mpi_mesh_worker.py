@@ -20,18 +20,20 @@ def main() -> None:
     w = rng.standard_normal((6, 3 * n)).astype(np.float32)
 
     @functools.partial(xlapy.jit_compile, mesh=mesh, in_shardings=(P("x"), P(None, "x")),
-                       out_shardings=(P("x"), None))
+                       out_shardings=(P("x"), None, None))
     def f(x, w):
         h = ops.tanh(x @ w)
-        return h, ops.reduce_sum(h, 0)
+        return h, ops.reduce_sum(h, 0), ops.reduce_mean(h)
 
-    h, s = f(x, w)
+    h, s, mean = f(x, w)
     ref = np.tanh(x @ w)
+    assert mean.shape == ()                              # a scalar stays 0-d
+    np.testing.assert_allclose(mean, ref.mean(), rtol=2e-5, atol=1e-6)
     np.testing.assert_allclose(h, ref, rtol=2e-5, atol=1e-5)
     np.testing.assert_allclose(s, ref.sum(0), rtol=2e-5, atol=1e-4)
     assert f.compile(x, w).device == rank
     shards = xlapy.jit_compile(f.fn, mesh=mesh, in_shardings=(P("x"), P(None, "x")),
-                               out_shardings=(P("x"), None), return_shards=True)(x, w)
+                               out_shardings=(P("x"), None, None), return_shards=True)(x, w)
     mine = shards[0][rank]
     assert all(p is None for d, p in enumerate(shards[0]) if d != rank)
     rows = -(-x.shape[0] // n)
