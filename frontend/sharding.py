@@ -38,7 +38,6 @@ parameter's sharding, whole arrays out, reassembled from the tiles per the resul
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import threading
