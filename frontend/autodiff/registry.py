@@ -32,6 +32,10 @@ NON_DIFFERENTIABLE = frozenset({
     "Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual",
     "LogicalAnd", "LogicalOr", "LogicalNot", "All", "Any", "ArgMax", "ArgMin",
     "FloorDiv", "OneHot", "Range", "Fill", "ZerosLike", "OnesLike", "Const",
+    "TruncateDiv", "StopGradient",
+    # random numbers: functions of an integer key only (kernels/random.py)
+    "StatelessRandomBits", "StatelessRandomUniform", "StatelessRandomNormal",
+    "StatelessTruncatedNormal", "StatelessRandomUniformInt", "StatelessRandomSplit",
 } | {row.name for row in ROWS if row.derivative is None})
 
 # Gradients of these are an error naming the op (see NoGradientError).

@@ -26,6 +26,8 @@ from .nn import (avg_pool2d, bias_add, conv2d, depthwise_conv2d, elu, gelu, laye
 
 from . import collective      # TF's collective ops: ops.collective.all_reduce, ...
 from ..sharding import with_sharding_constraint   # a sharding= annotation (SPMD partitioning)
+from . import random          # tf.random's stateless ops and Generator: ops.random.*
+from .random import dropout   # tf.nn.dropout (stateless: seed= is required)
 
 # One function per row of frontend/unary_table.py (negative, exp, tanh, floor, ...).
 globals().update(UNARY_FUNCTIONS)
