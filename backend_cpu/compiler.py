@@ -60,6 +60,8 @@ import numpy as np
 from .. import passes, runtime
 from ..hlo import HloInstruction, collectives, parse_module
 from ..hlo.dtypes import numpy_dtype
+from ..passes.cost_analysis import instruction_cost
+from ..runtime import profiler
 
 from . import collective_thunks as ct, disk_cache, inter_op, library_ops, sort_thunk, strategies
 from . import target as targets
@@ -163,8 +165,12 @@ def compile(module, options: CompileOptions | None = None, *,
             if hit is not None:
                 _cache.move_to_end(key)
         if hit is not None:
+            if profiler.active is not None:
+                profiler.active.add(f"compile {module.name}", "compile", profiler.now(),
+                                    profiler.now(), args={"cache": "memory"})
             return hit
-    with paused_gc(), targets.using(options.target()):
+    with paused_gc(), targets.using(options.target()), \
+            profiler.span(f"compile {module.name}", args={"cache": "none"}):
         executable = _compile_uncached(module, text, fingerprint, options, copy)
     if options.cache:
         with _cache_lock:
@@ -182,13 +188,18 @@ def _compile_uncached(module, text: str, fingerprint: str, options: CompileOptio
     on_disk = options.disk_cache and options.pipeline in (None, "default") \
         and options.devices(module) == (1, 1) and not _has_per_device_ops(module)
     disk_key = disk_cache.key(text, fingerprint) if on_disk else None
-    executable = _load_from_disk(disk_key, start) if on_disk else None
+    executable = None
+    if on_disk:
+        with profiler.span("disk cache load"):
+            executable = _load_from_disk(disk_key, start)
     if executable is None:
-        module = _run_pipeline(module, text, options.pipeline, copy)
+        with profiler.span("HLO passes"):
+            module = _run_pipeline(module, text, options.pipeline, copy)
         executable, payload = _compile_module(module, start, use_disk_cache=on_disk,
                                               options=options)
         if on_disk and payload["object"] is not None:
-            disk_cache.store(disk_key, payload)
+            with profiler.span("disk cache store"):
+                disk_cache.store(disk_key, payload)
     return executable
 
 
@@ -260,7 +271,9 @@ def _run_pipeline(module, text: str, pipeline, copy=None):
     else:
         module = parse_module(text)
     if pipeline == "default":
-        passes.cpu_pipeline(facts=targets.current()).run(module)   # the compile target's facts
+        pipeline = passes.cpu_pipeline(facts=targets.current())   # the compile target's facts
+        pipeline.run(module)
+        trace_passes(pipeline.records)
     elif callable(pipeline):
         pipeline(module)
     elif hasattr(pipeline, "run"):
@@ -268,6 +281,12 @@ def _run_pipeline(module, text: str, pipeline, copy=None):
     else:
         raise TypeError(f"compile: pipeline must be None, 'default' or a callable, got {pipeline!r}")
     return module
+
+
+def trace_passes(records) -> None:
+    """Each pass of a pipeline that ran as a span of the trace, if one runs."""
+    profiler.add_spans((r.name, r.start, r.seconds, {"changed": r.changed})
+                       for r in records if r.start)
 
 
 def _has_per_device_ops(module) -> bool:
@@ -283,12 +302,15 @@ def _compile_module(module, start: float, use_disk_cache: bool = False,
     replicas, partitions = options.devices(module)
     _ensure_recursion_limit(module)
     context = _Context(ir.Module(name=_symbol(module.name)), replicas, partitions)
-    program = ProgramBuilder(context, module.entry).build()
-    ir_policy.no_runtime_unrolling(context.module)
-    llvm_source = str(context.module)
-    ref = target_machine.parse_and_verify(llvm_source)
+    with profiler.span("emit LLVM IR"):
+        program = ProgramBuilder(context, module.entry).build()
+        ir_policy.no_runtime_unrolling(context.module)
+        llvm_source = str(context.module)
+    with profiler.span("LLVM parse and verify"):
+        ref = target_machine.parse_and_verify(llvm_source)
     light = context.all_loops_written_on_vectors()
-    target_machine.optimize(ref, light=light)
+    with profiler.span("LLVM optimize", args={"pipeline": "light" if light else "O3"}):
+        target_machine.optimize(ref, light=light)
     routines = gemm_library.routines_in(context.module)
     # Loop strength reduction tunes address arithmetic, which cannot matter in a
     # kernel bound by memory bandwidth, and is a third of the code generator's time
@@ -297,9 +319,13 @@ def _compile_module(module, start: float, use_disk_cache: bool = False,
     target = targets.current()
     jit = None
     if target.runs_on_host:     # otherwise compile and print only: nothing is JIT'd
-        gemm_library.ensure_compiled(routines, disk_cache if use_disk_cache else None)
-        jit = machine_code.jit_module(ref, strength_reduction=strength_reduction)
-        program.link(jit.lookup, _device_threads(replicas * partitions, options.distributed))
+        with profiler.span("GEMM library", args={"routines": len(routines)}):
+            gemm_library.ensure_compiled(routines, disk_cache if use_disk_cache else None)
+        with profiler.span("LLVM codegen"):
+            jit = machine_code.jit_module(ref, strength_reduction=strength_reduction)
+        with profiler.span("link"):
+            program.link(jit.lookup, _device_threads(replicas * partitions,
+                                                     options.distributed))
     params = [(p.name, p.shape) for p in module.entry.parameters]
     hlo_text = module.to_text()
     # The optimized IR is printed on demand (CpuExecutable.as_llvm_ir): it is the
@@ -451,7 +477,11 @@ class ProgramBuilder:
                                           p.shape.leaves(), p.name)
         for instr in self.comp.post_order():
             if instr.opcode != "parameter":
+                made = len(self.thunks)
                 self.value[instr] = self._visit(instr)
+                for thunk in self.thunks[made:]:
+                    if getattr(thunk, "profile", None) is None:
+                        thunk.profile = self._profile(instr, thunk)
         outputs = self._outputs()
         # Async collectives: starts early, dones late (collective_thunks.schedule).
         self.thunks = ct.schedule(self.thunks, inter_op.slot_dependencies)
@@ -580,9 +610,11 @@ class ProgramBuilder:
         choice, key = host
         self.context.kernel_choices.append(choice)
         writes = [self._new_slot("temp", leaf) for leaf in instr.shape.leaves()]
-        self.thunks.append(sort_thunk.SortThunk(
+        thunk = sort_thunk.SortThunk(
             key, instr.dims()[0], instr.to_apply, [leaves[0] for leaves in operands], writes,
-            [o.shape for o in instr.operands], instr.shape.leaves()))
+            [o.shape for o in instr.operands], instr.shape.leaves())
+        thunk.profile = self._profile(instr, thunk, choice.chosen)
+        self.thunks.append(thunk)
         return writes
 
     def _collective(self, instr, operands) -> list[int]:
@@ -680,9 +712,34 @@ class ProgramBuilder:
             kernel.function.attributes.add("optsize")
         # Memory traffic is the cost model: a reduction has a small output but reads a lot.
         work_bytes = sum(self.slots[s].nbytes for s in writes + reads)
-        self.thunks.append(KernelThunk(name, extent, work_bytes, reads, writes + scratch,
-                                       kernel.max_partitions))
+        thunk = KernelThunk(name, extent, work_bytes, reads, writes + scratch,
+                            kernel.max_partitions)
+        thunk.profile = self._profile(instr, thunk, choice.chosen, writes)
+        self.thunks.append(thunk)
         return writes
+
+    def _profile(self, instr, thunk, strategy: str = "", writes=None) -> dict:
+        """What the profiler's spans of `thunk` tell (runtime/profiler.py): the HLO
+        instruction, its op (a fusion's kind), the strategy, the bytes it reads and
+        writes, its flops and transcendentals (passes/cost_analysis.py). Containers
+        (while, conditional, call) count nothing: their sub-programs' thunks do."""
+        op = instr.opcode if instr.opcode != "fusion" else f"fusion {instr.attrs.get('kind', '')}"
+        info = {"hlo": instr.name, "op": op.strip()}
+        if isinstance(thunk, KernelThunk) or not hasattr(thunk, "name"):
+            info["name"] = instr.name  # (collectives keep their own: x.start, x.done)
+        if strategy:
+            info["strategy"] = strategy
+        if isinstance(thunk, (WhileThunk, ConditionalThunk, CallThunk)):
+            return info
+        if isinstance(thunk, CopyThunk):
+            info["bytes_read"] = info["bytes_written"] = thunk.nbytes
+            return info
+        writes = getattr(thunk, "writes", ()) if writes is None else writes
+        info["bytes_read"] = sum(self.slots[s].nbytes for s in getattr(thunk, "reads", ()))
+        info["bytes_written"] = sum(self.slots[s].nbytes for s in writes)
+        flops, transcendentals = instruction_cost(instr)
+        info["flops"], info["transcendentals"] = flops, transcendentals
+        return info
 
     # --- results ---------------------------------------------------------------------------------
     def _outputs(self) -> list[tuple[int, object]]:

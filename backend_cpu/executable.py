@@ -25,6 +25,7 @@ import numpy as np
 from .. import runtime
 from ..hlo.dtypes import numpy_dtype
 from ..runtime import mpi_communicator
+from ..runtime import profiler as _profiler
 
 from . import inter_op, target as targets
 from .buffer_assignment import Slot
@@ -102,6 +103,7 @@ class Program:
                 self._template[i] = s.array.ctypes.data
         self._linked = False
         self._stream_plan = None
+        self._trace_rows = None           # per thunk (name, category, args): tracing only
 
     def link(self, lookup, threads: int | None = None) -> None:
         """Binds the thunks to machine code; `threads`: intra-op threads per execution
@@ -122,7 +124,10 @@ class Program:
 
     def execute(self, input_addresses, ctx=None) -> list[np.ndarray]:
         """Runs the program as the device of `ctx` (thunks.DeviceContext; None: the only
-        device)."""
+        device). While a trace runs (runtime.profiler), every thunk is a span."""
+        rec = _profiler.active            # the only cost of tracing when it is off
+        if rec is not None:
+            start = _profiler.now()
         table = self._table_type.from_buffer_copy(self._template)
         for slot, address in zip(self.param_slots, input_addresses):
             table[slot] = address
@@ -139,7 +144,9 @@ class Program:
             table[slot] = address_of(array)
         keep: dict = {}
         address = ctypes.addressof(table)
-        if self._stream_plan is None:
+        if rec is not None:
+            self._run_traced(rec, start, table, address, keep, ctx)
+        elif self._stream_plan is None:
             for thunk in self.thunks:
                 thunk.run(table, address, keep, ctx)
         else:               # kernels and copies only: they need no device context
@@ -157,6 +164,56 @@ class Program:
 
     def kernel_count(self) -> int:
         return sum(1 for t in self.thunks if hasattr(t, "kernel"))
+
+    # --- tracing (runtime.profiler) --------------------------------------------------------
+    def _run_traced(self, rec, start: int, table, address, keep, ctx) -> None:
+        """The thunks, each recorded as a span on the device's pid, inside a span of the
+        program: a "step" when no other program runs on this thread, else a "program"
+        (a while body, a branch) nested in its thunk's span."""
+        if self._trace_rows is None:
+            self._trace_rows = [trace_row(t) for t in self.thunks]
+        pid = _profiler.device_pid(ctx.device if ctx is not None else 0)
+        depth = rec.enter()
+        try:
+            if self._stream_plan is None:
+                for thunk, (name, cat, args) in zip(self.thunks, self._trace_rows):
+                    t0 = _profiler.now()
+                    if cat == "kernel" and thunk._single is None and thunk.dims.slices:
+                        _profiler.launch(rec, pid, thunk.kernel, thunk.dims, address, name)
+                    else:
+                        thunk.run(table, address, keep, ctx)
+                    rec.add(name, cat, t0, _profiler.now(), pid, args)
+            else:
+                inter_op.run(self._stream_plan, self.thunks, table, address, keep,
+                             trace=(rec, pid, self._trace_rows))
+        finally:
+            rec.leave()
+            rec.add(self.name, "step" if depth == 0 else "program", start, _profiler.now(),
+                    pid, {"thunks": len(self.thunks)})
+
+
+# Thunk classes by the trace category of their spans (others: "host").
+_CATEGORIES = {"KernelThunk": "kernel", "CopyThunk": "copy", "WhileThunk": "while",
+               "ConditionalThunk": "conditional", "CallThunk": "call"}
+
+
+def trace_row(thunk) -> tuple[str, str, dict]:
+    """(name, category, args) of a thunk's spans: what the compiler recorded about it
+    (`thunk.profile`: the HLO instruction, op, strategy, bytes, flops) and its launch."""
+    info = dict(getattr(thunk, "profile", None) or {})
+    kind = type(thunk).__name__
+    cat = _CATEGORIES.get(kind) or ("collective" if hasattr(thunk, "issue") or kind in (
+        "StartThunk", "DoneThunk", "DeviceIdThunk") else "host")
+    name = info.pop("name", None) or getattr(thunk, "name", None) or kind
+    if cat == "kernel":
+        info["kernel"] = thunk.name
+        info["partitions"] = len(thunk.dims.slices) if thunk.dims is not None else 0
+    elif cat == "copy":
+        info.setdefault("op", "copy")
+        info.setdefault("bytes_read", thunk.nbytes)
+        info.setdefault("bytes_written", thunk.nbytes)
+    info.setdefault("op", kind)
+    return name, cat, info
 
 
 class _Addresses(list):

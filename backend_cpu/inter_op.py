@@ -29,6 +29,7 @@ import os
 from dataclasses import dataclass
 
 from .. import runtime
+from ..runtime import profiler
 
 from .thunks import CopyThunk, KernelThunk
 
@@ -165,11 +166,22 @@ def plan(thunks, slots, max_streams: int) -> StreamPlan | None:
     return StreamPlan(len(tails), tuple(stream), tuple(waits), recorded)
 
 
-def run(stream_plan: StreamPlan, thunks, table, address, keep) -> None:
+def _traced(rec, pid: int, row, thunk, table, address, keep) -> None:
+    """thunk.run as a span on the stream's thread (runtime.profiler)."""
+    name, cat, args = row
+    start = profiler.now()
+    try:
+        thunk.run(table, address, keep)
+    finally:
+        rec.add(name, cat, start, profiler.now(), pid, args)
+
+
+def run(stream_plan: StreamPlan, thunks, table, address, keep, trace=None) -> None:
     """Enqueues every thunk on its stream and waits for all of them.
 
     Every stream is synchronized even when one fails (the others still use the
-    buffer table); the first error is raised afterwards.
+    buffer table); the first error is raised afterwards. `trace`: (recorder, pid,
+    (name, category, args) per thunk) while a trace runs: each thunk is a span.
     """
     streams = [runtime.Stream() for _ in range(stream_plan.num_streams)]
     events = {i: runtime.Event() for i in stream_plan.recorded}
@@ -177,7 +189,12 @@ def run(stream_plan: StreamPlan, thunks, table, address, keep) -> None:
         stream = streams[stream_plan.stream[j]]
         for i in stream_plan.waits[j]:
             stream.wait_event(events[i])
-        stream.then_host_callback(functools.partial(thunk.run, table, address, keep))
+        if trace is None:
+            stream.then_host_callback(functools.partial(thunk.run, table, address, keep))
+        else:
+            rec, pid, rows = trace
+            stream.then_host_callback(functools.partial(_traced, rec, pid, rows[j], thunk,
+                                                        table, address, keep))
         if j in events:
             stream.record_event(events[j])
     first_error = None

@@ -104,6 +104,26 @@ class Compiled:
     def as_asm(self) -> str:
         return self._need_cpu("as_asm").as_asm()
 
+    def profile(self, *args, repeat: int = 10, warmup: int = 1, trace=None, file=None,
+                **kwargs):
+        """Runs on `args` `warmup` times, then `repeat` times under the profiler, and
+        prints the per-kernel table (time per step, share, GB/s, GFLOP/s, fraction of
+        this host's roofline; slowest first) to `file` (default stdout; None-like
+        False: no print). `trace`: also write the Chrome trace there. Returns the
+        backend's Profile (`.rows`, `.table()`)."""
+        executable = self._need_cpu("profile")
+        if executable.num_devices > 1:
+            raise NotImplementedError("profile: this function runs on several devices; "
+                                      "trace its calls with xlapy.profiler.trace(path)")
+        from ..backend_cpu import profiling
+        arrays = self.lowered.check_call(args, kwargs)
+        result = profiling.profile(executable, list(arrays), repeat=repeat, warmup=warmup,
+                                   trace=trace)
+        if file is not False:
+            import sys
+            print(result.table(), file=file or sys.stdout)
+        return result
+
     def cost_analysis(self) -> dict:
         """{"flops", "transcendentals", "bytes accessed"} of the optimized module."""
         return cost_analysis(self.as_hlo_module())

@@ -10,6 +10,13 @@
     hlo-opt FILE.hlo --explain             every fusion decision of the passes, then each
                                            kernel's strategy and why the others declined
     hlo-opt FILE.hlo --run [--inputs IN.npz] [--outputs OUT.npz] [--repeat N]
+    hlo-opt FILE.hlo --run --profile [--repeat N] [--trace T.json]
+                                           the per-kernel table of the runs (time, share,
+                                           GB/s, GFLOP/s, roofline; the first of several
+                                           runs left out); --trace writes the Chrome trace
+                                           (passes, compile phases, every thunk) for
+                                           Perfetto; under mpirun each rank writes its own
+                                           (T.rank1.json, ...) and rank 0 prints the table
     hlo-opt FILE.hlo --run --devices N     N devices in this process (default: the module's
                                            replica_count * num_partitions); npz keys
                                            d{d}_arg{i} in, d{d}_out{j} out
@@ -46,6 +53,7 @@ import numpy as np
 
 from .. import hlo
 from .. import passes
+from ..runtime import profiler
 from ..passes.graphviz import to_dot
 from ..passes.hlo_utils import count_kernels
 from .sharding import ShardedProgram, device_count_of, needs_partitioning
@@ -78,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--inputs", help=".npz with arg0, arg1, ... (random inputs when absent)")
     p.add_argument("--outputs", help=".npz to receive out0, out1, ...")
     p.add_argument("--repeat", type=int, default=1, help="runs to time (prints the median)")
+    p.add_argument("--profile", action="store_true", help="with --run: print a per-kernel "
+                   "table of the runs (use --repeat 10: the first run is left out)")
+    p.add_argument("--trace", metavar="FILE", help="with --run: write a Chrome trace-event "
+                   "JSON of the passes, the compile and every thunk (open in Perfetto)")
     p.add_argument("--devices", type=int, help="run on N devices in this process (default: "
                    "the module's replica_count * num_partitions); npz keys d{d}_arg{i}, "
                    "d{d}_out{j} when the module runs on more than one")
@@ -94,7 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        return _main(build_parser().parse_args(argv))
+        args = build_parser().parse_args(argv)
+        if args.profile or args.trace:
+            return _profiled(args)
+        return _main(args)
     except CliError as e:
         return _fail(str(e))
     except hlo.ParseError as e:
@@ -146,7 +161,11 @@ def _main(args) -> int:
         return _run_sharded(args, module)
     before = _stats(module) if args.stats else None
     pipeline = _pipeline(args)
-    pipeline.run(module)
+    with profiler.span("HLO passes"):
+        pipeline.run(module)
+    if profiler.active is not None:
+        from ..backend_cpu.compiler import trace_passes
+        trace_passes(pipeline.records)
     if not args.no_verify:
         hlo.verify(module, context="after the pipeline")
     if before is not None:
@@ -267,6 +286,41 @@ def _print_pass_times(records: list[passes.PassRecord]) -> None:
     lines += [f"{r.name:24s} {'yes' if r.changed else 'no':>7s} {r.seconds * 1e3:8.2f}"
               for r in records]
     print("\n".join(lines), file=sys.stderr)
+
+
+# --- --profile, --trace ----------------------------------------------------------------
+
+def _profiled(args) -> int:
+    """_main under a trace; then the table (rank 0 under MPI) and the trace file (one per
+    rank under MPI)."""
+    if not args.run:
+        raise CliError("--profile and --trace go with --run")
+    rank = 0
+    if args.distributed:
+        from ..runtime.mpi_communicator import _mpi
+        rank = _mpi().COMM_WORLD.Get_rank()
+    recorder = profiler.start()
+    try:
+        status = _main(args)
+    finally:
+        profiler.stop()
+    if status != 0:
+        return status
+    if args.trace:
+        path = args.trace
+        if rank:
+            stem, dot, suffix = path.partition(".")
+            path = f"{stem}.rank{rank}{dot}{suffix}"
+        print(f"trace: {recorder.write(path)}", file=sys.stderr)
+    if args.profile and rank == 0:
+        from ..backend_cpu import profiling
+        warmup = 1 if args.repeat > 1 else 0
+        result = profiling.summarize(recorder, warmup=warmup)
+        note = " (the first left out as warm-up)" if warmup else \
+            " (the only run: it pays for paging memory in; use --repeat 10)"
+        _write(args, f"profile of {args.repeat} run{'s' * (args.repeat != 1)}{note}\n"
+                     f"{result.table()}\n")
+    return status
 
 
 # --- --run ---------------------------------------------------------------------------

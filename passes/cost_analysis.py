@@ -86,6 +86,17 @@ def _computation_flops(comp, seen: set) -> tuple[int, int]:
     return flops, trans
 
 
+def instruction_cost(instr) -> tuple[int, int]:
+    """(flops, transcendentals) of one instruction with the computations it calls (a
+    fusion's ops; a while body or branch once): what one kernel of it computes."""
+    flops, trans = _instruction_flops(instr)
+    if instr.opcode in ("fusion", "call", "while", "conditional"):
+        for callee in instr.called_computations():
+            f, t = _computation_flops(callee, {id(callee)})
+            flops, trans = flops + f, trans + t
+    return flops, trans
+
+
 def cost_analysis(module) -> dict:
     """{"flops", "transcendentals", "bytes accessed"} of the module's entry computation."""
     entry = module.entry

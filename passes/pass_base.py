@@ -93,10 +93,12 @@ def explain_lines(notes: Iterable[FusionNote]) -> list[str]:
 
 @dataclass
 class PassRecord:
-    """What one pass did inside a pipeline: its name, whether it changed the module, its time."""
+    """What one pass did inside a pipeline: its name, whether it changed the module, its
+    time, and when it started (time.perf_counter(): the profiler places it)."""
     name: str
     changed: bool
     seconds: float
+    start: float = 0.0
 
 
 class HloPassPipeline(HloModulePass):
@@ -152,7 +154,7 @@ class HloPassPipeline(HloModulePass):
                 p.explain_log = saved
         else:
             changed = bool(p.run(module))
-        self.records.append(PassRecord(p.name, changed, time.perf_counter() - start))
+        self.records.append(PassRecord(p.name, changed, time.perf_counter() - start, start))
         if changed and self.verify_each:
             verify(module, context=f"after pass {p.name}")
         if self.dump_dir is not None:

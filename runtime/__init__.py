@@ -16,6 +16,7 @@ Knows nothing about HLO; the CPU backend compiles kernels and hands them here.
       InProcessCommunicator(n)       n devices in this process, a thread each
       mpi_communicator.MpiCommunicator()  a device per MPI rank (needs mpi4py: xlapy[mpi])
     CollectiveError                  a peer failed, timed out or called something else
+    profiler                         trace recording (Chrome trace-event JSON), summaries
 
 Environment variables (read once, on first use; `configure()` overrides them in-process):
     XLAPY_INTRA_OP_THREADS       threads per kernel launch, caller included (default:
@@ -35,6 +36,7 @@ from .inprocess_communicator import InProcessCommunicator
 from .executor import (DeviceDescription, Platform, StreamExecutor, describe_host,
                               get_platform)
 from .kernel import KERNEL_SIGNATURE, Kernel, LaunchDims, launch, make_buffer_table
+from . import profiler
 from .memory import DeviceMemory
 from .stream import Event, Stream
 from .thread_pool import ThreadPool, default_thread_pool, inter_op_thread_pool
@@ -45,5 +47,5 @@ __all__ = [
     "Kernel", "LaunchDims", "Lease", "Platform", "RuntimeOptions", "Stream", "StreamExecutor",
     "ThreadPool", "configure", "default_allocator", "default_thread_pool", "describe_host",
     "empty", "empty_with_address", "get_options", "get_platform", "inter_op_thread_pool", "launch",
-    "make_buffer_table",
+    "make_buffer_table", "profiler",
 ]

@@ -14,7 +14,8 @@
 
 The user API is the frontend's: `jit_compile`, `ops`, `grad`, `value_and_grad`,
 `cond`, `while_loop`, `fori_loop`, and `distribute` (tf.distribute-style strategies
-over several devices and MPI processes; `ops.collective` has TF's collective ops).
+over several devices and MPI processes; `ops.collective` has TF's collective ops), and
+`profiler` (`with xlapy.profiler.trace(path):` writes a Perfetto / chrome://tracing trace).
 The layers are subpackages, imported from the top down (DESIGN.md):
 
     xlapy.frontend     tf2xla-style op kernels, tracing, jit_compile, autodiff, hlo-opt
@@ -27,9 +28,10 @@ In the repository each subpackage is a top-level folder (`hlo/`, `passes/`, ...)
 pyproject.toml installs them under this root (setuptools' package-dir mapping).
 """
 from . import backend_cpu, frontend, hlo, passes, runtime
+from . import profiler
 from .frontend import (cond, distribute, fori_loop, grad, jit_compile, ops, value_and_grad,
                        while_loop)
 
 __version__ = "0.1.0"
 __all__ = ["jit_compile", "ops", "grad", "value_and_grad", "cond", "while_loop", "fori_loop",
-           "distribute", "hlo", "passes", "backend_cpu", "frontend", "runtime"]
+           "distribute", "profiler", "hlo", "passes", "backend_cpu", "frontend", "runtime"]
