@@ -17,7 +17,8 @@ lowering (graph -> HLO), jit / signature / compiled (jit_compile, Lowered,
 Compiled), cost (cost analysis), pytree, distribute (tf.distribute-style
 strategies: MirroredStrategy, MultiWorkerMirroredStrategy, the replica context,
 all-reduced gradients) and bucketing (gradient buckets); ops.collective has TF's
-collective ops. `hlo_opt` is the hlo-opt command.
+collective ops, ops.random tf.random's stateless ops; nn (Keras-style layers) and
+optimizers (Keras's optimizers) are pure functions of pytrees. `hlo_opt` is the hlo-opt command.
 """
 from . import kernels  # noqa: F401  (registers every kernel)
 from . import ops
@@ -30,8 +31,9 @@ from .trace import Graph, Node, tracing
 from .autodiff import grad, register_gradient, value_and_grad
 from .control_flow import cond, fori_loop, while_loop
 from . import distribute
+from . import nn, optimizers   # Keras-style layers and optimizers, pure functions of pytrees
 
 __all__ = ["jit_compile", "JitFunction", "Lowered", "Compiled", "ops", "Tensor", "Graph",
            "Node", "tracing", "XlaOpKernel", "XlaOpContext", "register_xla_op", "lookup",
            "registered_ops", "UnknownOpError", "grad", "value_and_grad", "register_gradient",
-           "cond", "while_loop", "fori_loop", "distribute"]
+           "cond", "while_loop", "fori_loop", "distribute", "nn", "optimizers"]
