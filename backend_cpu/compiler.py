@@ -35,6 +35,10 @@ outputs (memory-bound) is generated without loop strength reduction. A module
 whose kernels leave no loop to LLVM's vectorizer (their minor loops are written
 on vectors, elemental/vector_gen.py) takes a light pipeline of three passes instead of O3.
 
+While a trace runs (runtime/profiler.py, xlapy.profiler), each phase above is a
+span of the host, and every thunk carries `profile`: its HLO instruction, op,
+strategy, bytes read and written and flops, which its spans report at run time.
+
 Compiled executables are cached in memory (an LRU of CACHE_CAPACITY) by a
 fingerprint of the module text and the options: compiling the same module
 twice returns the same executable. disk_cache.py adds a cache shared between

@@ -6,7 +6,9 @@ slots hold its parameters and results. `execute` builds the call's buffer
 table (constants pre-bound in a template, the temp arena and the outputs
 fresh), runs the thunks -- in order on the calling thread, or on streams when
 independent large kernels can overlap (inter_op.py) -- and returns the result
-arrays in *physical* layout.
+arrays in *physical* layout. While a trace runs (runtime/profiler.py), it records
+the execution and each thunk as spans (`trace_row`: what the compiler recorded
+in `thunk.profile`); otherwise the trace costs one check per execution.
 
 `CpuExecutable` wraps the entry program for users: it checks arguments,
 converts numpy arrays (logical, row-major) to and from the physical layouts
