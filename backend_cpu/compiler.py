@@ -484,8 +484,11 @@ class ProgramBuilder:
                 made = len(self.thunks)
                 self.value[instr] = self._visit(instr)
                 for thunk in self.thunks[made:]:
-                    if getattr(thunk, "profile", None) is None:
-                        thunk.profile = self._profile(instr, thunk)
+                    # (a start/done pair that the schedule leaves adjacent runs as its
+                    # collective: that one is described too)
+                    for t in (thunk, getattr(thunk, "collective", None)):
+                        if t is not None and getattr(t, "profile", None) is None:
+                            t.profile = self._profile(instr, t)
         outputs = self._outputs()
         # Async collectives: starts early, dones late (collective_thunks.schedule).
         self.thunks = ct.schedule(self.thunks, inter_op.slot_dependencies)

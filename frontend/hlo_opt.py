@@ -308,9 +308,10 @@ def _profiled(args) -> int:
         return status
     if args.trace:
         path = args.trace
-        if rank:
-            stem, dot, suffix = path.partition(".")
-            path = f"{stem}.rank{rank}{dot}{suffix}"
+        if rank:                          # t.json -> t.rank1.json (t.json.gz alike)
+            folder, name = os.path.split(path)
+            stem, dot, suffix = name.partition(".")
+            path = os.path.join(folder, f"{stem}.rank{rank}{dot}{suffix}")
         print(f"trace: {recorder.write(path)}", file=sys.stderr)
     if args.profile and rank == 0:
         from ..backend_cpu import profiling

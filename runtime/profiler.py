@@ -197,6 +197,10 @@ def launch(rec: Recorder, pid: int, kernel, dims, buffers: int, name: str | None
 CONTAINERS = frozenset({"step", "program", "while", "conditional", "call", "partition"})
 
 
+# Spans of compiled code (or plain memory copies), whose speed the roofline bounds.
+ROOFLINE_CATEGORIES = frozenset({"kernel", "copy"})
+
+
 @dataclass
 class Row:
     """One name's time per step and what it moved and computed."""
@@ -282,16 +286,18 @@ def summarize(events, peaks: tuple[float, float] | None = None, warmup: int = 0)
         if cutoff.get(e.pid) is not None and e.start < cutoff[e.pid]:
             continue
         args = e.args or {}
-        g = groups.setdefault(e.name, [args, 0, 0.0, 0.0, 0.0])
+        g = groups.setdefault(e.name, [args, 0, 0.0, 0.0, 0.0, e.cat])
         g[1] += 1
         g[2] += e.seconds
         g[3] += args.get("bytes_read", 0) + args.get("bytes_written", 0)
         g[4] += args.get("flops", 0)     # transcendentals apart, as XLA counts them
     per = max(total_steps, 1)
     rows = []
-    for name, (args, count, seconds, nbytes, flops) in groups.items():
+    for name, (args, count, seconds, nbytes, flops, cat) in groups.items():
         roofline, bound = None, ""
-        if peaks is not None and seconds > 0:
+        # Collectives wait for their peers, host ops run numpy: no roofline of theirs.
+        if peaks is not None and seconds > 0 and cat in ROOFLINE_CATEGORIES \
+                and (nbytes or flops):
             memory, compute = nbytes / peaks[0], flops / peaks[1]
             roofline = max(memory, compute) / seconds
             bound = "compute" if compute > memory else "memory"

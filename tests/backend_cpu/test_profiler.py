@@ -189,6 +189,11 @@ def test_devices_are_pids_and_collectives_spans():
     # (a start/done pair with nothing in between runs as the plain all-reduce)
     assert {e.name for e in collectives} <= {"r", "r.start", "r.done"}
     assert len(collectives) in (2, 4)
+    for e in collectives:                 # described at compile time, whatever ran
+        assert e.args["op"] == "all-reduce" and e.args["hlo"] == "r"
+    rows = {r.name: r for r in profiler.summarize(rec.events, (1e10, 1e11)).rows}
+    assert rows["n"].roofline is not None
+    assert all(rows[name].roofline is None for name in rows if name.startswith("r"))
     for pid in (1, 2):
         assert sorted(e.name for e in rec.events if e.pid == pid and e.cat == "kernel") \
             == ["m", "n"]
