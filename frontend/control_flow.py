@@ -147,15 +147,48 @@ def _check_branches_agree(true_b: Branch, false_b: Branch) -> None:
 
 # --- while_loop and fori_loop -----------------------------------------------------------------
 
-def while_loop(cond_fn, body_fn, loop_vars):
-    """Runs `loop_vars = body_fn(*loop_vars)` while `cond_fn(*loop_vars)`, as HLO while.
+def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations=10,
+               back_prop=True, swap_memory=False, maximum_iterations=None, name=None):
+    """Runs `loop_vars = body(*loop_vars)` while `cond(*loop_vars)`, as HLO while.
 
     loop_vars is a tuple or list of loop variables (each a pytree of tensors,
     arrays or Python numbers; Python ints become int32, floats float32), or a
     single variable (then the functions take and return it directly). Returns
     the final values in the same structure.
+
+    `maximum_iterations` (a Python int) stops the loop after that many iterations
+    at most and makes it differentiable, as TF's XLA path requires: the gradient
+    records up to that many states. shape_invariants, parallel_iterations,
+    back_prop and swap_memory are TF's and change nothing here (shapes are static).
     """
-    return _while(cond_fn, body_fn, loop_vars, trip_count=None)
+    if maximum_iterations is None:
+        return _while(cond, body, loop_vars, trip_count=None)
+    if isinstance(maximum_iterations, Tensor) or not isinstance(
+            maximum_iterations, numbers.Integral) or isinstance(maximum_iterations, bool):
+        raise _error(TypeError, "while_loop: maximum_iterations must be a Python int "
+                                f"(known at trace time), got {maximum_iterations!r:.60}")
+    limit = max(int(maximum_iterations), 0)
+    several = isinstance(loop_vars, (tuple, list))
+    variables = tuple(loop_vars) if several else (loop_vars,)
+
+    def counted_cond(i, *args):
+        return ops.logical_and(i < limit, cond(*args))
+
+    def counted_body(i, *args):
+        result = body(*args)
+        if not several:
+            result = (result,)
+        elif not isinstance(result, (tuple, list)):
+            raise _error(TypeError, f"while_loop: body must return {len(variables)} loop "
+                                    f"variables (the structure of loop_vars), got "
+                                    f"{result!r:.80}")
+        return (i + 1,) + tuple(result)
+
+    names = ["the iteration counter"] + [f"loop variable {i}" for i in range(len(variables))]
+    out = _while(counted_cond, counted_body, (ops.to_tensor(0, "int32"),) + variables,
+                 trip_count=None, names=names, max_trip=limit)
+    values = tuple(out[1:])
+    return type(loop_vars)(values) if several else values[0]
 
 
 def fori_loop(lower, upper, body_fn, init_val):
@@ -175,7 +208,7 @@ def fori_loop(lower, upper, body_fn, init_val):
     return val
 
 
-def _while(cond_fn, body_fn, loop_vars, trip_count, names=None):
+def _while(cond_fn, body_fn, loop_vars, trip_count, names=None, max_trip=None):
     graph = _require_trace("while_loop")
     several = isinstance(loop_vars, (tuple, list))
     variables = tuple(loop_vars) if several else (loop_vars,)
@@ -207,7 +240,8 @@ def _while(cond_fn, body_fn, loop_vars, trip_count, names=None):
         body_b.graph.captured)))
     inputs = [*flat, *cond_b.graph.captured, *body_b.graph.captured]
     outputs = graph.add_node("While", inputs, {"cond": cond_b, "body": body_b,
-                                               "num_vars": n, "trip_count": trip_count})
+                                               "num_vars": n, "trip_count": trip_count,
+                                               "max_trip": max_trip})
     result = pytree.unflatten(in_tree, outputs)
     return type(loop_vars)(result) if several else result[0]
 

@@ -55,6 +55,8 @@ ROWS: tuple[UnaryOp, ...] = (
             lambda ops, x, y: (2 / math.sqrt(math.pi)) * ops.exp(-x * x)),
     UnaryOp("Sin", "sin", "sine", FLOAT, lambda ops, x, y: ops.cos(x)),
     UnaryOp("Cos", "cos", "cosine", FLOAT, lambda ops, x, y: -ops.sin(x)),
+    UnaryOp("Tan", "tan", "tan", FLOAT, lambda ops, x, y: 1.0 + y * y),
+    UnaryOp("IsFinite", "is_finite", "is-finite", FLOAT),    # a bool result
     UnaryOp("Floor", "floor", "floor", ROUNDING),
     UnaryOp("Ceil", "ceil", "ceil", ROUNDING),
     UnaryOp("Round", "round", "round-nearest-even", ROUNDING),  # half to even, as numpy and TF

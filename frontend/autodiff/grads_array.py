@@ -145,3 +145,42 @@ def _gather_grad(node, grads):
     params, indices = node.inputs
     return [ops.apply("GatherGrad", [grads[0], indices], axis=node.attrs.get("axis", 0),
                       shape=tuple(params.shape)), None]
+
+
+@register_gradient("GatherNd")
+def _gather_nd_grad(node, grads):
+    params, indices = node.inputs
+    nb = node.attrs.get("batch_dims", 0)
+    return [ops.apply("TensorScatterNd", [ops.zeros_like(params), indices, grads[0]],
+                      mode="add", batch_dims=nb), None]
+
+
+@register_gradient("TensorScatterNd")
+def _tensor_scatter_nd_grad(node, grads):
+    tensor, indices, updates = node.inputs
+    g, out = grads[0], node.outputs[0]
+    mode, nb = node.attrs["mode"], node.attrs.get("batch_dims", 0)
+
+    def gather(t):
+        return ops.apply("GatherNd", [t, indices], batch_dims=nb)
+
+    def scatter(base, values, how):
+        return ops.apply("TensorScatterNd", [base, indices, values], mode=how, batch_dims=nb)
+
+    if mode == "add":
+        return [g, None, gather(g)]
+    if mode == "update":
+        # the overwritten elements of tensor get nothing; each update its element's
+        return [scatter(g, ops.zeros_like(updates), "update"), None, gather(g)]
+    # max / min: the cotangent is shared by the tensor element and the updates that
+    # equal the result (TF's rule)
+    x_hit = ops.cast(ops.equal(tensor, out), g.dtype)
+    y_hit = ops.cast(ops.equal(updates, gather(out)), g.dtype)
+    count = x_hit + scatter(ops.zeros_like(tensor), y_hit, "add")
+    share = g / ops.maximum(count, ops.ones_like(count))
+    return [share * x_hit, None, gather(share) * y_hit]
+
+
+@register_gradient("ReverseV2")
+def _reverse_grad(node, grads):
+    return [ops.reverse(grads[0], list(node.attrs["axis"]))]

@@ -5,7 +5,9 @@ the VJP of the corresponding forward branch (replayed on the operands) and
 return one cotangent per float operand; a branch that does not use an
 operand returns zeros for it.
 
-While with a static trip count N (fori_loop with Python int bounds): the
+While with a static trip count N (fori_loop with Python int bounds), or at most N
+iterations (while_loop with maximum_iterations=N, whose counter says how many ran;
+the iterations past it are skipped by a cond in both loops below): the
 forward loop is run again while recording the loop variables at the start of
 each iteration in [N, ...] stacks (the "tape"); a second loop then walks the
 iterations backwards, k = N-1 .. 0, replaying the body on the recorded
@@ -75,28 +77,39 @@ def _cond_grad(node, grads):
 
 @register_gradient("While")
 def _while_grad(node, grads):
-    n = node.attrs["trip_count"]
+    n, count = node.attrs["trip_count"], None
+    if n is None and node.attrs.get("max_trip") is not None:
+        # while_loop(maximum_iterations=N): at most N iterations, and the counter
+        # (loop variable 0) says how many ran; iterations k >= count are skipped.
+        n, count = node.attrs["max_trip"], node.outputs[0]
     if n is None:
         where = f"\n  at {node.source}" if node.source else ""
         raise NoGradientError("the gradient of a while_loop needs a static trip count: use "
-                              f"fori_loop with Python int bounds{where}")
+                              "fori_loop with Python int bounds, or while_loop with "
+                              f"maximum_iterations={where}")
     nv, body = node.attrs["num_vars"], node.attrs["body"]
     vars0, consts = node.inputs[:nv], node.inputs[nv:]
     fv = [i for i in range(nv) if is_differentiable(vars0[i])]
     fc = [j for j, c in enumerate(consts) if is_differentiable(c)]
     if n == 0:
         return [grads[i] if i in fv else None for i in range(nv)] + [None] * len(consts)
-    stacks = _record_states(body, vars0, consts, n)
+    stacks = _record_states(body, vars0, consts, n, count)
 
     def backward(j, state):
-        ct_vars, ct_consts = state
         k = (n - 1) - j
-        operands = [ops.apply("DynamicIndex", [s, k]) for s in stacks] + list(consts)
-        got = _body_vjp(body, operands, fv, list(ct_vars))
-        new_vars = [got.get(i, ops.zeros_like(vars0[i])) for i in fv]
-        new_consts = [c + got[nv + j] if nv + j in got else c
-                      for c, j in zip(ct_consts, fc)]
-        return new_vars, new_consts
+
+        def step(ct_vars, ct_consts):
+            operands = [ops.apply("DynamicIndex", [s, k]) for s in stacks] + list(consts)
+            got = _body_vjp(body, operands, fv, list(ct_vars))
+            new_vars = [got.get(i, ops.zeros_like(vars0[i])) for i in fv]
+            new_consts = [c + got[nv + j] if nv + j in got else c
+                          for c, j in zip(ct_consts, fc)]
+            return new_vars, new_consts
+
+        if count is None:
+            return step(*state)
+        return cond(k < count, step, lambda cv, cc: (list(cv), list(cc)),
+                    (list(state[0]), list(state[1])))
 
     ct_vars, ct_consts = fori_loop(0, n, backward, ([grads[i] for i in fv],
                                                     [ops.zeros_like(consts[j]) for j in fc]))
@@ -108,14 +121,20 @@ def _while_grad(node, grads):
     return result
 
 
-def _record_states(body, vars0, consts, n: int) -> list:
+def _record_states(body, vars0, consts, n: int, count=None) -> list:
     """The forward loop run again, stacking every variable at the start of each
-    iteration: stacks[v][k] = variable v before iteration k."""
+    iteration: stacks[v][k] = variable v before iteration k (k < count, if given)."""
     def record(k, state):
-        values, stacks = state
-        stacks = [ops.apply("DynamicUpdateIndex", [s, v, k]) for s, v in zip(stacks, values)]
-        operands = list(values) + list(consts)
-        return replay(body, [operands[i] for i in body.input_index]), stacks
+        def step(values, stacks):
+            stacks = [ops.apply("DynamicUpdateIndex", [s, v, k])
+                      for s, v in zip(stacks, values)]
+            operands = list(values) + list(consts)
+            return list(replay(body, [operands[i] for i in body.input_index])), stacks
+
+        if count is None:
+            return step(*state)
+        return cond(k < count, step, lambda v, s: (list(v), list(s)),
+                    (list(state[0]), list(state[1])))
 
     empty = [ops.zeros((n,) + v.shape, v.dtype) for v in vars0]
     _, stacks = fori_loop(0, n, record, (list(vars0), empty))

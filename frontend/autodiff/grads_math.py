@@ -81,6 +81,20 @@ def _floormod_grad(node, grads):
     return _binary(node, g, -g * ops.floor(x / y))
 
 
+@register_gradient("TruncateMod")
+def _truncatemod_grad(node, grads):
+    # x mod y = x - trunc(x / y) * y
+    (g,), (x, y) = grads, node.inputs
+    return _binary(node, g, -g * ops.truncatediv(x, y))
+
+
+@register_gradient("DivNoNan")
+def _div_no_nan_grad(node, grads):
+    # d/dx = 1/y, d/dy = -x/y^2, both 0 where y = 0 (TF's choice)
+    (g,), (x, y) = grads, node.inputs
+    return _binary(node, ops.divide_no_nan(g, y), ops.divide_no_nan(-g * x, y * y))
+
+
 @register_gradient("ClipByValue")
 def _clip_grad(node, grads):
     (g,), (x, lo, hi) = grads, node.inputs
@@ -149,10 +163,11 @@ _unary("Softplus", lambda x, out, a: ops.sigmoid(x))
 
 @register_gradient("Silu")
 def _silu_grad(node, grads):
-    # (x s)' = s + x s (1 - s)
+    # (x s(bx))' = s + b x s (1 - s)
     x = node.inputs[0]
-    s = ops.sigmoid(x)
-    return [grads[0] * s * (1.0 + x * (1.0 - s))]
+    beta = float(node.attrs.get("beta", 1.0))
+    s = ops.sigmoid(x * beta if beta != 1.0 else x)
+    return [grads[0] * s * (1.0 + beta * x * (1.0 - s))]
 
 
 @register_gradient("Gelu")

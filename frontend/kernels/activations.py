@@ -95,12 +95,14 @@ class Gelu(XlaOpKernel):
 
 @register_xla_op("Silu")
 class Silu(XlaOpKernel):
-    """x * sigmoid(x) (also called swish)."""
+    """x * sigmoid(beta * x) (also called swish; attribute beta, default 1)."""
 
     def compile(self, ctx):
         b, x = ctx.builder, ctx.input(0)
         require_float(x)
-        ctx.set_output(0, b.multiply(x, b.logistic(x)))
+        beta = float(ctx.attr("beta", 1.0))
+        scaled = x if beta == 1.0 else b.multiply(ctx.full_like(beta, x), x)
+        ctx.set_output(0, b.multiply(x, b.logistic(scaled)))
 
 
 @register_xla_op("Softplus")

@@ -135,6 +135,43 @@ class FloorMod(XlaOpKernel):
         ctx.set_output(0, b.select(adjust, b.add(r, y), r))
 
 
+@register_xla_op("TruncateDiv")
+class TruncateDiv(XlaOpKernel):
+    """x / y rounded toward zero: HLO divide for integers (which truncates), trunc(x / y)
+    for floats."""
+
+    def compile(self, ctx):
+        b = ctx.builder
+        x, y = binary_operands(ctx)
+        q = b.divide(x, y)
+        if is_float(x.shape.element_type):
+            # trunc(q) = floor(|q|) with q's sign; NaN and inf pass through
+            q = b.multiply(b.sign(q), b.floor(b.abs(q)))
+            q = b.select(b.compare(q, q, "NE"), b.divide(x, y), q)
+        ctx.set_output(0, q)
+
+
+@register_xla_op("TruncateMod")
+class TruncateMod(XlaOpKernel):
+    """The remainder of truncated division (the sign of x): HLO remainder."""
+
+    def compile(self, ctx):
+        x, y = binary_operands(ctx)
+        ctx.set_output(0, ctx.builder.remainder(x, y))
+
+
+@register_xla_op("DivNoNan")
+class DivNoNan(XlaOpKernel):
+    """x / y where y != 0, else 0."""
+
+    def compile(self, ctx):
+        b = ctx.builder
+        x, y = binary_operands(ctx)
+        zero = ctx.zeros_like(x)
+        safe = b.select(b.compare(y, zero, "EQ"), ctx.full_like(1, y), y)
+        ctx.set_output(0, b.select(b.compare(y, zero, "EQ"), zero, b.divide(x, safe)))
+
+
 @register_xla_op("Select")
 class Select(XlaOpKernel):
     """Select(cond, x, y): x where cond else y; the three broadcast together."""

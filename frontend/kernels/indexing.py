@@ -124,3 +124,114 @@ class OneHot(XlaOpKernel):
         on = b.broadcast(b.constant(ctx.attr("on_value", 1), etype), out_dims)
         off = b.broadcast(b.constant(ctx.attr("off_value", 0), etype), out_dims)
         ctx.set_output(0, b.select(hit, on, off))
+
+
+def nd_index(b, indices, batch_dims: int):
+    """indices [B..., I..., D] as full index vectors [B..., I..., B + D]: the batch
+    coordinates (iotas) put in front of each index vector."""
+    idims = tuple(indices.shape.dims)
+    if batch_dims == 0:
+        return indices
+    itype = indices.shape.element_type
+    lead = idims[:-1] + (1,)
+    parts = [b.iota(Shape(itype, lead), d) for d in range(batch_dims)]
+    return b.concatenate(parts + [indices], len(idims) - 1)
+
+
+def check_nd(pdims, idims, batch_dims: int, what: str = "indices"):
+    """The depth D of nd indices [B..., I..., D] into params [B..., P1..PD, rest...]."""
+    if len(idims) < 1:
+        raise ValueError(f"{what} must have rank >= 1 (the last dim is the index depth)")
+    if not 0 <= batch_dims < len(idims) or batch_dims > len(pdims):
+        raise ValueError(f"batch_dims {batch_dims} must be >= 0 and less than the rank of "
+                         f"{what} {list(idims)} and at most the rank of params {list(pdims)}")
+    if tuple(pdims[:batch_dims]) != tuple(idims[:batch_dims]):
+        raise ValueError(f"the batch dims of params {list(pdims)} and {what} {list(idims)} "
+                         "differ")
+    depth = idims[-1]
+    if batch_dims + depth > len(pdims):
+        raise ValueError(f"index depth {depth} (the last dim of {what} {list(idims)}) is "
+                         f"more than the {len(pdims) - batch_dims} non-batch dims of "
+                         f"params {list(pdims)}")
+    return depth
+
+
+@register_xla_op("GatherNd")
+class GatherNd(XlaOpKernel):
+    """params [B..., P1..PD, rest...], indices [B..., I..., D] -> [B..., I..., rest...]:
+    out[b, i] = params[b, indices[b, i]] (attribute batch_dims = len(B)). Indices out
+    of range are clamped (XLA's rule)."""
+
+    def compile(self, ctx):
+        b = ctx.builder
+        params, indices = ctx.inputs
+        if not is_integer(indices.shape.element_type):
+            raise TypeError(f"indices must be integers, got {indices.shape.element_type}")
+        pdims, idims = ctx.input_shape(0), ctx.input_shape(1)
+        nb = int(ctx.attr("batch_dims", 0))
+        depth = check_nd(pdims, idims, nb)
+        full = nd_index(b, indices, nb)
+        k = nb + depth                        # params dims addressed by an index
+        irank = len(idims) - 1
+        out = b.gather(params, full, offset_dims=list(range(irank, irank + len(pdims) - k)),
+                       collapsed_slice_dims=list(range(k)), start_index_map=list(range(k)),
+                       index_vector_dim=irank,
+                       slice_sizes=[1] * k + list(pdims[k:]))
+        ctx.set_output(0, out)
+
+
+@register_xla_op("ReverseV2")
+class ReverseV2(XlaOpKernel):
+    """x with the dims in `axis` reversed."""
+
+    def compile(self, ctx):
+        x = ctx.input(0)
+        axes = sorted({normalize_axis(a, x.shape.rank) for a in ctx.attr("axis")})
+        ctx.set_output(0, ctx.builder.reverse(x, axes) if axes else x)
+
+
+def _combiner(b, mode: str, etype: str):
+    """The scalar computation a scatter combines old and new values with."""
+    if mode == "update":
+        sub = b.sub_builder(f"scatter_update_{etype}")
+        sub.parameter(Shape.scalar(etype), "old")
+        new = sub.parameter(Shape.scalar(etype), "new")
+        return sub.build(new)
+    opcode = {"add": "add", "max": "maximum", "min": "minimum"}[mode]
+    if etype == "pred":
+        opcode = {"add": "or", "maximum": "or", "minimum": "and"}[opcode]
+    return b.scalar_computation(f"scatter_{opcode}_{etype}", opcode, etype)
+
+
+@register_xla_op("TensorScatterNd")
+class TensorScatterNd(XlaOpKernel):
+    """Inputs (tensor [B..., P1..PD, rest...], indices [B..., I..., D], updates
+    [B..., I..., rest...]): tensor with each update combined into tensor[b, index]
+    by `mode` (update, add, max, min); attribute batch_dims = len(B). Updates whose
+    index is out of range are dropped (XLA's rule)."""
+
+    def compile(self, ctx):
+        b = ctx.builder
+        tensor, indices, updates = ctx.inputs
+        if not is_integer(indices.shape.element_type):
+            raise TypeError(f"indices must be integers, got {indices.shape.element_type}")
+        etype = tensor.shape.element_type
+        if updates.shape.element_type != etype:
+            raise TypeError(f"updates ({updates.shape.element_type}) must have the tensor's "
+                            f"type ({etype})")
+        pdims, idims = ctx.input_shape(0), ctx.input_shape(1)
+        nb = int(ctx.attr("batch_dims", 0))
+        depth = check_nd(pdims, idims, nb)
+        k = nb + depth
+        irank = len(idims) - 1
+        want = tuple(idims[:-1]) + tuple(pdims[k:])
+        if tuple(updates.shape.dims) != want:
+            raise ValueError(f"updates must have shape {list(want)} (indices {list(idims)} "
+                             f"without the depth, then tensor {list(pdims)} after the "
+                             f"{depth} indexed dims), got {list(updates.shape.dims)}")
+        full = nd_index(b, indices, nb)
+        out = b.scatter(tensor, full, updates, _combiner(b, ctx.attr("mode"), etype),
+                        update_window_dims=list(range(irank, irank + len(pdims) - k)),
+                        inserted_window_dims=list(range(k)),
+                        scatter_dims_to_operand_dims=list(range(k)), index_vector_dim=irank)
+        ctx.set_output(0, out)

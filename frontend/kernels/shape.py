@@ -31,6 +31,14 @@ class Identity(XlaOpKernel):
         ctx.set_output(0, ctx.input(0))
 
 
+@register_xla_op("StopGradient")
+class StopGradient(XlaOpKernel):
+    """The input itself; the gradient stops here (autodiff/registry.py)."""
+
+    def compile(self, ctx):
+        ctx.set_output(0, ctx.input(0))
+
+
 def resolve_shape(shape, numel: int) -> tuple[int, ...]:
     """A reshape target with at most one -1 filled in; ValueError when sizes differ."""
     shape = [int(d) for d in shape]

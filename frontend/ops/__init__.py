@@ -10,14 +10,18 @@ Each function records one (or a few) op nodes in the current trace; inside a
 """
 from .core import apply, apply_multi, cast, constant, promote, to_tensor
 from .math import (UNARY_FUNCTIONS, add, argmax, argmin, clip_by_value, cumsum, divide,
-                   equal, floordiv, floormod, greater, greater_equal, less, less_equal,
-                   logical_and, logical_not, logical_or, maximum, minimum, mod, multiply, neg,
-                   not_equal, pow, reduce_all, reduce_any, reduce_max, reduce_mean,
-                   reduce_min, reduce_prod, reduce_sum, select, square, subtract, truediv,
+                   divide_no_nan, equal, floordiv, floormod, greater, greater_equal, less,
+                   less_equal, logical_and, logical_not, logical_or, logical_xor, maximum,
+                   minimum, mod, multiply, neg, not_equal, pow, reduce_all, reduce_any,
+                   reduce_logsumexp, reduce_max, reduce_mean, reduce_min, reduce_prod,
+                   reduce_sum, select, square, subtract, truediv, truncatediv, truncatemod,
                    where)
-from .array import (broadcast_to, concat, expand_dims, fill, gather, getitem, identity,
-                    one_hot, ones, ones_like, pad, range, reshape, slice, split, squeeze,
-                    stack, strided_slice, tile, transpose, zeros, zeros_like)
+from .array import (broadcast_to, concat, expand_dims, fill, gather, gather_nd, getitem,
+                    identity, one_hot, ones, ones_like, pad, range, reshape, reverse,
+                    scatter_nd, slice, split, squeeze, stack, stop_gradient, strided_slice,
+                    tensor_scatter_nd_add, tensor_scatter_nd_max, tensor_scatter_nd_min,
+                    tensor_scatter_nd_sub, tensor_scatter_nd_update, tile, transpose, zeros,
+                    zeros_like)
 from .linalg import batch_matmul, einsum, matmul
 from .nn import (avg_pool2d, bias_add, conv2d, depthwise_conv2d, elu, gelu, layer_norm,
                  leaky_relu, log_softmax, max_pool2d, relu, relu6, rms_norm, selu, silu,

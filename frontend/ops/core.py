@@ -126,3 +126,16 @@ def static_int(value, what: str) -> int:
     if not isinstance(value, numbers.Integral):
         raise user_error(TypeError, f"{what} must be an int, got {value!r}")
     return int(value)
+
+
+def static_value(value):
+    """The numpy value of `value` when it is known at trace time (a Python or numpy
+    value, or a tensor made by a Const node), else None."""
+    if isinstance(value, Tensor):
+        node = value.node
+        if node is not None and node.op == "Const":
+            return np.asarray(node.attrs["value"])
+        return None
+    if isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in value):
+        return None
+    return np.asarray(value)

@@ -1,14 +1,34 @@
-"""Matrix products: matmul (TensorFlow's signature, numpy's `@` for 1-D operands),
-batch_matmul and einsum."""
+"""Matrix products and linear algebra (tf.linalg names): matmul (TensorFlow's signature,
+numpy's `@` for 1-D operands), batch_matmul, einsum, eye, band_part, norm."""
 from __future__ import annotations
 
-from .core import apply, promote, user_error
+import numpy as np
+
+from .. import dtypes
+from .core import apply, cast, constant, promote, user_error
 
 
-def matmul(a, b, transpose_a=False, transpose_b=False):
+def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False,
+           a_is_sparse=False, b_is_sparse=False, output_type=None, grad_a=False,
+           grad_b=False, name=None):
     """a @ b. Rank 2: MatMul; higher ranks: BatchMatMul with broadcast batch dims;
-    a 1-D operand is a row (a) or column (b) vector that is dropped from the result."""
+    a 1-D operand is a row (a) or column (b) vector that is dropped from the result.
+    adjoint_a/b transpose (and would conjugate complex values); output_type (int8
+    inputs, an int32 result, as TF) computes in that type; the sparsity and grad_a/b
+    hints are accepted and change nothing."""
     a, b = promote(a, b)
+    if (transpose_a and adjoint_a) or (transpose_b and adjoint_b):
+        raise user_error(ValueError, "matmul: transpose_a and adjoint_a (transpose_b and "
+                                     "adjoint_b) cannot both be True")
+    if dtypes.kind(a.dtype) == "complex" and (adjoint_a or adjoint_b):
+        raise user_error(NotImplementedError, "matmul: adjoint of complex matrices is not "
+                                              "supported")
+    transpose_a = bool(transpose_a or adjoint_a)
+    transpose_b = bool(transpose_b or adjoint_b)
+    if output_type is not None:
+        target = dtypes.canonical(output_type)
+        if target != a.dtype:
+            a, b = cast(a, target), cast(b, target)
     if a.ndim == 0 or b.ndim == 0:
         raise user_error(ValueError, f"matmul: operands must not be scalars, got "
                                      f"{a.aval_text()} and {b.aval_text()}")
@@ -25,23 +45,43 @@ def matmul(a, b, transpose_a=False, transpose_b=False):
             out = squeeze(out, -2 if b.ndim != 1 else -1)
         return out
     if a.ndim == 2 and b.ndim == 2:
-        return apply("MatMul", [a, b], transpose_a=bool(transpose_a),
-                     transpose_b=bool(transpose_b))
-    return apply("BatchMatMul", [a, b], adj_x=bool(transpose_a), adj_y=bool(transpose_b))
+        return apply("MatMul", [a, b], transpose_a=transpose_a, transpose_b=transpose_b)
+    return apply("BatchMatMul", [a, b], adj_x=transpose_a, adj_y=transpose_b)
 
 
-def batch_matmul(x, y, adj_x=False, adj_y=False):
+def batch_matmul(x, y, adj_x=False, adj_y=False, name=None):
+    """tf.raw_ops.BatchMatMulV2: x @ y over the last two dims, batch dims broadcast."""
     return apply("BatchMatMul", promote(x, y), adj_x=bool(adj_x), adj_y=bool(adj_y))
 
 
-def einsum(equation, *inputs):
+def einsum(equation, *inputs, **kwargs):
     """Einsum with numpy's notation: "ij,jk->ik", "bij,bjk->bik", "ij->ji", "ij->",
-    an implicit output ("ij,jk"), an ellipsis ("...ij,...jk->...ik") and any number of
-    operands ("ij,jk,kl->il", contracted pairwise from the left). Each letter names
-    distinct dims of one size (no diagonals, no broadcasting of size-1 dims)."""
+    an implicit output ("ij,jk"), an ellipsis ("...ij,...jk->...ik", whose size-1 dims
+    broadcast), repeated letters in an operand (diagonals: "ii->i", traces: "ii->")
+    and any number of operands ("ij,jk,kl->il", contracted pairwise from the left)."""
     from ..kernels.linalg import parse_equation
+    unknown = set(kwargs) - {"name", "optimize"}
+    if unknown:
+        raise user_error(TypeError, f"einsum: unexpected arguments {sorted(unknown)}")
     tensors = promote(*inputs)
-    equation = _expand_ellipsis(str(equation).replace(" ", ""), [t.ndim for t in tensors])
+    equation, broadcast = _expand_ellipsis(str(equation).replace(" ", ""),
+                                           [t.ndim for t in tensors])
+    lhs, arrow, out = equation.partition("->")
+    specs = lhs.split(",")
+    if len(specs) != len(tensors):
+        raise user_error(ValueError, f"einsum {equation!r} names {len(specs)} operands, "
+                                     f"got {len(tensors)}")
+    if not arrow:                         # numpy's implicit output: letters used once
+        joined = "".join(specs)
+        out = "".join(sorted(c for c in set(joined) if joined.count(c) == 1))
+    for spec, t in zip(specs, tensors):
+        if len(spec) != t.ndim:
+            raise user_error(ValueError, f"einsum {equation!r}: {spec!r} has {len(spec)} "
+                                         f"letters but the operand is {t.aval_text()}")
+    pairs = [_diagonal(t, spec, equation) for t, spec in zip(tensors, specs)]
+    tensors, specs = [p[0] for p in pairs], [p[1] for p in pairs]
+    tensors = _broadcast_letters(tensors, specs, broadcast)
+    equation = ",".join(specs) + "->" + out
     if len(tensors) <= 2:
         return apply("Einsum", tensors, equation=equation)   # the kernel checks it
     specs, out = parse_equation(equation, len(tensors))
@@ -58,16 +98,58 @@ def einsum(equation, *inputs):
     return acc
 
 
+def _diagonal(t, spec: str, equation: str):
+    """A letter repeated in one operand's spec means its diagonal: the operand with the
+    later occurrence taken away (the elements where both indices agree)."""
+    from .math import reduce_sum, where
+    while len(set(spec)) != len(spec):
+        c = next(c for c in spec if spec.count(c) > 1)
+        p = spec.index(c)
+        q = spec.index(c, p + 1)
+        n, m = t.shape[p], t.shape[q]
+        if n != m:
+            raise user_error(ValueError, f"einsum {equation!r}: letter {c!r} has sizes "
+                                         f"{n} and {m}")
+        shape = [1] * t.ndim
+        shape[p] = shape[q] = n
+        mask = constant(np.eye(n, dtype=bool).reshape(shape))
+        # select, not multiply: an inf off the diagonal must not become NaN
+        t = reduce_sum(where(mask, t, zeros_like_tensor(t)), q)
+        spec = spec[:q] + spec[q + 1:]
+    return t, spec
+
+
+def zeros_like_tensor(t):
+    return apply("ZerosLike", [t])
+
+
+def _broadcast_letters(tensors, specs, letters: str):
+    """Operands whose ellipsis dims have size 1 where another operand's do not are
+    broadcast to the other size (numpy's and TF's rule for `...`)."""
+    from .array import broadcast_to
+    sizes: dict[str, int] = {}
+    for t, spec in zip(tensors, specs):
+        for c, n in zip(spec, t.shape):
+            if c in letters and n != 1:
+                sizes.setdefault(c, n)
+    result = []
+    for t, spec in zip(tensors, specs):
+        target = tuple(sizes.get(c, n) if c in letters and n == 1 else n
+                       for c, n in zip(spec, t.shape))
+        result.append(broadcast_to(t, target) if target != t.shape else t)
+    return result
+
+
 def _expand_ellipsis(equation: str, ranks: list[int]) -> str:
     """Replaces "..." by letters the equation does not use, right-aligned across the
     operands as numpy does ("...ij" of rank 4 -> "ABij"); an implicit output puts the
     ellipsis letters first."""
     if "..." not in equation:
-        return equation
+        return equation, ""
     lhs, arrow, out = equation.partition("->")
     specs = lhs.split(",")
     if len(specs) != len(ranks):
-        return equation                     # parse_equation reports the count
+        return equation, ""                 # einsum reports the count
     widths = []
     for spec, rank in zip(specs, ranks):
         named = len(spec.replace("...", ""))
@@ -85,4 +167,4 @@ def _expand_ellipsis(equation: str, ranks: list[int]) -> str:
         joined = "".join(specs)
         out = letters + "".join(sorted(c for c in set(joined)
                                        if joined.count(c) == 1 and c not in letters))
-    return ",".join(specs) + "->" + out
+    return ",".join(specs) + "->" + out, letters

@@ -117,7 +117,7 @@ def test_conv_pool_compiled():
     f = random_array(rng, (3, 3, 3, 4), np.float32)
     got = compiled("conv_same_s2", lambda a, b: ops.conv2d(a, b, [1, 2, 2, 1], "SAME"), x, f)
     assert_close(got, np_conv2d(x, f, (2, 2), "SAME", (1, 1)), scale=20)
-    got = compiled("pools", lambda a: (ops.max_pool2d(a, 2, 2), ops.avg_pool2d(a, 3, 2, "SAME")),
+    got = compiled("pools", lambda a: (ops.max_pool2d(a, 2, 2, "VALID"), ops.avg_pool2d(a, 3, 2, "SAME")),
                    x)
     taps = np.stack([p for _, _, p in windows(x.astype(np.float64), (2, 2), (2, 2), (1, 1),
                                               [(0, 0), (0, 0)])])
@@ -131,7 +131,7 @@ def test_conv_pool_compiled():
 def test_conv_errors_name_op_and_shapes():
     x, f = np.zeros((1, 5, 5, 3), np.float32), np.zeros((3, 3, 2, 4), np.float32)
     with pytest.raises(ValueError, match=r"Conv2D: input channels 3 .*float32\[1,5,5,3\]"):
-        interpret(lambda a, b: ops.conv2d(a, b), x, f)
+        interpret(lambda a, b: ops.conv2d(a, b, 1, "VALID"), x, f)
     with pytest.raises(ValueError, match="padding must be"):
         interpret(lambda a: ops.max_pool2d(a, 2, 2, "FULL"), x)
 

@@ -75,6 +75,8 @@ UNARY = [
     Case("erf", ops.erf, _erf),
     Case("sin", ops.sin, np.sin),
     Case("cos", ops.cos, np.cos),
+    Case("tan", ops.tan, np.tan, domains=("unit",)),
+    Case("is_finite", ops.is_finite, np.isfinite, result="bool"),
     Case("floor", ops.floor, np.floor),
     Case("ceil", ops.ceil, np.ceil),
     Case("round", ops.round, np.round),
@@ -152,12 +154,18 @@ def test_compiled_int32(case):
     _check(case, compiled(f"ew_i32_{case.name}", case.fn, *args), args)
 
 
-def test_integer_true_division_is_float32():
-    x = np.array([7, -7, 3], np.int32)
-    y = np.array([2, 2, -4], np.int32)
+@pytest.mark.parametrize("dtype, result", [(np.int8, np.float32), (np.uint8, np.float32),
+                                           (np.int16, np.float32), (np.uint16, np.float32),
+                                           (np.int32, np.float64), (np.int64, np.float64),
+                                           (np.uint32, np.float64)])
+def test_integer_true_division_is_tf_truediv(dtype, result):
+    """TF's truediv: 8- and 16-bit integers divide in float32, 32- and 64-bit in float64."""
+    x = np.array([7, 100, 3], dtype)
+    y = np.array([2, 3, 4], dtype)
     got = interpret(ops.divide, x, y)
-    assert got.dtype == np.float32
-    assert_close(got, x / y)
+    assert got.dtype == result
+    assert_close(got, x.astype(np.float64) / y)
+    assert interpret(lambda a, b: a / b, x, y).dtype == result
 
 
 def test_floor_division_and_modulo_follow_python_signs():

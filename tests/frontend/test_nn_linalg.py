@@ -22,7 +22,7 @@ def np_log_softmax(x, axis=-1):
     return s - np.log(np.exp(s).sum(axis=axis, keepdims=True))
 
 
-def np_layer_norm(x, g, b, axis=-1, eps=1e-5):
+def np_layer_norm(x, g, b, axis=-1, eps=1e-3):   # Keras's default epsilon
     m = x.mean(axis=axis, keepdims=True)
     v = ((x - m) ** 2).mean(axis=axis, keepdims=True)
     return (x - m) / np.sqrt(v + eps) * g + b
@@ -168,8 +168,8 @@ def test_einsum_compiled_and_errors():
     a, b = _x((2, 3, 4)), _x((2, 4, 5), seed=1)
     assert_close(compiled("einsum", lambda x, y: ops.einsum("bij,bjk->bik", x, y), a, b),
                  np.einsum("bij,bjk->bik", a.astype(np.float64), b), scale=10)
-    with pytest.raises(ValueError, match="Einsum.*repeated"):
-        interpret(lambda x: ops.einsum("ii->i", x), np.zeros((3, 3), np.float32))
+    with pytest.raises(ValueError, match="letter 'i' has sizes 3 and 2"):
+        interpret(lambda x: ops.einsum("ii->i", x), np.zeros((3, 2), np.float32))
     with pytest.raises(ValueError, match="Einsum.*letter 'j'"):
         interpret(lambda x, y: ops.einsum("ij,jk->ik", x, y), a[0], b[0, :3])
     with pytest.raises(ValueError, match="rank 1"):

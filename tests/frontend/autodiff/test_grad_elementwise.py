@@ -34,7 +34,7 @@ UNARY = {
     "Log1p": (ops.log1p, "positive"), "Sqrt": (ops.sqrt, "positive"),
     "Rsqrt": (ops.rsqrt, "positive"), "Tanh": (ops.tanh, "any"),
     "Sigmoid": (ops.sigmoid, "any"), "Erf": (ops.erf, "any"), "Sin": (ops.sin, "any"),
-    "Cos": (ops.cos, "any"), "Identity": (ops.identity, "any"),
+    "Cos": (ops.cos, "any"), "Tan": (lambda x: ops.tan(x * 0.5), "any"), "Identity": (ops.identity, "any"),
     "Relu": (ops.relu, "away0"), "Relu6": (lambda x: ops.relu6(x * 4.0), "away0"),
     "LeakyRelu": (lambda x: ops.leaky_relu(x, alpha=0.3), "away0"),
     "Elu": (ops.elu, "away0"), "Selu": (ops.selu, "away0"), "Gelu": (ops.gelu, "any"),
