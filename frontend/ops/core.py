@@ -35,10 +35,20 @@ def graph_of(*values):
                        "run by jit_compile (or under trace.tracing)")
 
 
-def constant(value, dtype=None) -> Tensor:
-    """A Const node holding `value` (numpy array, scalar or list)."""
+def constant(value, dtype=None, shape=None, name="Const") -> Tensor:
+    """A Const node holding `value` (numpy array, scalar or list); with `shape`, a
+    scalar (or one-element) value fills it and other values are reshaped to it."""
     array = dtypes.as_array(value) if dtype is None else \
         np.asarray(value, dtype=dtypes.canonical(dtype))
+    if shape is not None:
+        shape = tuple(int(d) for d in shape)
+        if array.size == 1:
+            array = np.full(shape, array.reshape(()), array.dtype)
+        elif array.size == int(np.prod(shape)):
+            array = array.reshape(shape)
+        else:
+            raise user_error(TypeError, f"constant: {array.size} values do not fit "
+                                        f"shape {list(shape)}")
     return graph_of().add_node("Const", [], {"value": array})[0]
 
 
@@ -62,7 +72,7 @@ def apply(op: str, inputs, **attrs) -> Tensor:
     return apply_multi(op, inputs, **attrs)[0]
 
 
-def cast(x, dtype) -> Tensor:
+def cast(x, dtype, name=None) -> Tensor:
     """x converted to `dtype` (a numpy dtype or a name: "float32", "f32")."""
     target = dtypes.canonical(dtype)
     x = to_tensor(x)

@@ -114,12 +114,12 @@ def _diagonal(t, spec: str, equation: str):
         shape[p] = shape[q] = n
         mask = constant(np.eye(n, dtype=bool).reshape(shape))
         # select, not multiply: an inf off the diagonal must not become NaN
-        t = reduce_sum(where(mask, t, zeros_like_tensor(t)), q)
+        t = reduce_sum(where(mask, t, _zeros_like(t)), q)
         spec = spec[:q] + spec[q + 1:]
     return t, spec
 
 
-def zeros_like_tensor(t):
+def _zeros_like(t):
     return apply("ZerosLike", [t])
 
 

@@ -203,7 +203,7 @@ def reduce_logsumexp(input_tensor, axis=None, keepdims=False, name=None):
     x = to_float(input_tensor)
     from .array import stop_gradient
     raw = reduce_max(x, axis, keepdims=True)
-    shift = stop_gradient(where(UNARY_FUNCTIONS["is_finite"](raw), raw, zeros_like_of(raw)))
+    shift = stop_gradient(where(UNARY_FUNCTIONS["is_finite"](raw), raw, _zeros_like(raw)))
     total = reduce_sum(UNARY_FUNCTIONS["exp"](x - shift), axis, keepdims=True)
     out = UNARY_FUNCTIONS["log"](total) + shift
     if not keepdims:
@@ -213,7 +213,7 @@ def reduce_logsumexp(input_tensor, axis=None, keepdims=False, name=None):
     return out
 
 
-def zeros_like_of(x):
+def _zeros_like(x):
     return apply("ZerosLike", [x])
 
 
