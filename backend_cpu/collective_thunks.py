@@ -28,8 +28,9 @@ the thunk rearranges on the host with numpy around the flat call: the operand is
 viewed logically, the dimension moved to the front, the result written back through
 a logical view of its physical buffer. A group of one needs no communicator.
 
-Values of type bf16 live in f32 buffers (hlo/dtypes.py): a sum or product of them is
-rounded to bf16 afterwards.
+Values of the narrow types (bf16, the 8-bit floats, s2/s4/u2/u4) live in their own
+buffers (ml_dtypes arrays on the host side): the communicator combines them with
+ml_dtypes' arithmetic, which computes in f32 and rounds each step.
 
 Ordering (`schedule`): a -start moves as early and a -done as late as the slots they
 touch allow, so independent kernels run while the collective is in flight; a plain
@@ -44,7 +45,7 @@ import numpy as np
 
 from ..hlo import collectives
 from ..hlo.dtypes import numpy_dtype
-from ..hlo.eval_common import recognize_binary_reducer, round_to_bf16
+from ..hlo.eval_common import recognize_binary_reducer
 from ..hlo.eval_reduce import call_reducer
 from ..hlo.evaluator import EvalContext
 
@@ -163,12 +164,11 @@ class AllReduceThunk(CollectiveThunk):
         self.groups = _groups(instr, R, P)
         self.reducer = instr.attrs["to_apply"]
         self.op = reducer_op(self.reducer)
-        self.round_bf16 = [b.element_type == "bf16" for b in results]
 
     def issue(self, table, ctx, start: bool):
         group = self.groups[ctx.device]
         pendings, after = [], []
-        for src, dst, bf16 in zip(self.operands, self.results, self.round_bf16):
+        for src, dst in zip(self.operands, self.results):
             if len(group) == 1 or ctx.comm is None:
                 dst.logical(table)[...] = src.logical(table)
                 continue
@@ -179,18 +179,15 @@ class AllReduceThunk(CollectiveThunk):
                 send = np.ascontiguousarray(src.logical(table))
                 recv = out = np.empty_like(send)
             pendings.append(_call(ctx, start, "all_reduce", group, send, recv, self.op))
-            after.append((dst, out, bf16))
+            after.append((dst, out))
 
         def finish():
             for pending in pendings:
                 if pending is not None:
                     pending.wait()
-            for dst, out, bf16 in after:
+            for dst, out in after:
                 if out is not None:
                     dst.logical(table)[...] = out
-                if bf16 and self.op in ("sum", "prod"):
-                    view = dst.physical(table)
-                    view[...] = round_to_bf16(view)
         return pendings, finish
 
 
@@ -235,12 +232,11 @@ class ReduceScatterThunk(CollectiveThunk):
         (self.dim,) = instr.dims()
         self.reducer = instr.attrs["to_apply"]
         self.op = reducer_op(self.reducer)
-        self.round_bf16 = [b.element_type == "bf16" for b in results]
 
     def issue(self, table, ctx, start: bool):
         group, d = self.groups[ctx.device], self.dim
         pendings, after = [], []
-        for src, dst, bf16 in zip(self.operands, self.results, self.round_bf16):
+        for src, dst in zip(self.operands, self.results):
             if len(group) == 1 or ctx.comm is None:
                 dst.logical(table)[...] = src.logical(table)
                 continue
@@ -251,18 +247,15 @@ class ReduceScatterThunk(CollectiveThunk):
                 recv = out = np.empty((send.shape[0] // len(group),) + send.shape[1:],
                                       send.dtype)
             pendings.append(_call(ctx, start, "reduce_scatter", group, send, recv, self.op))
-            after.append((dst, out, bf16))
+            after.append((dst, out))
 
         def finish():
             for pending in pendings:
                 if pending is not None:
                     pending.wait()
-            for dst, out, bf16 in after:
+            for dst, out in after:
                 if out is not None:
                     dst.logical(table)[...] = np.moveaxis(out, 0, d)
-                if bf16 and self.op in ("sum", "prod"):
-                    view = dst.physical(table)
-                    view[...] = round_to_bf16(view)
         return pendings, finish
 
 

@@ -34,7 +34,8 @@ import numpy as np
 
 from . import collectives
 from .dtypes import dtype as _dtype
-from .eval_common import (EvaluationError, flush, recognize_binary_reducer, round_to_bf16)
+from .eval_common import EvaluationError, flush, recognize_binary_reducer
+from .narrow_types import cast as narrow_cast, widen
 from .eval_reduce import call_reducer, ufunc_reduce
 from .opcodes import reference
 
@@ -169,10 +170,10 @@ def _cast(value, element_type: str) -> np.ndarray:
     value = np.asarray(value)
     target = _dtype(element_type).numpy
     if value.dtype != target:
+        if _dtype(element_type).is_narrow:
+            return narrow_cast(value, element_type)
         with np.errstate(all="ignore"):
             value = value.astype(target)
-    if element_type == "bf16":
-        value = round_to_bf16(value)
     return value
 
 
@@ -189,6 +190,8 @@ def _combine(instr, ctx, values: list[np.ndarray], element_type: str) -> np.ndar
     """The group's values (rank order) combined with the instruction's to_apply."""
     if len(values) == 1:
         return values[0]
+    # Narrow types combine in their compute type (bf16 in f32), rounded once.
+    values = [widen(v) for v in values]
     comp = instr.attrs["to_apply"]
     opcode = recognize_binary_reducer(comp)
     if opcode is None:

@@ -7,9 +7,10 @@ what they share:
 
 - `EvaluationError`, the one exception the evaluator raises;
 - the floating-point model of XLA's CPU backend: which dtype an op computes in
-  (f16 and bf16 are upcast to f32 and rounded back after every op) and
-  flush-to-zero of denormals (inputs read as zero, results flushed) for f32,
-  bf16 and f64 arithmetic;
+  (f16 is upcast to f32 and rounded back after every op; bf16 and the other
+  narrow types are widened before a ref sees them, see evaluator.py) and
+  flush-to-zero of denormals (inputs read as zero, results flushed) for f32
+  (so bf16) and f64 arithmetic;
 - `recognize_binary_reducer`, which spots computations such as
   `ROOT add(p0, p1)` so reductions and scatters can use numpy's ufuncs instead
   of evaluating the computation element by element.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dtypes import dtype as _dtype
+from .narrow_types import cast as narrow_cast, narrow_dtype_of
 from .opcodes import OPCODES
 
 
@@ -44,7 +46,8 @@ def compute_dtype(value: np.ndarray) -> np.dtype:
 
 
 def round_to_bf16(x: np.ndarray) -> np.ndarray:
-    """Rounds f32 values to bfloat16 precision (nearest even), kept as f32."""
+    """Rounds f32 values to bfloat16 precision (nearest even), kept as f32 (for tests
+    and callers that hold f32; the evaluator holds bf16 natively)."""
     x = np.asarray(x, dtype=np.float32)
     bits = x.view(np.uint32).astype(np.uint64)
     # Round to nearest even on the low 16 bits; NaNs keep a quiet NaN.
@@ -54,14 +57,17 @@ def round_to_bf16(x: np.ndarray) -> np.ndarray:
 
 
 def to_result(value, instr) -> np.ndarray:
-    """`value` cast to the element type of `instr` (rounding f32 to bf16 for bf16)."""
+    """`value` cast to the element type of `instr` (narrow types with XLA's rounding)."""
     value = np.asarray(value)
     target = np_dtype_of(instr)
     if value.dtype != target:
+        if _dtype(instr.shape.element_type).is_narrow:
+            return narrow_cast(value, instr.shape.element_type)
+        if narrow_dtype_of(value) is not None:
+            value = value.astype(np.float32 if narrow_dtype_of(value).is_float
+                                 else np.int64)
         with np.errstate(all="ignore"):
             value = value.astype(target)
-    if instr.shape.element_type == "bf16":
-        value = round_to_bf16(value)
     return value
 
 

@@ -6,16 +6,22 @@
 - convert: float -> int truncates toward zero and saturates at the target's
   range, NaN -> 0; int -> int wraps; anything -> pred is `x != 0` (a denormal
   float reads as zero); float ->
-  narrower float rounds to nearest even (overflow gives inf).
-- bitcast-convert reinterprets the bytes; between widths XLA adds (narrowing)
-  or removes (widening) a minor-most dimension.
+  narrower float rounds to nearest even (overflow gives inf). Converts to and
+  from the narrow types (bf16, the 8-bit floats, s2/s4/u2/u4) follow
+  narrow_types.py: from one, the value is widened exactly (a narrow float to f32,
+  keeping denormals, as XLA's bit-operation conversion does) and converted on;
+  to one, narrow_types.cast rounds as XLA does.
+- bitcast-convert reinterprets the bits; between widths XLA adds (narrowing)
+  or removes (widening) a minor-most dimension, lowest bits first (s8[n] ->
+  s4[n,2] gives each byte's low nibble, then its high one).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .eval_common import (EvaluationError, float_max_min, flush_all, np_dtype_of, round_to_bf16,
-                          to_result)
+from .dtypes import dtype as _dtype
+from .eval_common import EvaluationError, float_max_min, flush_all, np_dtype_of, to_result
+from .narrow_types import cast as narrow_cast, narrow_dtype_of
 from .opcodes import reference
 
 _COMPARES = {
@@ -76,6 +82,17 @@ def convert(instr, operands, ctx):
     target = np_dtype_of(instr)
     if instr.operands[0].shape.element_type == instr.shape.element_type:
         return x                          # a no-op (XLA removes it): nothing is flushed
+    if _dtype(instr.shape.element_type).is_narrow:
+        return narrow_cast(x, instr.shape.element_type)
+    source = narrow_dtype_of(x)
+    if source is not None:
+        x = x.astype(np.float32 if source.is_float else _dtype(source.compute).numpy)
+        # XLA widens with bit operations, keeping denormals, except that bf16 -> f64
+        # extends the f32 value with the hardware, which reads f32 denormals as zero.
+        if source.is_float and target.kind == "f" and not (source.name == "bf16"
+                                                           and target == np.float64):
+            with np.errstate(over="ignore"):
+                return x.astype(target)
     if target == np.bool_:
         if x.dtype.kind == "f":
             (x,) = flush_all((x,), ctx)   # DAZ: a denormal reads as zero, so converts to false
@@ -91,15 +108,14 @@ def convert(instr, operands, ctx):
             (y,) = flush_all((y,), ctx)
         else:
             y = x.astype(target)
-    if instr.shape.element_type == "bf16":
-        y = round_to_bf16(y)
     return y
 
 
 def float_to_int(x: np.ndarray, target: np.dtype) -> np.ndarray:
     """Truncation toward zero, saturating at the range of `target`; NaN -> 0."""
     info = np.iinfo(target)
-    t = np.trunc(x.astype(np.float64))
+    with np.errstate(invalid="ignore"):
+        t = np.trunc(x.astype(np.float64))
     # 2**63 and 2**64 are exact doubles; the limits themselves may not be.
     too_big = t >= float(info.max) + 1.0
     too_small = t < float(info.min)
@@ -117,15 +133,30 @@ def float_to_int(x: np.ndarray, target: np.dtype) -> np.ndarray:
 def bitcast_convert(instr, operands, ctx):
     x = np.ascontiguousarray(operands[0])
     target = np_dtype_of(instr)
-    # bf16 is held as f32 here: its bits are the upper half of the f32 bits; it takes
-    # part as a u16 array of those bits.
-    if instr.operands[0].shape.element_type == "bf16":
-        x = (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
-    to_bf16 = instr.shape.element_type == "bf16"
-    result = _reinterpret(x, np.dtype(np.uint16) if to_bf16 else target, instr.shape.dims)
-    if to_bf16:
-        return (result.astype(np.uint32) << 16).view(np.float32)
-    return result
+    src_bits = _dtype(instr.operands[0].shape.element_type).bits
+    dst_bits = _dtype(instr.shape.element_type).bits
+    if src_bits >= 8 and dst_bits >= 8:
+        return _reinterpret(x, target, instr.shape.dims)
+    return _reinterpret_sub_byte(x, src_bits, instr.shape.element_type, dst_bits,
+                                 instr.shape.dims)
+
+
+def _reinterpret_sub_byte(x, src_bits, element_type, dst_bits, dims):
+    """bitcast-convert where a side is 2 or 4 bits wide (s2/s4/u2/u4, one per byte)."""
+    if narrow_dtype_of(x) is not None and not narrow_dtype_of(x).is_float:
+        bits = x.astype(np.int64) & ((1 << src_bits) - 1)
+    else:
+        bits = x.view(np.dtype(f"u{x.itemsize}")).astype(np.uint64).astype(np.int64)
+    if src_bits > dst_bits:               # each element splits into its low bits first
+        shifts = np.arange(src_bits // dst_bits, dtype=np.int64) * dst_bits
+        bits = (bits[..., None] >> shifts) & ((1 << dst_bits) - 1)
+    elif src_bits < dst_bits:             # the minor dimension's elements join
+        shifts = np.arange(dst_bits // src_bits, dtype=np.int64) * src_bits
+        bits = np.bitwise_or.reduce(bits << shifts, axis=-1)
+    bits = bits.reshape(dims)
+    if dst_bits < 8:
+        return narrow_cast(bits, element_type)            # wraps: the low bits
+    return bits.astype(np.dtype(f"u{dst_bits // 8}")).view(_dtype(element_type).numpy)
 
 
 def _reinterpret(x, target, dims):

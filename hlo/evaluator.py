@@ -34,6 +34,20 @@ Where the semantics live:
     eval_collective.py       collectives, replica-id, partition-id (the device model)
     eval_common.py           EvaluationError, the float model (f16 upcast, FTZ)
 
+Narrow element types (bf16, the 8-bit floats, s2/s4/u2/u4; dtypes.py) are held
+natively, as ml_dtypes arrays, and computed as XLA's CPU computes them: an
+instruction that does arithmetic on them (`_computes_narrow`) runs on its
+operands widened to their compute type (f32 for bf16 and f8e8m0fnu, f16 for the
+other 8-bit floats, s8/u8 for the narrow integers), as if its shapes said the
+compute type, and its result is rounded back once (narrow_types.cast). The
+computations it calls (a reducer, a comparator, a map's function) run wholly in
+the compute types, rounding nothing in between: reductions of bf16 accumulate in
+f32 (XLA's CPU rounds each step of such a reducer to bf16, in an order of its
+own; the two agree within the type's precision, not bit for bit). Instructions
+that only move or pass values (movement, tuples, control flow, collectives,
+select, convert and bitcast-convert, which handle the types themselves) run on
+the native arrays, so every bit is kept.
+
 Modules on several devices: `evaluate` runs one device; a module that declares
 more than one device (`replica_count` x `num_partitions`) and contains
 collectives or device ids goes to `hlo.evaluate_devices` (eval_devices.py),
@@ -44,8 +58,10 @@ from __future__ import annotations
 import numpy as np
 
 from .eval_collective import DeviceSlot
-from .eval_common import EvaluationError, round_to_bf16, to_result
+from .eval_common import EvaluationError, to_result
+from .narrow_types import cast as narrow_cast, narrow_dtype_of, widen
 from .opcodes import OPCODES, reference
+from .shape import Shape
 from .verifier import VerifyError, check_static_shapes
 # The family modules register their semantics in OPCODES when imported.
 from . import eval_compare_convert, eval_control, eval_dot_conv, eval_elementwise  # noqa: F401
@@ -61,6 +77,9 @@ class EvalContext:
 
     def __init__(self, flush_denormals: bool = True, device: DeviceSlot | None = None):
         self.flush_denormals = flush_denormals
+        # True while the called computations of an instruction on narrow types run:
+        # they compute in the compute types throughout (see the module docstring).
+        self.widened = False
         # The device this evaluation runs as (eval_collective.py): device 0 of a
         # one-device module unless evaluate_devices says otherwise.
         self.device = device if device is not None else DeviceSlot()
@@ -136,6 +155,8 @@ def _run(instr, operand_values, ctx):
     info = OPCODES[instr.opcode]
     if info.ref is None:
         raise EvaluationError(f"{instr.name}: {instr.opcode} has no reference semantics")
+    if ctx.widened or _computes_narrow(instr):
+        return _run_widened(instr, operand_values, ctx, info)
     try:
         value = info.ref(instr, operand_values, ctx)
     except EvaluationError:
@@ -148,6 +169,90 @@ def _run(instr, operand_values, ctx):
     if not isinstance(value, np.ndarray):      # numpy returns scalars for 0-d math
         value = np.asarray(value)
     return value
+
+
+# --- narrow element types ----------------------------------------------------------
+
+# Instructions that move or pass values without arithmetic run on the native arrays.
+_NATIVE_KINDS = frozenset({"leaf", "movement", "control", "collective"})
+_WIDENED_MOVEMENT = frozenset({"scatter", "iota"})      # a combiner; values made up
+_NATIVE_OPS = frozenset({"convert", "bitcast-convert", "select", "custom-call",
+                         "rng-bit-generator", "after-all", "replica-id", "partition-id",
+                         "rng-get-and-update-state"})
+
+
+def _has_narrow(shape) -> bool:
+    if shape.is_tuple:
+        return any(_has_narrow(s) for s in shape.tuple_shapes)
+    return shape.is_array and shape.dtype.is_narrow
+
+
+def _computes_narrow(instr) -> bool:
+    """Does `instr` do arithmetic on a narrow type (and so run widened)?"""
+    kind = instr.info.kind
+    if instr.opcode in _NATIVE_OPS or (kind in _NATIVE_KINDS
+                                       and instr.opcode not in _WIDENED_MOVEMENT):
+        return False
+    return _has_narrow(instr.shape) or any(_has_narrow(o.shape) for o in instr.operands)
+
+
+def wide_shape(shape: Shape) -> Shape:
+    """`shape` with each narrow element type replaced by its compute type."""
+    if shape.is_tuple:
+        return Shape.tuple_of([wide_shape(s) for s in shape.tuple_shapes])
+    if shape.is_array and shape.dtype.is_narrow:
+        return shape.with_element_type(shape.dtype.compute)
+    return shape
+
+
+class _Widened:
+    """An instruction seen with its narrow types replaced by their compute types
+    (its operands too); everything else is the instruction's own."""
+
+    def __init__(self, instr):
+        self._instr = instr
+        self.shape = wide_shape(instr.shape)
+
+    @property
+    def operands(self):
+        return [_Widened(o) for o in self._instr.operands]
+
+    def operand(self, i):
+        return _Widened(self._instr.operands[i])
+
+    def __getattr__(self, name):
+        return getattr(self._instr, name)
+
+
+def _widen_value(value):
+    if isinstance(value, tuple):
+        return tuple(_widen_value(v) for v in value)
+    return widen(np.asarray(value))
+
+
+def _narrow_value(value, shape: Shape):
+    if shape.is_tuple:
+        return tuple(_narrow_value(v, s) for v, s in zip(value, shape.tuple_shapes))
+    value = np.asarray(value)
+    if shape.is_array and shape.dtype.is_narrow and narrow_dtype_of(value) is None:
+        return narrow_cast(value, shape.element_type)
+    return value
+
+
+def _run_widened(instr, operand_values, ctx, info):
+    outer = ctx.widened
+    ctx.widened = True
+    try:
+        value = info.ref(_Widened(instr), [_widen_value(v) for v in operand_values], ctx)
+    except EvaluationError:
+        raise
+    except (ValueError, TypeError, IndexError, KeyError) as err:
+        raise EvaluationError(f"{instr.name} ({instr.opcode}): cannot evaluate: {err}") from err
+    finally:
+        ctx.widened = outer
+    if outer:
+        return _widen_value(value)       # stays in the compute type inside the computation
+    return _narrow_value(value, instr.shape)
 
 
 # --- arguments and results ---------------------------------------------------------
@@ -176,10 +281,11 @@ def _check_arg(param, shape, arg):
     if tuple(arg.shape) != shape.dims:
         raise EvaluationError(f"{where}: expected shape {shape.dims} for {shape}, "
                               f"got {tuple(arg.shape)}")
+    if shape.element_type == "bf16" and arg.dtype == np.float32:
+        # Accepted as before bf16 was held natively: rounded to nearest even.
+        return narrow_cast(arg, "bf16")
     if arg.dtype != expected:
         raise EvaluationError(f"{where}: expected dtype {expected} for {shape}, got {arg.dtype}")
-    if shape.element_type == "bf16":
-        arg = round_to_bf16(arg)
     return arg
 
 

@@ -13,6 +13,15 @@ literal can never make the parser build an array larger than the text.
 Printing is canonical: floats in the shortest text that reads back to the same
 value in their own precision (`0.1` for f32, not `0.100000001`), `inf`, `-inf`,
 `nan`, `-0`; integers plainly; pred as `true`/`false`.
+
+The narrow types (bf16, the 8-bit floats, s2/s4/u2/u4; see dtypes.py) are read
+with XLA's conversion from the written number (narrow_types.cast) and held as
+ml_dtypes arrays. A finite number that rounds to no finite value is an error,
+as in XLA (`f8e4m3fn[] constant(500)`; 464 rounds to 448 and is fine); `inf` in
+a type without infinities gives its NaN, as XLA's conversion does. NaN payloads
+(`nan(0x1)`) exist in the types with infinities (IEEE-like bit layouts: f16,
+bf16, f32, f64, f8e5m2, f8e4m3, f8e3m4); the `fn`/`fnuz`/`fnu` types have one
+NaN per sign (or one in all) and print it as `nan` or `-nan`.
 """
 from __future__ import annotations
 
@@ -24,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from .dtypes import dtype as _dtype
+from .narrow_types import from_literal as _cast
 from .shape import Shape
 
 
@@ -77,18 +87,7 @@ def build_literal(node: Any, shape: Shape):
     leaves: list = []
     _collect_leaves(node, shape.dims, 0, leaves)
     values = _convert_leaves(leaves, shape.element_type)
-    if shape.element_type == "bf16":
-        values = round_to_bf16(values)
     return values.reshape(shape.dims)
-
-
-def round_to_bf16(values: np.ndarray) -> np.ndarray:
-    """float32 values rounded to the nearest bfloat16 (ties to even), still as float32."""
-    bits = values.astype(np.float32).view(np.uint32)
-    rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) \
-        & np.uint32(0xFFFF0000)
-    # NaN stays NaN (rounding could carry its payload into the exponent: inf).
-    return np.where(np.isnan(values), values, rounded.view(np.float32)).astype(np.float32)
 
 
 def _collect_leaves(node: Any, dims: tuple[int, ...], depth: int, out: list) -> None:
@@ -124,12 +123,14 @@ def _convert_leaves(leaves: list, element_type: str) -> np.ndarray:
     elif dt.is_pred:
         values = [_pred_leaf(leaf) for leaf in leaves]
     else:
-        info = np.iinfo(dt.numpy)
+        lo, hi = dt.int_range
         # XLA reads u64 literals as 64-bit integers: u64[] constant(-1) is 2^64 - 1.
-        lo = -2 ** 63 if element_type == "u64" else info.min
-        values = [_int_leaf(leaf, element_type, lo, info.max) % 2 ** 64
-                  if element_type == "u64" else _int_leaf(leaf, element_type, info.min, info.max)
+        values = [_int_leaf(leaf, element_type, -2 ** 63, hi) % 2 ** 64
+                  if element_type == "u64" else _int_leaf(leaf, element_type, lo, hi)
                   for leaf in leaves]
+    if dt.is_narrow:
+        wide = np.array(values, dtype=np.float64 if dt.is_float else np.int64)
+        return _cast(wide, element_type)
     with np.errstate(over="ignore"):     # 65505 in f16 rounds to 65504, as XLA's does
         return np.array(values, dtype=dt.numpy)
 
@@ -141,40 +142,43 @@ class _NanPayload:
     payload: int
 
 
-def _mantissa_bits(element_type: str) -> int:
-    return {"f16": 10, "bf16": 7, "f32": 23, "f64": 52}[element_type]
+def _payload_bits(element_type: str) -> int:
+    """The significand bits a NaN payload may use (0: the type has no payloads)."""
+    d = _dtype(element_type)
+    return d.mantissa_bits if d.has_inf else 0
 
 
 def _with_payloads(values: list, payloads: list, element_type: str) -> np.ndarray:
     """The array of `values`, the NaNs with payloads given their exact bits."""
-    np_type = _dtype(element_type).numpy
-    array = np.array([math.nan if isinstance(v, _NanPayload) else v for v in values],
-                     dtype=np_type)
-    if element_type == "bf16":
-        array = round_to_bf16(array)
-        shift = 16                       # bf16 lives in the upper half of a float32
+    d = _dtype(element_type)
+    plain = [math.nan if isinstance(v, _NanPayload) else v for v in values]
+    if d.is_narrow:
+        array = _cast(np.array(plain, dtype=np.float64), element_type)
     else:
-        shift = 0
+        array = np.array(plain, dtype=d.numpy)
     bits = array.view(np.dtype(f"u{array.itemsize}"))
-    mantissa = _mantissa_bits(element_type)
-    exponent_all_ones = ((1 << (bits.itemsize * 8 - 1 - shift)) - 1) >> mantissa << mantissa
+    mantissa = d.mantissa_bits
+    sign = 1 << (d.bits - 1)
+    exponent_all_ones = (sign - 1) >> mantissa << mantissa
     for i, nan in payloads:
-        sign = 1 << (bits.itemsize * 8 - 1 - shift)
-        bits[i] = ((sign if nan.negative else 0) | exponent_all_ones | nan.payload) << shift
+        bits[i] = (sign if nan.negative else 0) | exponent_all_ones | nan.payload
     return array
 
 
 def nan_payload(value, element_type: str) -> int | None:
     """The significand bits of NaN `value` if they are not the plain quiet NaN's."""
-    if element_type not in ("f16", "bf16", "f32", "f64"):
+    mantissa = _payload_bits(element_type) if element_type in _FLOAT_TYPES else 0
+    if not mantissa:
         return None
     array = np.array([value], dtype=_dtype(element_type).numpy)
     bits = int(array.view(np.dtype(f"u{array.itemsize}"))[0])
-    mantissa = _mantissa_bits(element_type)
-    if element_type == "bf16":
-        bits >>= 16
     payload = bits & ((1 << mantissa) - 1)
     return None if payload == 1 << (mantissa - 1) else payload
+
+
+_FLOAT_TYPES = frozenset(name for name in ("f16", "bf16", "f32", "f64", "f8e5m2", "f8e4m3fn",
+                                           "f8e4m3b11fnuz", "f8e5m2fnuz", "f8e4m3fnuz",
+                                           "f8e8m0fnu", "f8e4m3", "f8e3m4"))
 
 
 def _leaf_text(leaf: Any) -> str:
@@ -191,8 +195,10 @@ def _float_leaf(leaf: Any, element_type: str):
     m = _NAN_PAYLOAD_RE.fullmatch(text)
     if m is not None:
         payload = int(m.group(2), 16)
-        mantissa = _mantissa_bits(element_type) if element_type in ("f16", "bf16", "f32",
-                                                                    "f64") else 0
+        mantissa = _payload_bits(element_type)
+        if not mantissa:
+            raise LiteralError(f"{element_type} has no NaN payloads (its only NaN is "
+                               f"written nan)", leaf)
         if not 0 < payload < 1 << mantissa:
             raise LiteralError(f"NaN payload {text} does not fit the {mantissa} significand "
                                f"bits of {element_type} (or is 0, which is infinity)", leaf)
@@ -217,9 +223,8 @@ def _rounded(value: float, element_type: str) -> float:
     """`value` rounded to nearest in `element_type` (inf if it overflows)."""
     if not math.isfinite(value):
         return value
-    if element_type == "bf16":
-        return float(round_to_bf16(np.array([value], dtype=np.float32))[0]) \
-            if abs(value) < 3.5e38 else math.inf
+    if _dtype(element_type).is_narrow:
+        return float(_cast(np.array([value]), element_type).astype(np.float64)[0])
     with np.errstate(over="ignore"):
         return float(_dtype(element_type).numpy.type(value))
 
@@ -295,26 +300,31 @@ def _element_formatter(element_type: str):
     if dt.is_complex:
         part = dt.numpy.type(0).real.dtype.type
         return lambda v: f"({format_float(part(v.real))}, {format_float(part(v.imag))})"
-    if element_type == "bf16":
-        return _format_bf16
+    if dt.is_narrow:
+        return lambda v: _format_narrow(v, element_type)
     scalar = dt.numpy.type
     return lambda v: format_float(scalar(v))
 
 
-def _format_bf16(value) -> str:
-    """bf16 values live in float32; print the fewest digits that round back to them."""
-    value = np.float32(value)
-    if np.isnan(value):
-        payload = nan_payload(value, "bf16")
-        sign = "-" if np.signbit(value) else ""
+def _format_narrow(value, element_type: str) -> str:
+    """A bf16 or 8-bit float: the fewest digits that read back to the same value."""
+    value = np.asarray(value, dtype=_dtype(element_type).numpy)
+    with np.errstate(invalid="ignore"):
+        wide = float(value.astype(np.float64))
+    if math.isnan(wide):
+        payload = nan_payload(value[()], element_type)
+        bits = int(value.view(np.dtype(f"u{value.itemsize}")))
+        sign = "-" if bits >> (value.itemsize * 8 - 1) else ""
+        if element_type.endswith("fnuz") or element_type == "f8e8m0fnu":
+            sign = ""                    # the one NaN; its sign bit is part of its encoding
         return f"{sign}nan" if payload is None else f"{sign}nan(0x{payload:x})"
-    if not np.isfinite(value) or value == 0:
-        return format_float(value)
-    for digits in range(1, 10):
-        text = f"{float(value):.{digits}g}"
-        if round_to_bf16(np.array([float(text)], dtype=np.float32))[0] == value:
+    if not math.isfinite(wide) or wide == 0:
+        return format_float(np.float64(wide))
+    for digits in range(1, 18):
+        text = f"{wide:.{digits}g}"
+        if _rounded(float(text), element_type) == wide:
             return text
-    return format_float(value)
+    return format_float(np.float64(wide))
 
 
 def format_float(value: np.floating) -> str:

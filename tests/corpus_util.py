@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 
 CORPUS = Path(__file__).parent / "corpus"
@@ -13,6 +14,15 @@ TOLERANCES = {
     np.dtype(np.float16): dict(rtol=1e-3, atol=1e-3),
     np.dtype(np.float32): dict(rtol=2e-5, atol=1e-6),
     np.dtype(np.float64): dict(rtol=1e-10, atol=1e-12),
+    # The narrow floats (ml_dtypes arrays): a rounding step of the type, relative
+    # (bf16 as tests/robustness/compare.py), and the smallest subnormal absolute.
+    np.dtype(ml_dtypes.bfloat16): dict(rtol=1e-2, atol=1e-2),
+    **{np.dtype(t): dict(rtol=float(ml_dtypes.finfo(t).eps),
+                         atol=float(ml_dtypes.finfo(t).smallest_subnormal))
+       for t in (ml_dtypes.float8_e5m2, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3b11fnuz,
+                 ml_dtypes.float8_e5m2fnuz, ml_dtypes.float8_e4m3fnuz, ml_dtypes.float8_e4m3,
+                 ml_dtypes.float8_e3m4)},
+    np.dtype(ml_dtypes.float8_e8m0fnu): dict(rtol=1.0, atol=0.0),
 }
 
 

@@ -93,8 +93,14 @@ def reducer_identity(opcode: str, element_type: str):
 
 
 def numpy_type(element_type: str) -> np.dtype:
-    """The numpy dtype holding `element_type` (bf16 is held in float32, as in `hlo`)."""
+    """The numpy dtype holding `element_type` (bf16: ml_dtypes.bfloat16, as in `hlo`)."""
     return numpy_dtype(element_type)
+
+
+def _draw_type(element_type: str) -> np.dtype:
+    """The dtype values are drawn in: bf16 values are drawn as float32 (hypothesis
+    knows no bfloat16), all exactly representable in bf16, and converted at the end."""
+    return np.dtype(np.float32) if element_type == "bf16" else numpy_type(element_type)
 
 
 # --- special values -------------------------------------------------------------------------
@@ -137,7 +143,7 @@ def element_strategy(element_type: str, exact_sums: bool = False) -> st.SearchSt
     """
     if element_type == "pred":
         return st.booleans().map(np.bool_)
-    np_type = numpy_type(element_type)
+    np_type = _draw_type(element_type)
     specials = special_values(element_type)
     if element_type in INT_TYPES:
         info = np.iinfo(np_type)
@@ -157,8 +163,11 @@ def element_strategy(element_type: str, exact_sums: bool = False) -> st.SearchSt
 def arrays(element_type: str, dims: tuple[int, ...], exact_sums: bool = False):
     """A numpy array of `element_type` and `dims` drawn from `element_strategy`."""
     from hypothesis.extra import numpy as hnp
-    return hnp.arrays(numpy_type(element_type), dims,
-                      elements=element_strategy(element_type, exact_sums), fill=st.nothing())
+    drawn = hnp.arrays(_draw_type(element_type), dims,
+                       elements=element_strategy(element_type, exact_sums), fill=st.nothing())
+    if element_type == "bf16":
+        return drawn.map(lambda a: a.astype(numpy_type("bf16")))
+    return drawn
 
 
 # --- the public strategies ------------------------------------------------------------------

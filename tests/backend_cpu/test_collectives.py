@@ -9,7 +9,6 @@ import pytest
 
 from xlapy import backend_cpu, hlo, runtime
 from xlapy.backend_cpu import collective_thunks as ct
-from xlapy.hlo.eval_common import round_to_bf16
 from tests.corpus_util import assert_close
 
 def reducer(name: str, ty: str, op: str) -> str:
@@ -37,8 +36,6 @@ def inputs(m, seed: int = 0) -> list[list[np.ndarray]]:
                 a = rng.integers(0, 7, size=dims).astype(dt)
             else:
                 a = rng.uniform(0.5, 2.0, size=dims).astype(dt)
-            if p.shape.element_type == "bf16":
-                a = round_to_bf16(a)
             args.append(a)
         out.append(args)
     return out

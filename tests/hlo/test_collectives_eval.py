@@ -8,6 +8,7 @@ shapes, a device that raises, devices that never meet.
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -304,7 +305,7 @@ def test_collective_broadcast_sends_the_first_of_each_group(n, groups, roots):
 
 
 @pytest.mark.parametrize("t,dtype", [("f64", np.float64), ("s32", np.int32), ("pred", np.bool_),
-                                     ("f16", np.float16), ("bf16", np.float32),
+                                     ("f16", np.float16), ("bf16", ml_dtypes.bfloat16),
                                      ("u64", np.uint64)])
 def test_data_movement_collectives_keep_every_dtype(t, dtype):
     m = build(f"""
@@ -316,7 +317,8 @@ def test_data_movement_collectives_keep_every_dtype(t, dtype):
   ROOT r = ({t}[8], {t}[4], {t}[4], {t}[4]) tuple(g, a, p, b)""", "num_partitions=2")
     xs = inputs(2, (4,), dtype, seed=7)
     if t == "bf16":
-        xs = [np.round(x * 4) / 4 for x in xs]      # few significant bits: exact in bf16
+        # few significant bits: exact in bf16
+        xs = [(np.round(x.astype(np.float32) * 4) / 4).astype(dtype) for x in xs]
     outs = hlo.evaluate_devices(m, [[x] for x in xs])
     for d, (g, a, p, b) in enumerate(outs):
         for value in (g, a, p, b):

@@ -1,6 +1,7 @@
 """Focused parser tests: each attribute form, literal forms, naming styles, ordering."""
 from textwrap import dedent
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -331,8 +332,8 @@ def test_unusual_opcodes_parse(opcode):
 
 def test_bf16_literals_are_rounded_to_bf16():
     v = const("bf16[2]", "{0.1, 1}")
-    assert v.dtype == np.float32     # numpy has no bfloat16: held in float32
-    assert v[0] == np.float32(0.10009765625) and v[1] == 1
+    assert v.dtype == ml_dtypes.bfloat16     # held natively (ml_dtypes)
+    assert v[0].astype(np.float32) == np.float32(0.10009765625) and v[1] == 1
 
 
 def test_operands_with_shapes_as_xla_prints_by_default():

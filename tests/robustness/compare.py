@@ -2,13 +2,13 @@
 
 Integers and pred must be bit-exact. Floats must have NaN in the same places
 (any NaN matches any NaN), infinities of the same sign in the same places, and the finite values
-within DESIGN.md's tolerance for the type (bf16, held in float32, gets its
-own, looser one; `exact=True`: no difference, and denormals bit-equal, i.e.
+within DESIGN.md's tolerance for the type (bf16 gets its own, looser one; `exact=True`: no difference, and denormals bit-equal, i.e.
 either both sides flushed or neither). +0 and -0 compare equal: `x + 0 -> x`
 is a rewrite XLA makes too.
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from tests.corpus_util import TOLERANCES
@@ -46,7 +46,7 @@ def assert_same_numbers(actual, expected, element_types, what: str, exact: bool 
         if exact:
             # Denormals only survive ops that move bits (copy, select, abs, ...): they
             # must match exactly, or one side flushed what the other did not.
-            tiny = np.finfo(e.dtype).tiny
+            tiny = float(ml_dtypes.finfo(e.dtype).tiny)
             denormal = ((a64 != 0) & (np.abs(a64) < tiny)) | ((e64 != 0) & (np.abs(e64) < tiny))
             np.testing.assert_array_equal(a64[denormal], e64[denormal],
                                           err_msg=f"{where}: denormals flushed on one side only")
