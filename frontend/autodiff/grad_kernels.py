@@ -147,6 +147,12 @@ class Conv2DBackpropFilter(XlaOpKernel):
         ctx.set_output(0, b.transpose(out, [1, 2, 0, 3]))
 
 
+@register_xla_op("Conv2DTranspose")
+class Conv2DTranspose(Conv2DBackpropInput):
+    """tf.nn.conv2d_transpose: Conv2DBackpropInput as a forward op (it has a gradient,
+    grads_nn.py). Inputs (x [N, H, W, O], filter [KH, KW, C, O]) -> input_shape."""
+
+
 def _pool_geometry(ctx, dims):
     kh, kw = spatial_pair(ctx.attr("ksize"), "ksize")
     sh, sw = spatial_pair(ctx.attr("strides", (kh, kw)), "strides")
@@ -200,6 +206,8 @@ class AvgPoolGrad(XlaOpKernel):
         ctx.set_output(0, b.reduce_window(share, zero, backward, to_apply=add))
 
 
+register_no_gradient("Trigamma", "the derivative of trigamma (polygamma(2, x)) is not "
+                                 "implemented")
 for _op in ("StridedSliceGrad", "GatherGrad", "Conv2DBackpropInput", "Conv2DBackpropFilter",
             "MaxPoolGrad", "AvgPoolGrad"):
     register_no_gradient(_op, "a gradient-only kernel (second-order gradients through it "

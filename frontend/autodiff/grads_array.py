@@ -184,3 +184,77 @@ def _tensor_scatter_nd_grad(node, grads):
 @register_gradient("ReverseV2")
 def _reverse_grad(node, grads):
     return [ops.reverse(grads[0], list(node.attrs["axis"]))]
+
+
+@register_gradient("Cumprod")
+def _cumprod_grad(node, grads):
+    # TF's formula: the reverse cumsum of g * out, divided by x (inputs without zeros)
+    x, out = node.inputs[0], node.outputs[0]
+    a = node.attrs
+    summed = ops.cumsum(grads[0] * out, a.get("axis", 0), exclusive=a.get("exclusive", False),
+                        reverse=not a.get("reverse", False))
+    return [summed / x]
+
+
+@register_gradient("CumulativeLogsumexp")
+def _cumulative_logsumexp_grad(node, grads):
+    # d out_j / d x_i = exp(x_i - out_j) for the i that out_j accumulates, so the
+    # cotangent of x_i is exp(x_i) * (reverse running sum of g_j exp(-out_j)), taken in
+    # log space by the sign of g (TF's formula): no overflow.
+    x, out, g = node.inputs[0], node.outputs[0], grads[0]
+    a = node.attrs
+    zero = ops.zeros_like(g)
+
+    def part(h):
+        logs = ops.log(ops.where(h > 0, h, zero)) - out
+        return ops.exp(ops.cumulative_logsumexp(logs, a.get("axis", 0),
+                                                exclusive=a.get("exclusive", False),
+                                                reverse=not a.get("reverse", False)) + x)
+    return [part(g) - part(-g)]
+
+
+def _along_last(t, axis):
+    """t with `axis` moved last, and the permutation that moves it back."""
+    perm = [d for d in range(t.ndim) if d != axis] + [axis]
+    back = [0] * t.ndim
+    for i, p in enumerate(perm):
+        back[p] = i
+    return ops.transpose(t, perm), back
+
+
+@register_gradient("Sort")
+def _sort_grad(node, grads):
+    # out[..., j] = x[..., idx[..., j]]: the cotangent goes back to position idx[..., j]
+    x = node.inputs[0]
+    g, idx = grads[0], node.outputs[1]
+    if g is None:
+        return [None]
+    axis = normalize_axis(node.attrs.get("axis", -1), x.ndim)
+    g_last, back = _along_last(g, axis)
+    idx_last, _ = _along_last(idx, axis)
+    lead = idx_last.ndim - 1
+    nd = ops.expand_dims(idx_last, -1)
+    back_scatter = ops.apply("TensorScatterNd", [ops.zeros_like(g_last), nd, g_last],
+                             mode="add", batch_dims=lead)
+    return [ops.transpose(back_scatter, back)]
+
+
+@register_gradient("UnsortedSegment")
+def _unsorted_segment_grad(node, grads):
+    data, ids = node.inputs
+    g, out = grads[0], node.outputs[0]
+    n = node.attrs["num_segments"]
+    inside = ops.logical_and(ids >= 0, ids < n)
+    safe = ops.where(inside, ids, ops.zeros_like(ids))
+
+    def spread(t):        # t[ids] with rows of dropped ids zero, data's shape
+        rows = ops.gather(t, safe)
+        mask = ops.reshape(inside, tuple(ids.shape) + (1,) * (data.ndim - ids.ndim))
+        return ops.where(mask, rows, ops.zeros_like(rows))
+
+    if node.attrs.get("mode", "sum") == "sum":
+        return [spread(g), None]
+    # max / min: shared by the rows that attain the extremum (TF's rule)
+    hit = ops.cast(ops.equal(data, spread(out)), g.dtype)
+    count = ops.math.unsorted_segment_sum(hit, ids, n)
+    return [spread(g / ops.maximum(count, ops.ones_like(count))) * hit, None]

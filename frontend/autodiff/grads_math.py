@@ -184,3 +184,50 @@ def _gelu_grad(node, grads):
         pdf = ops.exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi))
         d = cdf + x * pdf
     return [grads[0] * d]
+
+
+# --- special functions (kernels/special.py) ---------------------------------------------------
+
+@register_gradient("Atan2")
+def _atan2_grad(node, grads):
+    # d atan2(y, x) = (x dy - y dx) / (x^2 + y^2)
+    (g,), (y, x) = grads, node.inputs
+    r2 = x * x + y * y
+    return _binary(node, g * x / r2, -g * y / r2)
+
+
+_SPECIAL = {
+    "Asin": lambda x, y: ops.rsqrt((1.0 - x) * (1.0 + x)),
+    "Acos": lambda x, y: -ops.rsqrt((1.0 - x) * (1.0 + x)),
+    "Atan": lambda x, y: 1.0 / (1.0 + x * x),
+    "Sinh": lambda x, y: ops.cosh(x),
+    "Cosh": lambda x, y: ops.sinh(x),
+    "Asinh": lambda x, y: ops.rsqrt(x * x + 1.0),
+    "Acosh": lambda x, y: ops.rsqrt((x - 1.0) * (x + 1.0)),
+    "Atanh": lambda x, y: 1.0 / ((1.0 - x) * (1.0 + x)),
+    "Erfc": lambda x, y: (-2 / math.sqrt(math.pi)) * ops.exp(-x * x),
+    "Erfinv": lambda x, y: (math.sqrt(math.pi) / 2) * ops.exp(y * y),
+    "Lgamma": lambda x, y: ops.digamma(x),
+    "Digamma": lambda x, y: ops.apply("Trigamma", [x]),
+}
+for _op, _d in _SPECIAL.items():
+    _unary(_op, lambda x, out, a, _d=_d: _d(x, out))
+
+
+@register_gradient("Xlogy")
+def _xlogy_grad(node, grads):
+    # d/dx = log(y), d/dy = x / y; both 0 where x == 0 (TF's choice)
+    (g,), (x, y) = grads, node.inputs
+    nonzero = ops.not_equal(x, 0.0)
+    zero = ops.zeros_like(g)
+    return _binary(node, ops.where(nonzero, g * ops.log(y), zero),
+                   ops.where(nonzero, g * ops.divide_no_nan(x, y), zero))
+
+
+@register_gradient("Xlog1py")
+def _xlog1py_grad(node, grads):
+    (g,), (x, y) = grads, node.inputs
+    nonzero = ops.not_equal(x, 0.0)
+    zero = ops.zeros_like(g)
+    return _binary(node, ops.where(nonzero, g * ops.log1p(y), zero),
+                   ops.where(nonzero, g * ops.divide_no_nan(x, y + 1.0), zero))

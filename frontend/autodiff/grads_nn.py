@@ -180,6 +180,17 @@ def _depthwise_conv2d_grad(node, grads):
     return [dx, dw]
 
 
+@register_gradient("Conv2DTranspose")
+def _conv2d_transpose_grad(node, grads):
+    # y = A_w^T x where A_w is conv2d by w: dx = A_w g = conv2d(g, w), and w's cotangent
+    # is that of <conv2d(g, w), x>: the filter gradient of conv2d(g, .) against x.
+    x, w = node.inputs
+    attrs = {k: node.attrs[k] for k in _CONV_ATTRS if k in node.attrs}
+    g = grads[0]
+    return [ops.apply("Conv2D", [g, w], **attrs),
+            ops.apply("Conv2DBackpropFilter", [g, x], filter_shape=tuple(w.shape), **attrs)]
+
+
 @register_gradient("MaxPool")
 def _max_pool_grad(node, grads):
     attrs = {k: node.attrs[k] for k in _POOL_ATTRS if k in node.attrs}

@@ -13,7 +13,7 @@ from .common import broadcast_all, is_float, require_float, require_same_types
 
 # op name -> HLO opcode
 BINARY = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide",
-          "Pow": "power", "Maximum": "maximum", "Minimum": "minimum"}
+          "Pow": "power", "Maximum": "maximum", "Minimum": "minimum", "Atan2": "atan2"}
 LOGICAL = {"LogicalAnd": "and", "LogicalOr": "or"}
 COMPARE = {"Equal": "EQ", "NotEqual": "NE", "Less": "LT", "LessEqual": "LE",
            "Greater": "GT", "GreaterEqual": "GE"}

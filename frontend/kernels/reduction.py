@@ -1,4 +1,5 @@
-"""Reduction kernels: Sum, Mean, Prod, Max, Min, All, Any, ArgMax, ArgMin, Cumsum.
+"""Reduction kernels: Sum, Mean, Prod, Max, Min, All, Any, ArgMax, ArgMin, and the
+running ones Cumsum, Cumprod, CumulativeLogsumexp.
 
 Attributes: `axis` (an int, a tuple, or None for all axes; negative counts
 from the end) and `keepdims`. Sums and means of f16/bf16 accumulate in f32,
@@ -12,7 +13,7 @@ from ...hlo.builder import make_window
 
 from ..registry import XlaOpKernel, register_xla_op
 from .common import (count, highest, is_float, keepdims_shape, lowest, normalize_axes,
-                     normalize_axis, reduce)
+                     normalize_axis, reduce, require_float)
 
 _NARROW_FLOATS = ("f16", "bf16")
 
@@ -121,13 +122,15 @@ class ArgMin(_ArgReduce):
     direction = "LT"
 
 
-@register_xla_op("Cumsum")
-class Cumsum(XlaOpKernel):
-    """Running sum along `axis` (attributes exclusive, reverse), as a reduce-window.
+class _Cumulative(XlaOpKernel):
+    """A running reduction along `axis` (attributes exclusive, reverse), as a
+    reduce-window: a window of the axis' full length, padded by n-1 below, ends at
+    each element: out[i] = x[0] op ... op x[i]. Exclusive shifts the input by one
+    (the identity comes in)."""
+    identity = 0
 
-    A window of the axis' full length, padded by n-1 below, ends at each
-    element: out[i] = sum(x[0..i]). Exclusive shifts the input by one first.
-    """
+    def reducer(self, b, etype):
+        raise NotImplementedError
 
     def compile(self, ctx):
         b, x = ctx.builder, ctx.input(0)
@@ -137,16 +140,51 @@ class Cumsum(XlaOpKernel):
         dims = ctx.input_shape(0)
         axis = normalize_axis(ctx.attr("axis", 0), len(dims))
         n = dims[axis]
+        init = b.constant(self.identity, etype)
         if ctx.attr("reverse", False):
             x = b.reverse(x, [axis])
         if ctx.attr("exclusive", False) and n:
-            zero = b.constant(0, etype)
-            x = b.pad(x, zero, [(1, -1) if d == axis else (0, 0) for d in range(len(dims))])
+            x = b.pad(x, init, [(1, -1) if d == axis else (0, 0) for d in range(len(dims))])
         sizes = [max(n, 1) if d == axis else 1 for d in range(len(dims))]
         padding = [(max(n - 1, 0), 0) if d == axis else (0, 0) for d in range(len(dims))]
-        reducer = b.scalar_computation(f"add_{etype}", "add", etype)
-        out = b.reduce_window(x, b.constant(0, etype), make_window(sizes, padding=padding),
-                              to_apply=reducer)
+        out = b.reduce_window(x, init, make_window(sizes, padding=padding),
+                              to_apply=self.reducer(b, etype))
         if ctx.attr("reverse", False):
             out = b.reverse(out, [axis])
         ctx.set_output(0, out)
+
+
+@register_xla_op("Cumsum")
+class Cumsum(_Cumulative):
+    def reducer(self, b, etype):
+        return b.scalar_computation(f"add_{etype}", "add", etype)
+
+
+@register_xla_op("Cumprod")
+class Cumprod(_Cumulative):
+    identity = 1
+
+    def reducer(self, b, etype):
+        return b.scalar_computation(f"multiply_{etype}", "multiply", etype)
+
+
+@register_xla_op("CumulativeLogsumexp")
+class CumulativeLogsumexp(_Cumulative):
+    """log(exp(x0) + ... + exp(xi)), accumulated pairwise as max(a, b) + log1p(exp(-|a -
+    b|)): never overflows; -inf is the identity."""
+    identity = -float("inf")
+
+    def compile(self, ctx):
+        require_float(ctx.input(0))
+        super().compile(ctx)
+
+    def reducer(self, b, etype):
+        sub = b.sub_builder(f"logaddexp_{etype}")
+        x = sub.parameter(Shape.scalar(etype), "a")
+        y = sub.parameter(Shape.scalar(etype), "b")
+        zero = sub.constant(0, etype)
+        big = sub.maximum(x, y)
+        # |a - b|, taken as 0 when a == b (two infinities of one sign give NaN otherwise)
+        gap = sub.select(sub.compare(x, y, "EQ"), zero, sub.abs(sub.subtract(x, y)))
+        root = sub.add(big, sub.log_plus_one(sub.exp(sub.negate(gap))))
+        return sub.build(root)

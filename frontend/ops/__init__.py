@@ -9,24 +9,30 @@ Each function records one (or a few) op nodes in the current trace; inside a
         return ops.softmax(h @ w2)
 """
 from .core import apply, apply_multi, cast, constant, promote, to_tensor
-from .math import (UNARY_FUNCTIONS, add, argmax, argmin, clip_by_value, cumsum, divide,
-                   divide_no_nan, equal, floordiv, floormod, greater, greater_equal, less,
-                   less_equal, logical_and, logical_not, logical_or, logical_xor, maximum,
-                   minimum, mod, multiply, neg, not_equal, pow, reduce_all, reduce_any,
-                   reduce_logsumexp, reduce_max, reduce_mean, reduce_min, reduce_prod,
-                   reduce_sum, select, square, subtract, truediv, truncatediv, truncatemod,
-                   where)
-from .array import (broadcast_to, concat, expand_dims, fill, gather, gather_nd, getitem,
-                    identity, one_hot, ones, ones_like, pad, range, reshape, reverse,
-                    scatter_nd, slice, split, squeeze, stack, stop_gradient, strided_slice,
-                    tensor_scatter_nd_add, tensor_scatter_nd_max, tensor_scatter_nd_min,
-                    tensor_scatter_nd_sub, tensor_scatter_nd_update, tile, transpose, zeros,
-                    zeros_like)
-from .linalg import batch_matmul, einsum, matmul
+from .math import (UNARY_FUNCTIONS, acos, acosh, add, argmax, argmin, asin, asinh, atan,
+                   atan2, atanh, clip_by_global_norm, clip_by_norm, clip_by_value,
+                   count_nonzero, cosh, cumprod, cumsum, cumulative_logsumexp, digamma,
+                   divide, divide_no_nan, equal, erfc, erfinv, floordiv, floormod, greater,
+                   greater_equal, is_inf, is_nan, less, less_equal, lgamma, log_sigmoid,
+                   logical_and, logical_not, logical_or, logical_xor, maximum, minimum, mod,
+                   multiply, neg, not_equal, pow, reciprocal, reduce_all, reduce_any,
+                   reduce_euclidean_norm, reduce_logsumexp, reduce_max, reduce_mean,
+                   reduce_min, reduce_prod, reduce_std, reduce_sum, reduce_variance, select,
+                   sinh, square, squared_difference, subtract, truediv, truncatediv,
+                   truncatemod, where, xlog1py, xlogy)
+from .array import (argsort, broadcast_to, concat, expand_dims, fill, gather, gather_nd,
+                    getitem, identity, linspace, meshgrid, one_hot, ones, ones_like, pad,
+                    range, repeat, reshape, reverse, roll, scatter_nd, searchsorted,
+                    sequence_mask, slice, sort, split, squeeze, stack, stop_gradient,
+                    strided_slice, tensor_scatter_nd_add, tensor_scatter_nd_max,
+                    tensor_scatter_nd_min, tensor_scatter_nd_sub, tensor_scatter_nd_update,
+                    tile, transpose, unstack, zeros, zeros_like)
+from .linalg import batch_matmul, einsum, eye, matmul, norm
 from .nn import (avg_pool2d, bias_add, conv2d, depthwise_conv2d, elu, gelu, layer_norm,
                  leaky_relu, log_softmax, max_pool2d, relu, relu6, rms_norm, selu, silu,
                  softmax, softmax_cross_entropy_with_logits, softplus,
                  sparse_softmax_cross_entropy_with_logits, swish)
+from . import image           # tf.image.resize
 
 from . import collective      # TF's collective ops: ops.collective.all_reduce, ...
 from ..sharding import with_sharding_constraint   # a sharding= annotation (SPMD partitioning)

@@ -11,8 +11,8 @@ import numpy as np
 
 from .. import dtypes
 from ..tensor import Tensor
-from .core import (apply, apply_multi, cast, promote, promote_for, static_int, static_value,
-                   to_tensor, user_error)
+from .core import (apply, apply_multi, cast, constant, promote, promote_for, static_int,
+                   static_value, to_tensor, user_error)
 
 
 def identity(input, name=None): return apply("Identity", [to_tensor(input)])
@@ -342,3 +342,181 @@ def scatter_nd(indices, updates, shape, name=None):
     updates = to_tensor(updates)
     dims = [static_int(d, "scatter_nd: shape") for d in shape]
     return _scatter("add", zeros(dims, updates.dtype), indices, updates)
+
+
+# --- sorting, searching, rearranging ----------------------------------------------------------
+
+def _direction(direction, what: str) -> bool:
+    d = str(direction).upper()
+    if d not in ("ASCENDING", "DESCENDING"):
+        raise user_error(ValueError, f"{what}: direction must be 'ASCENDING' or "
+                                     f"'DESCENDING', got {direction!r}")
+    return d == "DESCENDING"
+
+
+def sort_with_indices(x, axis=-1, descending=False, index_type="int32"):
+    """(sorted x, the permutation) along `axis`, stable."""
+    x = to_tensor(x)
+    if dtypes.is_bool(x.dtype):
+        x = cast(x, "int32")
+    return apply_multi("Sort", [x], axis=static_int(axis, "sort: axis"),
+                       descending=bool(descending),
+                       index_type=dtypes.hlo_name(dtypes.canonical(index_type)))
+
+
+def strided_slice_last(x, k: int):
+    """x[..., :k]."""
+    return slice(x, [0] * x.ndim, [-1] * (x.ndim - 1) + [k])
+
+
+def sort(values, axis=-1, direction="ASCENDING", name=None):
+    """values sorted along `axis` (NaN last ascending, first descending)."""
+    return sort_with_indices(values, axis, _direction(direction, "sort"))[0]
+
+
+def argsort(values, axis=-1, direction="ASCENDING", stable=False, name=None):
+    """The int32 indices that sort `values` along `axis` (always stable here)."""
+    return sort_with_indices(values, axis, _direction(direction, "argsort"))[1]
+
+
+def roll(input, shift, axis, name=None):
+    """Elements shifted by `shift` along `axis` (both ints or equal-length lists; known at
+    trace time), wrapping around."""
+    x = to_tensor(input)
+    shifts = [shift] if isinstance(shift, numbers.Integral) else list(shift)
+    axes = [axis] if isinstance(axis, numbers.Integral) else list(axis)
+    if len(shifts) != len(axes):
+        raise user_error(ValueError, f"roll: shift {shifts} and axis {axes} differ in length")
+    total: dict[int, int] = {}
+    for s, a in zip(shifts, axes):
+        a = static_int(a, "roll: axis")
+        if not -x.ndim <= a < x.ndim:
+            raise user_error(ValueError, f"roll: axis {a} is out of range for {x.aval_text()}")
+        a %= x.ndim
+        total[a] = total.get(a, 0) + static_int(s, "roll: shift")
+    for a, s in total.items():
+        n = x.shape[a]
+        s = s % n if n else 0
+        if s:
+            x = concat([_along(x, a, n - s, n), _along(x, a, 0, n - s)], a)
+    return x
+
+
+def repeat(input, repeats, axis=None, name=None):
+    """Each element repeated `repeats` times (an int, or one count per element along
+    `axis`; known at trace time); axis None repeats the flattened input."""
+    x = to_tensor(input)
+    if axis is None:
+        x, axis = reshape(x, [-1]), 0
+    axis = static_int(axis, "repeat: axis") % max(x.ndim, 1)
+    counts = static_value(repeats)
+    if counts is None:
+        raise user_error(ValueError, "repeat: repeats must be known at trace time (the "
+                                     "result's shape depends on it)")
+    counts = np.asarray(counts).astype(np.int64).reshape(-1)
+    n = x.shape[axis]
+    if counts.size == 1:
+        counts = np.repeat(counts, n)
+    if counts.size != n or (counts < 0).any():
+        raise user_error(ValueError, f"repeat: repeats {counts.tolist()} must be one "
+                                     f"non-negative count or {n} of them")
+    return gather(x, constant(np.repeat(np.arange(n), counts).astype(np.int32)), axis=axis)
+
+
+def searchsorted(sorted_sequence, values, side="left", out_type="int32", name=None):
+    """For each value, the index in the (last dim of the) sorted sequence where it would
+    be inserted: after the elements < it (left) or <= it (right)."""
+    seq, vals = promote_for("searchsorted", sorted_sequence, values)
+    side = str(side).lower()
+    if side not in ("left", "right"):
+        raise user_error(ValueError, f"searchsorted: side must be 'left' or 'right', "
+                                     f"got {side!r}")
+    if seq.ndim == 0 or vals.ndim == 0 or seq.shape[:-1] != vals.shape[:-1]:
+        raise user_error(ValueError, f"searchsorted: sorted_sequence {seq.aval_text()} and "
+                                     f"values {vals.aval_text()} must agree but in the last dim")
+    from .math import less, less_equal, reduce_sum
+    before = (less if side == "left" else less_equal)(expand_dims(seq, -2),
+                                                      expand_dims(vals, -1))
+    return reduce_sum(cast(before, out_type), -1)
+
+
+def unstack(value, num=None, axis=0, name="unstack"):
+    """The slices of `value` along `axis`, as a list."""
+    x = to_tensor(value)
+    axis = static_int(axis, "unstack: axis")
+    if not -x.ndim <= axis < x.ndim:
+        raise user_error(ValueError, f"unstack: axis {axis} is out of range for "
+                                     f"{x.aval_text()}")
+    n = x.shape[axis]
+    if num is not None and static_int(num, "unstack: num") != n:
+        raise user_error(ValueError, f"unstack: num={num} but dim {axis} has size {n}")
+    if n == 0:
+        return []
+    pieces = split(x, n, axis) if n > 1 else [x]
+    return [squeeze(p, axis) for p in pieces]
+
+
+def meshgrid(*args, **kwargs):
+    """N-D coordinate grids from 1-D tensors; indexing 'xy' (default: the first two
+    output dims swapped, as numpy and TF) or 'ij'."""
+    indexing = kwargs.pop("indexing", "xy")
+    kwargs.pop("name", None)
+    if kwargs:
+        raise user_error(TypeError, f"meshgrid: unexpected arguments {sorted(kwargs)}")
+    if indexing not in ("xy", "ij"):
+        raise user_error(ValueError, f"meshgrid: indexing must be 'xy' or 'ij', got "
+                                     f"{indexing!r}")
+    vectors = [reshape(to_tensor(a), [-1]) for a in args]
+    shape = [v.shape[0] for v in vectors]
+    if indexing == "xy" and len(vectors) >= 2:
+        shape[0], shape[1] = shape[1], shape[0]
+    out = []
+    for i, v in enumerate(vectors):
+        dim = i
+        if indexing == "xy" and len(vectors) >= 2 and i < 2:
+            dim = 1 - i
+        view = [1] * len(vectors)
+        view[dim] = v.shape[0]
+        out.append(broadcast_to(reshape(v, view), shape))
+    return out
+
+
+def sequence_mask(lengths, maxlen=None, dtype="bool", name=None):
+    """mask[..., j] = j < lengths[...]; maxlen defaults to max(lengths), which must then
+    be known at trace time."""
+    lengths = to_tensor(lengths)
+    if maxlen is None:
+        value = static_value(lengths)
+        if value is None:
+            raise user_error(ValueError, "sequence_mask: give maxlen, or lengths known at "
+                                         "trace time (the result's shape is max(lengths))")
+        maxlen = int(np.max(value)) if np.size(value) else 0
+    maxlen = static_int(maxlen, "sequence_mask: maxlen")
+    ramp = range(0, maxlen, 1, dtype=lengths.dtype)
+    from .math import less
+    return cast(less(ramp, expand_dims(lengths, -1)), dtype)
+
+
+def linspace(start, stop, num, name=None, axis=0):
+    """num evenly spaced values from start to stop (both included); start and stop may
+    be tensors of one shape, then the values run along `axis`."""
+    start, stop = promote_for("linspace", start, stop)
+    if not dtypes.is_float(start.dtype):
+        start, stop = cast(start, "float32"), cast(stop, "float32")
+    num = static_int(num, "linspace: num")
+    if num < 0:
+        raise user_error(ValueError, f"linspace: num must be >= 0, got {num}")
+    rank = start.ndim
+    axis = static_int(axis, "linspace: axis")
+    axis = axis % (rank + 1)
+    step_count = constant(np.arange(num, dtype=start.dtype).reshape(
+        [num if d == axis else 1 for d in builtins.range(rank + 1)]))
+    a, b = expand_dims(start, axis), expand_dims(stop, axis)
+    if num <= 1:
+        return a * ones_like(step_count) if num == 1 else a * step_count
+    values = a + step_count * ((b - a) / float(num - 1))
+    # the last value is stop itself, as TF ensures
+    last = [num - 1 if d == axis else 0 for d in builtins.range(rank + 1)]
+    return concat([slice(values, [0] * (rank + 1),
+                         [num - 1 if d == axis else -1 for d in builtins.range(rank + 1)]),
+                   b], axis) if last else values

@@ -168,3 +168,75 @@ def _expand_ellipsis(equation: str, ranks: list[int]) -> str:
         out = letters + "".join(sorted(c for c in set(joined)
                                        if joined.count(c) == 1 and c not in letters))
     return ",".join(specs) + "->" + out, letters
+
+
+def eye(num_rows, num_columns=None, batch_shape=None, dtype="float32", name=None):
+    """The identity matrix [num_rows, num_columns] (batched over batch_shape)."""
+    rows = int(num_rows)
+    cols = rows if num_columns is None else int(num_columns)
+    value = np.eye(rows, cols, dtype=dtypes.canonical(dtype))
+    if batch_shape is not None:
+        value = np.broadcast_to(value, tuple(int(d) for d in batch_shape) + (rows, cols))
+    return constant(np.ascontiguousarray(value))
+
+
+def band_part(input, num_lower, num_upper, name=None):
+    """The band of each inner matrix: x[..., i, j] where i - j <= num_lower and
+    j - i <= num_upper (a negative bound keeps that whole triangle), zero elsewhere."""
+    from .array import to_tensor
+    from .math import where
+    x = to_tensor(input)
+    if x.ndim < 2:
+        raise user_error(ValueError, f"band_part: needs a matrix, got {x.aval_text()}")
+    lower, upper = int(num_lower), int(num_upper)
+    m, n = x.shape[-2:]
+    i, j = np.arange(m)[:, None], np.arange(n)[None, :]
+    keep = ((lower < 0) | (i - j <= lower)) & ((upper < 0) | (j - i <= upper))
+    return where(constant(keep), x, _zeros_like(x))
+
+
+def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None):
+    """Vector norms (axis None or an int: ord 'euclidean', 1, 2, np.inf or any p > 0 over
+    the flattened tensor or the axis) and matrix norms (axis a pair: 'fro' or
+    'euclidean', 1, np.inf: the largest column / row abs sum)."""
+    from .array import reshape, to_tensor
+    from .math import reduce_max, reduce_sum
+    from . import math as m
+    x = to_tensor(tensor)
+    if not dtypes.is_float(x.dtype):
+        raise user_error(TypeError, f"norm: needs floating point, got {x.aval_text()}")
+    keep = bool(keepdims)
+    matrix = isinstance(axis, (tuple, list)) and len(axis) == 2
+    if axis is None and not matrix:
+        flat = reshape(x, [-1])
+        out = norm(flat, ord, 0)
+        return reshape(out, [1] * x.ndim) if keep else out
+    if matrix:
+        r, c = (int(a) % x.ndim for a in axis)
+        if ord in ("euclidean", "fro"):
+            return m.UNARY_FUNCTIONS["sqrt"](reduce_sum(x * x, (r, c), keep))
+        if ord in (1, np.inf):
+            # 1: the largest column sum (sum over rows r); inf: the largest row sum
+            summed, maxed = (r, c) if ord == 1 else (c, r)
+            s = reduce_sum(m.UNARY_FUNCTIONS["abs"](x), summed, keepdims=True)
+            out = reduce_max(s, maxed, keepdims=True)
+            return out if keep else reshape(out, [n for d, n in enumerate(x.shape)
+                                                  if d not in (r, c)])
+        raise user_error(ValueError, f"norm: matrix ord must be 'fro', 'euclidean', 1 or "
+                                     f"inf, got {ord!r}")
+    if isinstance(axis, (tuple, list)):
+        if len(axis) != 1:
+            raise user_error(ValueError, f"norm: axis must be an int or a pair, got {axis}")
+        axis = axis[0]
+    a = m.UNARY_FUNCTIONS["abs"](x)
+    if ord in ("euclidean", 2, 2.0):
+        return m.UNARY_FUNCTIONS["sqrt"](reduce_sum(x * x, axis, keep))
+    if ord in (1, 1.0):
+        return reduce_sum(a, axis, keep)
+    if ord in (np.inf, float("inf")):
+        return reduce_max(a, axis, keep)
+    if isinstance(ord, (int, float)) and not isinstance(ord, bool) and ord > 0:
+        return m.pow(reduce_sum(m.pow(a, float(ord)), axis, keep), 1.0 / ord)
+    raise user_error(ValueError, f"norm: ord must be 'euclidean', 'fro', a number > 0 or "
+                                 f"inf, got {ord!r}")
+

@@ -217,6 +217,10 @@ def _zeros_like(x):
     return apply("ZerosLike", [x])
 
 
+def _ones_like(x):
+    return apply("OnesLike", [x])
+
+
 def _kept_dims(shape, axis):
     rank = len(shape)
     if axis is None:
@@ -253,3 +257,297 @@ def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):
         x = cast(x, dtypes.DEFAULT_INT)
     return apply("Cumsum", [x], axis=static_int(axis, "cumsum: axis"),
                  exclusive=bool(exclusive), reverse=bool(reverse))
+
+
+def cumprod(x, axis=0, exclusive=False, reverse=False, name=None):
+    x = to_tensor(x)
+    if dtypes.is_bool(x.dtype):
+        x = cast(x, dtypes.DEFAULT_INT)
+    return apply("Cumprod", [x], axis=static_int(axis, "cumprod: axis"),
+                 exclusive=bool(exclusive), reverse=bool(reverse))
+
+
+def cumulative_logsumexp(x, axis=0, exclusive=False, reverse=False, name=None):
+    """log(cumsum(exp(x))) without overflow (exclusive: -inf first)."""
+    return apply("CumulativeLogsumexp", [to_float(x)],
+                 axis=static_int(axis, "cumulative_logsumexp: axis"),
+                 exclusive=bool(exclusive), reverse=bool(reverse))
+
+
+# --- statistics and norms -------------------------------------------------------------
+
+def reduce_variance(input_tensor, axis=None, keepdims=False, name=None):
+    """mean(|x - mean(x)|^2) over `axis` (the population variance, as TF)."""
+    x = to_float(input_tensor)
+    centered = x - reduce_mean(x, axis, keepdims=True)
+    return reduce_mean(centered * centered, axis, keepdims)
+
+
+def reduce_std(input_tensor, axis=None, keepdims=False, name=None):
+    return UNARY_FUNCTIONS["sqrt"](reduce_variance(input_tensor, axis, keepdims))
+
+
+def reduce_euclidean_norm(input_tensor, axis=None, keepdims=False, name=None):
+    """sqrt(sum(x^2)) over `axis`; integer inputs give the truncated integer norm."""
+    x = to_tensor(input_tensor)
+    if dtypes.is_float(x.dtype):
+        return UNARY_FUNCTIONS["sqrt"](reduce_sum(x * x, axis, keepdims))
+    wide = cast(x, "float64")
+    return cast(UNARY_FUNCTIONS["sqrt"](reduce_sum(wide * wide, axis, keepdims)), x.dtype)
+
+
+def count_nonzero(input, axis=None, keepdims=None, dtype="int64", name=None):
+    x = to_tensor(input)
+    nonzero = cast(x, "bool") if not dtypes.is_bool(x.dtype) else x
+    return reduce_sum(cast(nonzero, dtype), axis, bool(keepdims))
+
+
+def clip_by_norm(t, clip_norm, axes=None, name=None):
+    """t * clip_norm / max(l2norm(t, axes), clip_norm): t rescaled so its L2 norm over
+    `axes` is at most clip_norm (TF's formula; a zero t stays zero)."""
+    t = to_float(t)
+    squares = reduce_sum(t * t, axes, keepdims=True)
+    positive = squares > 0
+    safe = where(positive, squares, _ones_like(squares))
+    norm = where(positive, UNARY_FUNCTIONS["sqrt"](safe), squares)
+    clip_norm = cast(to_tensor(clip_norm), t.dtype)
+    return t * clip_norm / maximum(norm, clip_norm)
+
+
+def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
+    """(the tensors scaled by clip_norm / max(global_norm, clip_norm), global_norm),
+    global_norm = sqrt(sum of every tensor's squares); None entries stay None."""
+    tensors = [None if t is None else to_float(t) for t in t_list]
+    present = [t for t in tensors if t is not None]
+    if use_norm is None:
+        total = None
+        for t in present:
+            s = cast(reduce_sum(t * t), "float32" if t.dtype.itemsize <= 4 else "float64")
+            total = s if total is None else total + cast(s, total.dtype)
+        norm = UNARY_FUNCTIONS["sqrt"](total) if total is not None else to_float(0.0)
+    else:
+        norm = to_float(use_norm)
+    clip_norm = cast(to_tensor(clip_norm), norm.dtype)
+    scale = clip_norm * minimum(1.0 / norm, 1.0 / clip_norm)
+    return [None if t is None else t * cast(scale, t.dtype) for t in tensors], norm
+
+
+# --- elementwise functions beyond the unary table ------------------------------------------
+
+def _float_unary(op: str, doc: str):
+    def fn(x, name=None):
+        return apply(op, [to_float(x)])
+    fn.__name__ = fn.__qualname__ = op.lower()
+    fn.__doc__ = doc
+    return fn
+
+
+asin = _float_unary("Asin", "Elementwise arcsine (NaN outside [-1, 1]).")
+acos = _float_unary("Acos", "Elementwise arccosine (NaN outside [-1, 1]).")
+atan = _float_unary("Atan", "Elementwise arctangent.")
+sinh = _float_unary("Sinh", "Elementwise hyperbolic sine.")
+cosh = _float_unary("Cosh", "Elementwise hyperbolic cosine.")
+asinh = _float_unary("Asinh", "Elementwise inverse hyperbolic sine.")
+acosh = _float_unary("Acosh", "Elementwise inverse hyperbolic cosine (NaN below 1).")
+atanh = _float_unary("Atanh", "Elementwise inverse hyperbolic tangent.")
+erfc = _float_unary("Erfc", "Elementwise 1 - erf(x), accurate where erf(x) is near 1.")
+erfinv = _float_unary("Erfinv", "Elementwise inverse of erf (+-inf at +-1).")
+lgamma = _float_unary("Lgamma", "Elementwise log|Gamma(x)|.")
+digamma = _float_unary("Digamma", "Elementwise d/dx log Gamma(x).")
+
+
+def atan2(y, x, name=None):
+    """The angle of the point (x, y): arctan(y / x) in the right quadrant."""
+    y, x = promote_for("atan2", y, x)
+    if not dtypes.is_float(y.dtype):
+        y, x = to_float(y), to_float(x)
+    return apply("Atan2", [y, x])
+
+
+def _float_binary(op: str, x, y):
+    x, y = promote_for(op.lower(), x, y)
+    if not dtypes.is_float(x.dtype):
+        x, y = to_float(x), to_float(y)
+    return apply(op, [x, y])
+
+
+def xlogy(x, y, name=None):
+    """x * log(y), 0 where x == 0."""
+    return _float_binary("Xlogy", x, y)
+
+
+def xlog1py(x, y, name=None):
+    """x * log1p(y), 0 where x == 0."""
+    return _float_binary("Xlog1py", x, y)
+
+
+def reciprocal(x, name=None):
+    x = to_tensor(x)
+    return divide(1, x) if not dtypes.is_float(x.dtype) else 1.0 / x
+
+
+def squared_difference(x, y, name=None):
+    x, y = promote_for("squared_difference", x, y)
+    return square(x - y)
+
+
+def is_nan(x, name=None):
+    x = to_float(x)
+    return not_equal(x, x)
+
+
+def is_inf(x, name=None):
+    x = to_float(x)
+    return equal(UNARY_FUNCTIONS["abs"](x), np.inf)
+
+
+def log_sigmoid(x, name=None):
+    """log(sigmoid(x)) = -softplus(-x), without overflow."""
+    from .nn import softplus
+    return -softplus(-to_float(x))
+
+
+# --- segments, top-k, counting ---------------------------------------------------------------
+
+def _segment_ids(segment_ids, what: str):
+    ids = to_tensor(segment_ids)
+    if not dtypes.is_integer(ids.dtype):
+        raise user_error(TypeError, f"{what}: segment_ids must be integers, got "
+                                    f"{ids.aval_text()}")
+    return ids
+
+
+def _unsorted(mode: str, data, segment_ids, num_segments):
+    what = f"unsorted_segment_{mode}"
+    return apply("UnsortedSegment", [to_tensor(data), _segment_ids(segment_ids, what)],
+                 num_segments=static_int(num_segments, f"{what}: num_segments"), mode=mode)
+
+
+def unsorted_segment_sum(data, segment_ids, num_segments, name=None):
+    """Row s of the result sums the rows of data whose segment id is s (ids outside
+    [0, num_segments) are dropped)."""
+    return _unsorted("sum", data, segment_ids, num_segments)
+
+
+def unsorted_segment_max(data, segment_ids, num_segments, name=None):
+    """Row s is the maximum of data's rows with id s; the lowest value where none."""
+    return _unsorted("max", data, segment_ids, num_segments)
+
+
+def unsorted_segment_min(data, segment_ids, num_segments, name=None):
+    return _unsorted("min", data, segment_ids, num_segments)
+
+
+def _sorted_segments(what: str, segment_ids) -> int:
+    """The number of segments, max(segment_ids) + 1: a shape, so the ids must be known
+    at trace time."""
+    value = static_value(segment_ids)
+    if value is None:
+        raise user_error(ValueError, f"{what}: the number of segments is the result's "
+                                     "shape, so segment_ids must be known at trace time "
+                                     "(or use unsorted_segment_* with num_segments)")
+    value = np.asarray(value)
+    if value.size and (np.any(np.diff(value.reshape(-1)) < 0) or value.min() < 0):
+        raise user_error(ValueError, f"{what}: segment_ids must be sorted and >= 0")
+    return int(value.max()) + 1 if value.size else 0
+
+
+def segment_sum(data, segment_ids, name=None):
+    n = _sorted_segments("segment_sum", segment_ids)
+    return unsorted_segment_sum(data, segment_ids, n)
+
+
+def segment_mean(data, segment_ids, name=None):
+    """The mean of each segment's rows; 0 for an empty segment (as TF)."""
+    n = _sorted_segments("segment_mean", segment_ids)
+    data = to_tensor(data)
+    total = unsorted_segment_sum(data, segment_ids, n)
+    ids = to_tensor(segment_ids)
+    counts = unsorted_segment_sum(_ones_like(cast(ids, data.dtype)), ids, n)
+    counts = maximum(counts, 1)
+    from .array import reshape
+    counts = reshape(counts, (n,) + (1,) * (data.ndim - ids.ndim))
+    return total / counts if dtypes.is_float(data.dtype) else floordiv(total, counts)
+
+
+def segment_max(data, segment_ids, name=None):
+    """The maximum of each segment's rows; 0 for an empty segment (as TF)."""
+    n = _sorted_segments("segment_max", segment_ids)
+    data = to_tensor(data)
+    ids = to_tensor(segment_ids)
+    out = unsorted_segment_max(data, ids, n)
+    present = unsorted_segment_max(_ones_like(cast(ids, "int32")), ids, n) > 0
+    from .array import reshape
+    present = reshape(present, (n,) + (1,) * (data.ndim - ids.ndim))
+    return where(present, out, _zeros_like(out))
+
+
+def top_k(input, k=1, sorted=True, index_type="int32", name=None):
+    """(values, indices) of the k largest entries of the last dim, largest first; ties
+    keep the lower index first. NaN counts as the largest."""
+    from .array import sort_with_indices, strided_slice_last
+    x = to_tensor(input)
+    k = static_int(k, "top_k: k")
+    if x.ndim == 0 or not 0 <= k <= x.shape[-1]:
+        raise user_error(ValueError, f"top_k: k={k} must be in [0, {x.shape[-1] if x.ndim else 0}]"
+                                     f" (the last dim of {x.aval_text()})")
+    values, indices = sort_with_indices(x, -1, descending=True, index_type=index_type)
+    return strided_slice_last(values, k), strided_slice_last(indices, k)
+
+
+def in_top_k(targets, predictions, k, name=None):
+    """Whether predictions[i, targets[i]] is among the k largest of row i (ties count as
+    in); False where that prediction is not finite or the target is out of range."""
+    from .array import gather, expand_dims
+    predictions = to_float(predictions)
+    targets = to_tensor(targets)
+    n = predictions.shape[-1]
+    valid = logical_and(targets >= 0, targets < n)
+    picked = gather(predictions, targets, axis=1, batch_dims=1)
+    above = reduce_sum(cast(predictions > expand_dims(picked, -1), "int32"), -1)
+    return logical_and(logical_and(valid, UNARY_FUNCTIONS["is_finite"](picked)),
+                       above < static_int(k, "in_top_k: k"))
+
+
+def bincount(arr, weights=None, minlength=None, maxlength=None, dtype="int32", name=None,
+             axis=None, binary_output=False):
+    """Counts (or sums of weights) of each value in [0, length) of arr; length is
+    max(arr) + 1 at least minlength and at most maxlength, so it must be known at trace
+    time: minlength == maxlength, or arr known. axis=-1 counts each row of a 2-D arr."""
+    arr = to_tensor(arr) if not isinstance(arr, np.ndarray) else arr
+    value = static_value(arr)
+    if minlength is not None and maxlength is not None and minlength == maxlength:
+        length = int(minlength)
+    elif value is not None:
+        length = int(value.max()) + 1 if value.size else 0
+        if minlength is not None:
+            length = max(length, int(minlength))
+        if maxlength is not None:
+            length = min(length, int(maxlength))
+    else:
+        raise user_error(ValueError, "bincount: the result's length is max(arr) + 1, so arr "
+                                     "must be known at trace time, or minlength == "
+                                     "maxlength given")
+    arr = to_tensor(arr)
+    if weights is None:
+        contrib = _ones_like(cast(arr, dtype))
+    else:
+        contrib = to_tensor(weights)
+    if axis is None or arr.ndim == 1:
+        from .array import reshape
+        out = unsorted_segment_sum(reshape(contrib, [-1]), reshape(arr, [-1]), length)
+    elif axis in (-1, arr.ndim - 1) and arr.ndim == 2:
+        from .array import reshape
+        rows = arr.shape[0]
+        offsets = reshape(apply("Range", [], start=0, limit=rows, delta=1,
+                                dtype=dtypes.hlo_name(arr.dtype)), [rows, 1])
+        inside = logical_and(arr >= 0, arr < length)
+        flat = where(inside, arr + offsets * length, -_zeros_like(arr) - 1)
+        out = reshape(unsorted_segment_sum(reshape(contrib, [-1]), reshape(flat, [-1]),
+                                           rows * length), [rows, length])
+    else:
+        raise user_error(ValueError, f"bincount: axis must be None or -1 (a 2-D arr), "
+                                     f"got {axis}")
+    if binary_output:
+        out = cast(out > 0, out.dtype)
+    return out
