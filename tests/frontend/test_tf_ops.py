@@ -532,3 +532,12 @@ def test_image_resize(size):
                     ints)
     assert got[0].dtype == np.float32 and got[1].dtype == np.int32
     check_grads(lambda t: ops.image.resize(t, size), [x[:1, :, :, :1]])
+
+
+def test_special_functions_compiled_match_the_evaluator():
+    fns = [SPECIAL[name][0] for name in sorted(SPECIAL)]
+    x = np.linspace(-0.95, 3.5, 64).astype(np.float32)
+    got = compiled("special_f32", lambda t: tuple(f(t) for f in fns), x)
+    want = interpret(lambda t: tuple(f(t) for f in fns), x)
+    for name, g, w in zip(sorted(SPECIAL), got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, equal_nan=True, err_msg=name)
