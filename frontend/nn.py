@@ -43,6 +43,7 @@ import numbers
 import numpy as np
 
 from . import ops
+from .jit import jit_compile
 from .ops.random import dropout  # noqa: F401  (tf.nn.dropout, re-exported)
 
 # --- initializers -------------------------------------------------------------------------
@@ -52,7 +53,6 @@ _draw_cache: dict = {}
 
 def _uniform(seed, shape, low, high, dtype="float32") -> np.ndarray:
     """U[low, high) of `shape` from ops.random (run on the numpy evaluator: no compile)."""
-    from .jit import jit_compile
     fn = _draw_cache.get("uniform")
     if fn is None:
         fn = _draw_cache["uniform"] = jit_compile(
@@ -65,7 +65,6 @@ def _uniform(seed, shape, low, high, dtype="float32") -> np.ndarray:
 
 def split_seed(seed, num: int) -> list[np.ndarray]:
     """`num` independent [2] seeds made from `seed` (an int or a [2] seed)."""
-    from .jit import jit_compile
     fn = _draw_cache.get("split")
     if fn is None:
         fn = _draw_cache["split"] = jit_compile(
