@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import target as targets
 
-from .coeffs import atanh_tail, ln2_parts, taylor_exp, taylor_expm1_tail
+from .coeffs import EXP_F32_MINIMAX6, atanh_tail, ln2_parts, taylor_exp, taylor_expm1_tail
 from .math_builder import MathBuilder
 
 LN2 = math.log(2.0)
@@ -55,11 +55,23 @@ def _ln2_lo(kind: str) -> float:
     return _F32_LN2_LO if kind == "float" else _F64_LN2_LO
 
 
+def _exp_poly(m: MathBuilder, r, degree: int | None = None):
+    """P(r) ~ e^r for |r| <= ln2/2: f32's minimax polynomial at the default degree, else
+    Taylor's of the given degree."""
+    if degree is None and m.kind == "float":
+        return m.horner(r, EXP_F32_MINIMAX6)
+    return m.horner(r, taylor_exp(degree or _PARAMS[m.kind]["exp_degree"]))
+
+
 def _reduce_exp(m: MathBuilder, x):
-    """Returns (n as an integer vector, r) with x = n*ln2 + r, |r| <= ln2/2."""
+    """Returns (n as an integer vector, r) with x = n*ln2 + r, |r| <= ln2/2 (up to an
+    ulp more where one rounding of x/ln2 + magic lands n on the other side of a half)."""
     p = _PARAMS[m.kind]
     magic = m.const(p["magic"])
-    shifted = m.b.fadd(m.b.fmul(x, m.const(LOG2E)), magic)
+    if targets.current().has("fma"):
+        shifted = m.fma(x, m.const(LOG2E), magic)
+    else:                        # an emulated fma would cost more than the rounding saves
+        shifted = m.b.fadd(m.b.fmul(x, m.const(LOG2E)), magic)
     n_float = m.b.fsub(shifted, magic)
     n_int = m.b.sub(m.as_int(shifted), m.as_int(magic))
     neg_n = m.b.fneg(n_float)
@@ -92,13 +104,13 @@ def exp(m: MathBuilder, x, degree: int | None = None):
     exponent field instead and settles the ends of the range by comparisons."""
     p = _PARAMS[m.kind]
     if not targets.current().has("avx512f"):
-        return _exp_by_exponent(m, x, degree or p["exp_degree"])
+        return _exp_by_exponent(m, x, degree)
     x = m.clamp(x, p["lo"], p["hi"])
     n_int, r = _reduce_exp(m, x)
-    return m.ldexp(m.horner(r, taylor_exp(degree or p["exp_degree"])), n_int)
+    return m.ldexp(_exp_poly(m, r, degree), n_int)
 
 
-def _exp_by_exponent(m: MathBuilder, x, degree: int):
+def _exp_by_exponent(m: MathBuilder, x, degree: int | None):
     """e^x = P(r) * 2^n, the product formed by adding n to P(r)'s exponent bits.
 
     For x in the normal range n is at least the minimum exponent where P(r) >= 1
@@ -109,7 +121,7 @@ def _exp_by_exponent(m: MathBuilder, x, degree: int):
     product rounds to the same subnormal-then-flushed 0 or inf at the ends."""
     low, high = _normal_range(m.kind)
     n_int, r = _reduce_exp(m, x)
-    poly = m.horner(r, taylor_exp(degree))
+    poly = _exp_poly(m, r, degree)
     scaled = m.as_float(m.b.add(m.as_int(poly), m.b.shl(n_int, m.iconst(m.mant_bits))))
     scaled = m.select(m.cmp("<", x, m.const(low)), m.const(0.0), scaled)
     beyond = m.b.fcmp_unordered("ugt", x, m.const(high))          # above, or NaN
@@ -129,7 +141,7 @@ def exp_dd(m: MathBuilder, hi, lo):
 def exp_normal_range(m: MathBuilder, x):
     """e^x for x (and e^x) well inside the normal range: no clamp, one scaling."""
     n_int, r = _reduce_exp(m, x)
-    return m.ldexp(m.horner(r, taylor_exp(_PARAMS[m.kind]["exp_degree"])), n_int)
+    return m.ldexp(_exp_poly(m, r), n_int)
 
 
 def _expm1_reduced(m: MathBuilder, r):
