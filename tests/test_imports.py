@@ -90,6 +90,23 @@ def test_the_root_gives_the_user_api():
     assert xlapy.hlo.__name__ == "xlapy.hlo"
 
 
+def test_the_short_names_are_the_frontend_modules_themselves():
+    """`from xlapy.distribute import Mesh` and `import xlapy.ops.math` work, and give the
+    frontend's module objects (a second copy would have its own registries)."""
+    code = ("import sys, xlapy.ops.math, xlapy.ops.collective\n"
+            "from xlapy.distribute import Mesh, MirroredStrategy\n"
+            "from xlapy.frontend import distribute, ops\n"
+            "assert sys.modules['xlapy.distribute'] is distribute\n"
+            "assert xlapy.ops.math is sys.modules['xlapy.frontend.ops.math']\n"
+            "assert sys.modules['xlapy.ops.math'] is sys.modules['xlapy.frontend.ops.math']\n"
+            "loaded = {}\n"
+            "for m in list(sys.modules.values()):\n"
+            "    if getattr(m, '__file__', None):\n"
+            "        loaded.setdefault(m.__file__, set()).add(id(m))\n"
+            "assert all(len(ids) == 1 for ids in loaded.values()), 'a module loaded twice'\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
 # --- inside backend_cpu: its subpackages are layers too ------------------------------------
 
 # Bottom up (backend_cpu/__init__.py and the subpackages' docstrings say what each

@@ -27,10 +27,22 @@ The layers are subpackages, imported from the top down (DESIGN.md):
 In the repository each subpackage is a top-level folder (`hlo/`, `passes/`, ...);
 pyproject.toml installs them under this root (setuptools' package-dir mapping).
 """
+import sys as _sys
+
 from . import backend_cpu, frontend, hlo, passes, runtime
 from . import profiler
 from .frontend import (cond, distribute, fori_loop, grad, jit_compile, ops, value_and_grad,
                        while_loop)
+
+# `xlapy.ops` and `xlapy.distribute` are the frontend's modules under a shorter name:
+# registered as such, `from xlapy.distribute import Mesh` and `import xlapy.ops.math`
+# find the same module objects (never a second copy loaded from the same file).
+for _short, _module in (("ops", ops), ("distribute", distribute)):
+    _sys.modules[f"{__name__}.{_short}"] = _module
+    for _name, _sub in list(_sys.modules.items()):
+        if _name.startswith(_module.__name__ + "."):
+            _sys.modules[f"{__name__}.{_short}{_name[len(_module.__name__):]}"] = _sub
+del _short, _module, _name, _sub
 
 __version__ = "0.1.0"
 __all__ = ["jit_compile", "ops", "grad", "value_and_grad", "cond", "while_loop", "fori_loop",
