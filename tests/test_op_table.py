@@ -3,9 +3,9 @@ frontend's unary rows, checked against every layer that reads them.
 
 For each opcode the table flags transcendental: a vector routine for f32 and f64
 (emitted without a call to anything but an LLVM intrinsic: never a scalar libm
-loop), a reference function, a cost entry. For each row of the frontend's unary
-table: a kernel emitting its opcode, an `ops` function, a gradient or a place in
-NON_DIFFERENTIABLE, and rows in the value and gradient tests. And no module spells
+loop), a reference function, a cost entry. For each row of the frontend's elementwise
+table (unary and binary): a kernel emitting its opcode, an `ops` function, a gradient
+or a place in NON_DIFFERENTIABLE, and rows in the value and gradient tests. And no module spells
 either set out again.
 """
 from __future__ import annotations
@@ -23,7 +23,8 @@ from xlapy.backend_cpu.vecmath import routines
 from xlapy.frontend import jit_compile, ops
 from xlapy.frontend.autodiff import NON_DIFFERENTIABLE, registered_gradients
 from xlapy.frontend.registry import lookup
-from xlapy.frontend.unary_table import FLOAT, NUMBER, ROUNDING, ROWS
+from xlapy.frontend.elementwise_table import (BINARY_ROWS, BOOL, COMPARISON, FLOAT, NUMBER,
+                                             ROUNDING, TRUEDIV, UNARY_ROWS)
 from xlapy.hlo.opcodes import OPCODES, transcendental_opcodes
 from xlapy.passes.cost_analysis import cost_analysis
 
@@ -91,7 +92,7 @@ def test_a_transcendental_op_without_a_routine_is_an_error(monkeypatch):
 
 # --- the frontend's unary rows ---------------------------------------------------------
 
-@pytest.mark.parametrize("row", ROWS, ids=lambda row: row.name)
+@pytest.mark.parametrize("row", UNARY_ROWS, ids=lambda row: row.name)
 def test_every_unary_row_generates_kernel_function_and_gradient(row):
     info = OPCODES[row.opcode]
     assert info.kind == "unary", row
@@ -112,8 +113,60 @@ def test_every_unary_row_has_value_and_gradient_tests():
     from tests.frontend.autodiff.test_grad_elementwise import UNARY as GRADIENT_CASES
     from tests.frontend.test_elementwise import UNARY as VALUE_CASES
     valued = {case.name for case in VALUE_CASES}
-    assert [r.function for r in ROWS if r.function not in valued] == []
-    assert [r.name for r in ROWS if r.derivative and r.name not in GRADIENT_CASES] == []
+    assert [r.function for r in UNARY_ROWS if r.function not in valued] == []
+    assert [r.name for r in UNARY_ROWS if r.derivative and r.name not in GRADIENT_CASES] == []
+
+
+# --- the frontend's binary rows ----------------------------------------------------------
+
+_BINARY_INPUTS = {NUMBER: np.float32, FLOAT: np.int32, TRUEDIV: np.int32,
+                  COMPARISON: np.float32, BOOL: np.bool_}
+
+
+@pytest.mark.parametrize("row", BINARY_ROWS, ids=lambda row: row.name)
+def test_every_binary_row_generates_kernel_function_and_gradient(row):
+    info = OPCODES[row.opcode]
+    assert info.kind == ("compare" if row.inputs == COMPARISON else "binary"), row
+    assert (row.direction is not None) == (row.inputs == COMPARISON), row
+    if info.float_only:
+        assert row.inputs == FLOAT, f"{row.name}: {row.opcode} takes floats only"
+    assert lookup(row.name).op_name == row.name
+    fn = getattr(ops, row.function)
+    assert fn.__name__ == row.function and row.name in fn.__doc__
+    if row.partials is None:
+        assert row.name in NON_DIFFERENTIABLE
+    else:
+        assert row.name in registered_gradients() and row.name not in NON_DIFFERENTIABLE
+    # the ops function broadcasts: a [2, 3] and a [3] input
+    dtype = _BINARY_INPUTS[row.inputs]
+    lowered = jit_compile(fn).lower(np.ones((2, 3), dtype), np.ones(3, dtype)).as_hlo_text()
+    emitted = (f" compare(" if row.inputs == COMPARISON else f" {row.opcode}(")
+    assert emitted in lowered, lowered
+    if row.direction:
+        assert f"direction={row.direction}" in lowered, lowered
+
+
+def test_every_binary_row_has_value_and_gradient_tests():
+    from tests.frontend.autodiff.test_grad_elementwise import BINARY as GRADIENT_CASES
+    from tests.frontend.test_elementwise import BINARY as VALUE_CASES
+    valued = {case.name for case in VALUE_CASES}
+    assert [r.function for r in BINARY_ROWS if r.function not in valued] == []
+    assert [r.name for r in BINARY_ROWS if r.partials and r.name not in GRADIENT_CASES] == []
+
+
+def test_a_binary_gradient_sums_back_over_broadcast_dims():
+    """The generator's one unbroadcast: x [2, 3] and y [3] (and a scalar) get
+    cotangents of their own shapes, for every differentiable row."""
+    from xlapy.frontend import grad
+    for row in BINARY_ROWS:
+        if row.partials is None:
+            continue
+        fn = getattr(ops, row.function)
+        loss = jit_compile(grad(lambda x, y, fn=fn: ops.reduce_sum(fn(x, y)), argnums=(0, 1)))
+        x = np.full((2, 3), 1.5, np.float32)
+        for y in (np.full(3, 0.75, np.float32), np.float32(0.75)):
+            gx, gy = loss(x, y)
+            assert np.shape(gx) == x.shape and np.shape(gy) == np.shape(y), row.name
 
 
 # --- no second copy ----------------------------------------------------------------------
@@ -143,8 +196,13 @@ def test_no_module_spells_out_the_transcendental_ops():
 
 
 def test_no_module_spells_out_the_unary_rows():
-    assert list(_spelled_out_sets({row.name for row in ROWS})) == []
-    assert list(_spelled_out_sets({row.function for row in ROWS})) == []
+    assert list(_spelled_out_sets({row.name for row in UNARY_ROWS})) == []
+    assert list(_spelled_out_sets({row.function for row in UNARY_ROWS})) == []
+
+
+def test_no_module_spells_out_the_binary_rows():
+    assert list(_spelled_out_sets({row.name for row in BINARY_ROWS})) == []
+    assert list(_spelled_out_sets({row.function for row in BINARY_ROWS})) == []
 
 
 # --- reducers ------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 clip and cast.
 
 Binary ops broadcast their inputs, so each input's cotangent is summed back
-to that input's shape (`unbroadcast`). Where a derivative has a removable
+to that input's shape (`unbroadcast`). The one-opcode ops' gradients are
+generated from the rows of frontend/elementwise_table.py. Where a derivative has a removable
 singularity or a kink, the choice is TensorFlow's (relu'(0) = 0, the larger
 input of maximum wins ties).
 """
@@ -14,7 +15,7 @@ import numpy as np
 
 from .. import ops
 from ..kernels.activations import SELU_ALPHA, SELU_SCALE
-from ..unary_table import ROWS, UnaryOp
+from ..elementwise_table import BINARY_ROWS, UNARY_ROWS, BinaryOp, UnaryOp
 from .registry import register_gradient
 from .util import unbroadcast
 
@@ -24,54 +25,21 @@ def _binary(node, gx, gy):
     return [unbroadcast(gx, x.shape), unbroadcast(gy, y.shape)]
 
 
-@register_gradient("Add")
-def _add_grad(node, grads):
-    return _binary(node, grads[0], grads[0])
+def binary_gradient(row: BinaryOp) -> None:
+    """Registers the gradient of a binary row: each partial's cotangent (at the
+    broadcast shape) summed back to its input's shape."""
+    dx, dy = row.partials
+
+    def gradient(node, grads):
+        (g,), (x, y), out = grads, node.inputs, node.outputs[0]
+        return _binary(node, dx(ops, g, x, y, out), dy(ops, g, x, y, out))
+    gradient.__name__ = f"_{row.name.lower()}_grad"
+    register_gradient(row.name)(gradient)
 
 
-@register_gradient("Sub")
-def _sub_grad(node, grads):
-    return _binary(node, grads[0], -grads[0])
-
-
-@register_gradient("Mul")
-def _mul_grad(node, grads):
-    (g,), (x, y) = grads, node.inputs
-    return _binary(node, g * y, g * x)
-
-
-@register_gradient("Div")
-def _div_grad(node, grads):
-    # d(x/y)/dy = -x/y^2 = -out/y
-    (g,), (x, y), out = grads, node.inputs, node.outputs[0]
-    return _binary(node, g / y, -g * out / y)
-
-
-@register_gradient("Pow")
-def _pow_grad(node, grads):
-    # d(x^y)/dx = y x^(y-1); d(x^y)/dy = x^y log x, taken as 0 where x <= 0
-    (g,), (x, y), out = grads, node.inputs, node.outputs[0]
-    positive = x > 0
-    log_x = ops.where(positive, ops.log(ops.where(positive, x, ops.ones_like(x))), 0.0)
-    return _binary(node, g * y * ops.pow(x, y - 1), g * out * log_x)
-
-
-def _min_max_grad(node, grads, x_wins):
-    g = grads[0]
-    zero = ops.zeros_like(g)
-    return _binary(node, ops.where(x_wins, g, zero), ops.where(x_wins, zero, g))
-
-
-@register_gradient("Maximum")
-def _maximum_grad(node, grads):
-    x, y = node.inputs
-    return _min_max_grad(node, grads, x >= y)
-
-
-@register_gradient("Minimum")
-def _minimum_grad(node, grads):
-    x, y = node.inputs
-    return _min_max_grad(node, grads, x <= y)
+for _row in BINARY_ROWS:
+    if _row.partials is not None:        # None: non-differentiable (registry.py)
+        binary_gradient(_row)
 
 
 @register_gradient("FloorMod")
@@ -79,13 +47,6 @@ def _floormod_grad(node, grads):
     # x mod y = x - floor(x / y) * y
     (g,), (x, y) = grads, node.inputs
     return _binary(node, g, -g * ops.floor(x / y))
-
-
-@register_gradient("TruncateMod")
-def _truncatemod_grad(node, grads):
-    # x mod y = x - trunc(x / y) * y
-    (g,), (x, y) = grads, node.inputs
-    return _binary(node, g, -g * ops.truncatediv(x, y))
 
 
 @register_gradient("DivNoNan")
@@ -143,7 +104,7 @@ def unary_gradient(row: UnaryOp) -> None:
     _unary(row.name, lambda x, out, a: derivative(ops, x, out))
 
 
-for _row in ROWS:
+for _row in UNARY_ROWS:
     if _row.derivative is not None:      # None: non-differentiable (registry.py)
         unary_gradient(_row)
 _unary("Square", lambda x, out, a: 2.0 * x)
@@ -187,14 +148,6 @@ def _gelu_grad(node, grads):
 
 
 # --- special functions (kernels/special.py) ---------------------------------------------------
-
-@register_gradient("Atan2")
-def _atan2_grad(node, grads):
-    # d atan2(y, x) = (x dy - y dx) / (x^2 + y^2)
-    (g,), (y, x) = grads, node.inputs
-    r2 = x * x + y * y
-    return _binary(node, g * x / r2, -g * y / r2)
-
 
 _SPECIAL = {
     "Asin": lambda x, y: ops.rsqrt((1.0 - x) * (1.0 + x)),

@@ -22,21 +22,22 @@ from __future__ import annotations
 import difflib
 from typing import Callable
 
-from ..unary_table import ROWS
+from ..elementwise_table import BINARY_ROWS, UNARY_ROWS
 
 _GRADIENTS: dict[str, Callable] = {}
 
 # Piecewise constant, boolean or integer-valued, or without inputs: zero gradient.
-# With the rows of the unary table that have no derivative (Sign, Floor, ...).
+# With the rows of the elementwise table that have no derivative (Sign, Floor,
+# comparisons, logic, ...).
 NON_DIFFERENTIABLE = frozenset({
-    "Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual",
-    "LogicalAnd", "LogicalOr", "LogicalNot", "All", "Any", "ArgMax", "ArgMin",
+    "LogicalNot", "All", "Any", "ArgMax", "ArgMin",
     "FloorDiv", "OneHot", "Range", "Fill", "ZerosLike", "OnesLike", "Const",
     "TruncateDiv", "StopGradient",
     # random numbers: functions of an integer key only (kernels/random.py)
     "StatelessRandomBits", "StatelessRandomUniform", "StatelessRandomNormal",
     "StatelessTruncatedNormal", "StatelessRandomUniformInt", "StatelessRandomSplit",
-} | {row.name for row in ROWS if row.derivative is None})
+} | {row.name for row in UNARY_ROWS if row.derivative is None}
+  | {row.name for row in BINARY_ROWS if row.partials is None})
 
 # Gradients of these are an error naming the op (see NoGradientError).
 NO_GRADIENT: dict[str, str] = {}

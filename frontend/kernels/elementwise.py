@@ -2,21 +2,15 @@
 
 Binary kernels broadcast by numpy's rules (as tf2xla's binary ops do) and
 expect one element type (the ops layer promotes first). Most kernels are one
-HLO opcode and are made from tables: the binary ones below, the unary ones from
-the rows of frontend/unary_table.py; the rest are small classes.
+HLO opcode and are made from the rows of frontend/elementwise_table.py; the rest
+are small classes.
 """
 from __future__ import annotations
 
 from ..registry import XlaOpKernel, register_xla_op
-from ..unary_table import NUMBER, ROWS, UnaryOp
+from ..elementwise_table import BINARY_ROWS, BOOL, COMPARISON, FLOAT, NUMBER, UNARY_ROWS
+from ..elementwise_table import BinaryOp, UnaryOp
 from .common import broadcast_all, is_float, require_float, require_same_types
-
-# op name -> HLO opcode
-BINARY = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide",
-          "Pow": "power", "Maximum": "maximum", "Minimum": "minimum", "Atan2": "atan2"}
-LOGICAL = {"LogicalAnd": "and", "LogicalOr": "or"}
-COMPARE = {"Equal": "EQ", "NotEqual": "NE", "Less": "LT", "LessEqual": "LE",
-           "Greater": "GT", "GreaterEqual": "GE"}
 
 
 def binary_operands(ctx):
@@ -26,35 +20,27 @@ def binary_operands(ctx):
     return broadcast_all(ctx.builder, [x, y])
 
 
-def _binary_kernel(name: str, opcode: str):
+def binary_kernel(row: BinaryOp):
+    """Registers the kernel of a binary row: `row.opcode(x, y)` (a compare in the row's
+    direction), after broadcasting the two."""
+    name, opcode, inputs, direction = row.name, row.opcode, row.inputs, row.direction
+
     class Binary(XlaOpKernel):
         def compile(self, ctx):
             x, y = binary_operands(ctx)
-            ctx.set_output(0, ctx.builder.op(opcode, [x, y]))
-    Binary.__name__ = Binary.__qualname__ = name
-    Binary.__doc__ = f"{name}(x, y) = {opcode}(x, y), broadcast by numpy's rules."
-    return register_xla_op(name)(Binary)
-
-
-def _logical_kernel(name: str, opcode: str):
-    class Logical(XlaOpKernel):
-        def compile(self, ctx):
-            x, y = binary_operands(ctx)
-            if x.shape.element_type != "pred":
+            if inputs == BOOL and x.shape.element_type != "pred":
                 raise TypeError(f"operands must be bool, got {x.shape.element_type}")
-            ctx.set_output(0, ctx.builder.op(opcode, [x, y]))
-    Logical.__name__ = Logical.__qualname__ = name
-    return register_xla_op(name)(Logical)
-
-
-def _compare_kernel(name: str, direction: str):
-    class Compare(XlaOpKernel):
-        def compile(self, ctx):
-            x, y = binary_operands(ctx)
-            ctx.set_output(0, ctx.builder.compare(x, y, direction))
-    Compare.__name__ = Compare.__qualname__ = name
-    Compare.__doc__ = f"{name}(x, y): compare {direction}, a bool result."
-    return register_xla_op(name)(Compare)
+            if inputs == FLOAT:
+                require_float(x)
+            if inputs == COMPARISON:
+                ctx.set_output(0, ctx.builder.compare(x, y, direction))
+            else:
+                ctx.set_output(0, ctx.builder.op(opcode, [x, y]))
+    Binary.__name__ = Binary.__qualname__ = name
+    Binary.__doc__ = (f"{name}(x, y): compare {direction}, a bool result."
+                      if inputs == COMPARISON else
+                      f"{name}(x, y) = {opcode}(x, y), broadcast by numpy's rules.")
+    return register_xla_op(name)(Binary)
 
 
 def unary_kernel(row: UnaryOp):
@@ -74,13 +60,9 @@ def unary_kernel(row: UnaryOp):
     return register_xla_op(name)(Unary)
 
 
-for _name, _opcode in BINARY.items():
-    _binary_kernel(_name, _opcode)
-for _name, _opcode in LOGICAL.items():
-    _logical_kernel(_name, _opcode)
-for _name, _direction in COMPARE.items():
-    _compare_kernel(_name, _direction)
-for _row in ROWS:
+for _row in BINARY_ROWS:
+    binary_kernel(_row)
+for _row in UNARY_ROWS:
     unary_kernel(_row)
 
 
@@ -149,15 +131,6 @@ class TruncateDiv(XlaOpKernel):
             q = b.multiply(b.sign(q), b.floor(b.abs(q)))
             q = b.select(b.compare(q, q, "NE"), b.divide(x, y), q)
         ctx.set_output(0, q)
-
-
-@register_xla_op("TruncateMod")
-class TruncateMod(XlaOpKernel):
-    """The remainder of truncated division (the sign of x): HLO remainder."""
-
-    def compile(self, ctx):
-        x, y = binary_operands(ctx)
-        ctx.set_output(0, ctx.builder.remainder(x, y))
 
 
 @register_xla_op("DivNoNan")

@@ -9,17 +9,15 @@ Each function records one (or a few) op nodes in the current trace; inside a
         return ops.softmax(h @ w2)
 """
 from .core import apply, apply_multi, cast, constant, promote, to_tensor
-from .math import (UNARY_FUNCTIONS, acos, acosh, add, argmax, argmin, asin, asinh, atan,
-                   atan2, atanh, clip_by_global_norm, clip_by_norm, clip_by_value,
+from .math import (BINARY_FUNCTIONS, UNARY_FUNCTIONS, acos, acosh, argmax, argmin, asin,
+                   asinh, atan, atanh, clip_by_global_norm, clip_by_norm, clip_by_value,
                    count_nonzero, cosh, cumprod, cumsum, cumulative_logsumexp, digamma,
-                   divide, divide_no_nan, equal, erfc, erfinv, floordiv, floormod, greater,
-                   greater_equal, is_inf, is_nan, less, less_equal, lgamma, log_sigmoid,
-                   logical_and, logical_not, logical_or, logical_xor, maximum, minimum, mod,
-                   multiply, neg, not_equal, pow, reciprocal, reduce_all, reduce_any,
-                   reduce_euclidean_norm, reduce_logsumexp, reduce_max, reduce_mean,
-                   reduce_min, reduce_prod, reduce_std, reduce_sum, reduce_variance, select,
-                   sinh, square, squared_difference, subtract, truediv, truncatediv,
-                   truncatemod, where, xlog1py, xlogy)
+                   divide_no_nan, erfc, erfinv, floordiv, floormod, is_inf, is_nan, lgamma,
+                   log_sigmoid, logical_not, logical_xor, mod, neg, reciprocal, reduce_all,
+                   reduce_any, reduce_euclidean_norm, reduce_logsumexp, reduce_max,
+                   reduce_mean, reduce_min, reduce_prod, reduce_std, reduce_sum,
+                   reduce_variance, select, sinh, square, squared_difference, truediv,
+                   truncatediv, where, xlog1py, xlogy)
 from .array import (argsort, broadcast_to, concat, expand_dims, fill, gather, gather_nd,
                     getitem, identity, linspace, meshgrid, one_hot, ones, ones_like, pad,
                     range, repeat, reshape, reverse, roll, scatter_nd, searchsorted,
@@ -39,5 +37,6 @@ from ..sharding import with_sharding_constraint   # a sharding= annotation (SPMD
 from . import random          # tf.random's stateless ops and Generator: ops.random.*
 from .random import dropout   # tf.nn.dropout (stateless: seed= is required)
 
-# One function per row of frontend/unary_table.py (negative, exp, tanh, floor, ...).
+# One function per row of frontend/elementwise_table.py (add, less, exp, tanh, floor, ...).
+globals().update(BINARY_FUNCTIONS)
 globals().update(UNARY_FUNCTIONS)

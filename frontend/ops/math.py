@@ -11,7 +11,8 @@ import numbers
 import numpy as np
 
 from .. import dtypes
-from ..unary_table import FLOAT, ROUNDING, ROWS, UnaryOp
+from ..elementwise_table import (BINARY_ROWS, BOOL, FLOAT, ROUNDING, TRUEDIV, UNARY_ROWS,
+                                 BinaryOp, UnaryOp)
 from .core import (apply, cast, constant, promote, promote_for, static_int, static_value,
                    to_float, to_tensor, user_error)
 
@@ -20,11 +21,6 @@ def _binary(op: str, x, y):
     return apply(op, promote_for(op, x, y))
 
 
-def add(x, y, name=None): return _binary("Add", x, y)
-def subtract(x, y, name=None): return _binary("Sub", x, y)
-def multiply(x, y, name=None): return _binary("Mul", x, y)
-def maximum(x, y, name=None): return _binary("Maximum", x, y)
-def minimum(x, y, name=None): return _binary("Minimum", x, y)
 def floordiv(x, y, name=None): return _binary("FloorDiv", x, y)
 def floormod(x, y, name=None): return _binary("FloorMod", x, y)
 
@@ -37,30 +33,9 @@ def truncatediv(x, y, name=None):
     return _binary("TruncateDiv", x, y)
 
 
-def truncatemod(x, y, name=None):
-    """The remainder of truncatediv: the sign of x (C's % and fmod)."""
-    return _binary("TruncateMod", x, y)
-
-
 def _true_division_type(dtype):
     """TF's truediv: 8- and 16-bit integers divide in float32, wider ones in float64."""
     return "float32" if dtypes.canonical(dtype).itemsize <= 2 else "float64"
-
-
-def divide(x, y, name=None):
-    """True division (`/`): integers divide as floats, as TF's truediv does (float32 for
-    8- and 16-bit integers, float64 for 32- and 64-bit ones)."""
-    x, y = promote_for("divide", x, y)
-    if not dtypes.is_float(x.dtype):
-        if dtypes.is_bool(x.dtype):
-            raise user_error(TypeError, "divide: bool tensors cannot be divided")
-        target = _true_division_type(x.dtype)
-        x, y = cast(x, target), cast(y, target)
-    return apply("Div", [x, y])
-
-
-def truediv(x, y, name=None):
-    return divide(x, y)
 
 
 def divide_no_nan(x, y, name=None):
@@ -71,34 +46,76 @@ def divide_no_nan(x, y, name=None):
     return apply("DivNoNan", [x, y])
 
 
-def pow(x, y, name=None):
-    """x ** y; integer powers stay integers (negative integer exponents are undefined)."""
-    return _binary("Pow", x, y)
+# --- binary ops that are one opcode: one function per row of frontend/elementwise_table.py
+
+def _promoted(row: BinaryOp, x, y):
+    return promote_for(row.name, x, y)
 
 
-def equal(x, y, name=None): return _binary("Equal", x, y)
-def not_equal(x, y, name=None): return _binary("NotEqual", x, y)
-def less(x, y, name=None): return _binary("Less", x, y)
-def less_equal(x, y, name=None): return _binary("LessEqual", x, y)
-def greater(x, y, name=None): return _binary("Greater", x, y)
-def greater_equal(x, y, name=None): return _binary("GreaterEqual", x, y)
+def _promoted_to_float(row: BinaryOp, x, y):
+    x, y = promote_for(row.name, x, y)
+    return (x, y) if dtypes.is_float(x.dtype) else (to_float(x), to_float(y))
 
 
-def _logical(op: str, x, y):
+def _true_division(row: BinaryOp, x, y):
+    x, y = promote_for(row.name, x, y)
+    if not dtypes.is_float(x.dtype):
+        if dtypes.is_bool(x.dtype):
+            raise user_error(TypeError, f"{row.function}: bool tensors cannot be divided")
+        target = _true_division_type(x.dtype)
+        x, y = cast(x, target), cast(y, target)
+    return x, y
+
+
+def _as_bools(row: BinaryOp, x, y):
     """Logical ops work on bools; other inputs become `x != 0` first."""
-    return apply(op, [cast(x, "bool"), cast(y, "bool")])
+    return cast(x, "bool"), cast(y, "bool")
 
 
-def logical_and(x, y, name=None): return _logical("LogicalAnd", x, y)
-def logical_or(x, y, name=None): return _logical("LogicalOr", x, y)
-def logical_xor(x, y, name="LogicalXor"): return _logical("NotEqual", x, y)
+_OPERANDS = {FLOAT: _promoted_to_float, TRUEDIV: _true_division, BOOL: _as_bools}
+_OPERAND_DOCS = {FLOAT: "integers become float32", TRUEDIV: "integers divide as floats",
+                 BOOL: "inputs become bools (x != 0)"}
+
+
+def binary_function(row: BinaryOp):
+    """The `ops` function of a binary row, named `row.function`, with TF's parameter
+    names (`row.args`)."""
+    op, operands = row.name, _OPERANDS.get(row.inputs, _promoted)
+    if row.args == ("x", "y"):
+        def fn(x, y, name=None):
+            return apply(op, list(operands(row, x, y)))
+    elif row.args == ("y", "x"):
+        def fn(y, x, name=None):
+            return apply(op, list(operands(row, y, x)))
+    else:
+        raise ValueError(f"{op}: unsupported parameter names {row.args}")
+    fn.__name__ = fn.__qualname__ = row.function
+    rule = _OPERAND_DOCS.get(row.inputs, "inputs broadcast and promote")
+    fn.__doc__ = (row.doc + "\n\n" if row.doc else "") + f"Elementwise {op}; {rule}."
+    return fn
+
+
+# add, maximum, less, logical_and, ...: module attributes, exported by `ops`.
+BINARY_FUNCTIONS = {row.function: binary_function(row) for row in BINARY_ROWS}
+globals().update(BINARY_FUNCTIONS)
+_B = BINARY_FUNCTIONS       # _B["maximum"]: for this module's own use
+
+
+def truediv(x, y, name=None):
+    return _B["divide"](x, y)
+
+
+def logical_xor(x, y, name="LogicalXor"):
+    return apply("NotEqual", [cast(x, "bool"), cast(y, "bool")])
+
+
 def logical_not(x, name=None): return apply("LogicalNot", [cast(x, "bool")])
 
 
 def square(x, name=None): return apply("Square", [to_tensor(x)])
 
 
-# --- unary ops that are one opcode: one function per row of frontend/unary_table.py -----
+# --- unary ops that are one opcode: one function per row of frontend/elementwise_table.py
 
 def unary_function(row: UnaryOp):
     """The `ops` function of a row of the unary table, named `row.function`."""
@@ -122,7 +139,7 @@ def unary_function(row: UnaryOp):
 
 
 # negative, exp, tanh, floor, ...: module attributes, exported by `ops` (ops/__init__.py).
-UNARY_FUNCTIONS = {row.function: unary_function(row) for row in ROWS}
+UNARY_FUNCTIONS = {row.function: unary_function(row) for row in UNARY_ROWS}
 globals().update(UNARY_FUNCTIONS)
 neg = UNARY_FUNCTIONS["negative"]
 
@@ -311,7 +328,7 @@ def clip_by_norm(t, clip_norm, axes=None, name=None):
     safe = where(positive, squares, _ones_like(squares))
     norm = where(positive, UNARY_FUNCTIONS["sqrt"](safe), squares)
     clip_norm = cast(to_tensor(clip_norm), t.dtype)
-    return t * clip_norm / maximum(norm, clip_norm)
+    return t * clip_norm / _B["maximum"](norm, clip_norm)
 
 
 def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
@@ -328,7 +345,7 @@ def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
     else:
         norm = to_float(use_norm)
     clip_norm = cast(to_tensor(clip_norm), norm.dtype)
-    scale = clip_norm * minimum(1.0 / norm, 1.0 / clip_norm)
+    scale = clip_norm * _B["minimum"](1.0 / norm, 1.0 / clip_norm)
     return [None if t is None else t * cast(scale, t.dtype) for t in tensors], norm
 
 
@@ -356,14 +373,6 @@ lgamma = _float_unary("Lgamma", "Elementwise log|Gamma(x)|.")
 digamma = _float_unary("Digamma", "Elementwise d/dx log Gamma(x).")
 
 
-def atan2(y, x, name=None):
-    """The angle of the point (x, y): arctan(y / x) in the right quadrant."""
-    y, x = promote_for("atan2", y, x)
-    if not dtypes.is_float(y.dtype):
-        y, x = to_float(y), to_float(x)
-    return apply("Atan2", [y, x])
-
-
 def _float_binary(op: str, x, y):
     x, y = promote_for(op.lower(), x, y)
     if not dtypes.is_float(x.dtype):
@@ -383,7 +392,7 @@ def xlog1py(x, y, name=None):
 
 def reciprocal(x, name=None):
     x = to_tensor(x)
-    return divide(1, x) if not dtypes.is_float(x.dtype) else 1.0 / x
+    return _B["divide"](1, x) if not dtypes.is_float(x.dtype) else 1.0 / x
 
 
 def squared_difference(x, y, name=None):
@@ -393,12 +402,12 @@ def squared_difference(x, y, name=None):
 
 def is_nan(x, name=None):
     x = to_float(x)
-    return not_equal(x, x)
+    return _B["not_equal"](x, x)
 
 
 def is_inf(x, name=None):
     x = to_float(x)
-    return equal(UNARY_FUNCTIONS["abs"](x), np.inf)
+    return _B["equal"](UNARY_FUNCTIONS["abs"](x), np.inf)
 
 
 def log_sigmoid(x, name=None):
@@ -464,7 +473,7 @@ def segment_mean(data, segment_ids, name=None):
     total = unsorted_segment_sum(data, segment_ids, n)
     ids = to_tensor(segment_ids)
     counts = unsorted_segment_sum(_ones_like(cast(ids, data.dtype)), ids, n)
-    counts = maximum(counts, 1)
+    counts = _B["maximum"](counts, 1)
     from .array import reshape
     counts = reshape(counts, (n,) + (1,) * (data.ndim - ids.ndim))
     return total / counts if dtypes.is_float(data.dtype) else floordiv(total, counts)
@@ -502,10 +511,10 @@ def in_top_k(targets, predictions, k, name=None):
     predictions = to_float(predictions)
     targets = to_tensor(targets)
     n = predictions.shape[-1]
-    valid = logical_and(targets >= 0, targets < n)
+    valid = _B["logical_and"](targets >= 0, targets < n)
     picked = gather(predictions, targets, axis=1, batch_dims=1)
     above = reduce_sum(cast(predictions > expand_dims(picked, -1), "int32"), -1)
-    return logical_and(logical_and(valid, UNARY_FUNCTIONS["is_finite"](picked)),
+    return _B["logical_and"](_B["logical_and"](valid, UNARY_FUNCTIONS["is_finite"](picked)),
                        above < static_int(k, "in_top_k: k"))
 
 
@@ -541,7 +550,7 @@ def bincount(arr, weights=None, minlength=None, maxlength=None, dtype="int32", n
         rows = arr.shape[0]
         offsets = reshape(apply("Range", [], start=0, limit=rows, delta=1,
                                 dtype=dtypes.hlo_name(arr.dtype)), [rows, 1])
-        inside = logical_and(arr >= 0, arr < length)
+        inside = _B["logical_and"](arr >= 0, arr < length)
         flat = where(inside, arr + offsets * length, -_zeros_like(arr) - 1)
         out = reshape(unsorted_segment_sum(reshape(contrib, [-1]), reshape(flat, [-1]),
                                            rows * length), [rows, length])

@@ -45,6 +45,8 @@ BINARY = [
     Case("divide", ops.divide, np.divide, FLOATS, ("any", "nonzero")),
     Case("floordiv", ops.floordiv, np.floor_divide, NUMBERS, ("any", "nonzero"), scale=10),
     Case("floormod", ops.floormod, np.mod, NUMBERS, ("any", "nonzero"), scale=10),
+    Case("truncatemod", ops.truncatemod, np.fmod, NUMBERS, ("any", "nonzero"), scale=10),
+    Case("atan2", ops.atan2, np.arctan2, FLOATS),
     Case("pow", ops.pow, np.power, F32_F64 + INTS, ("small", "small"), scale=10),
     Case("maximum", ops.maximum, np.maximum, NUMBERS),
     Case("minimum", ops.minimum, np.minimum, NUMBERS),

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from xlapy.frontend import ops
-from xlapy.frontend.unary_table import ROWS
+from xlapy.frontend.elementwise_table import BINARY_ROWS, UNARY_ROWS
 
 REQUIRED = inspect.Parameter.empty
 R = REQUIRED
@@ -35,16 +35,16 @@ _ARG = [("input", R), ("axis", None), ("output_type", "int64"), ("name", None)]
 
 TF = {
     # --- tf / tf.math: elementwise ---------------------------------------------------------
-    **{f: _XY for f in (
-        "add", "subtract", "multiply", "divide", "truediv", "floordiv", "floormod", "mod",
-        "truncatediv", "truncatemod", "maximum", "minimum", "pow", "equal", "not_equal",
-        "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or",
-        "divide_no_nan", "squared_difference", "xlogy", "xlog1py", "math.add",
-        "math.divide", "math.truediv", "math.floormod", "math.maximum")},
-    "logical_xor": [("x", R), ("y", R), ("name", "LogicalXor")],
+    # every binary row is a tf.math function of (x, y, name=None), but atan2
+    **{row.function: _XY for row in BINARY_ROWS},
     "atan2": [("y", R), ("x", R), ("name", None)],
+    **{f: _XY for f in (
+        "truediv", "floordiv", "floormod", "mod", "truncatediv", "divide_no_nan",
+        "squared_difference", "xlogy", "xlog1py", "math.add", "math.divide",
+        "math.truediv", "math.floormod", "math.maximum")},
+    "logical_xor": [("x", R), ("y", R), ("name", "LogicalXor")],
     # every row of the unary table is a tf.math function of (x, name=None)
-    **{row.function: _X for row in ROWS},
+    **{row.function: _X for row in UNARY_ROWS},
     **{f: _X for f in (
         "square", "logical_not", "is_nan", "is_inf", "reciprocal", "atan", "asin",
         "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "erfc", "erfinv", "lgamma",
@@ -209,7 +209,7 @@ TF = {
 # under names TF does not have), the tracing helpers, numpy-style aliases.
 NOT_TF = {"apply", "apply_multi", "promote", "to_tensor", "getitem", "layer_norm", "rms_norm",
           "neg", "select", "with_sharding_constraint", "batch_matmul", "unary_function",
-          "dropout"}
+          "binary_function", "dropout"}
 
 
 def _function(path: str):

@@ -24,6 +24,8 @@ BINARY = {
     "Maximum": (ops.maximum, "any", "any"),
     "Minimum": (ops.minimum, "any", "any"),
     "FloorMod": (ops.floormod, "any", "positive"),
+    "TruncateMod": (ops.truncatemod, "any", "positive"),
+    "Atan2": (ops.atan2, "any", "away0"),
     "Select": (lambda x, y: ops.where(x > y, x * 2.0, y), "any", "any"),
 }
 
