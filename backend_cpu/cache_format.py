@@ -53,6 +53,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..hlo.dtypes import DTYPES
 from ..hlo.ir import HloComputation, HloInstruction, callees_first
 from ..hlo.parser import parse_module
 from ..hlo.printer import print_computation
@@ -232,7 +233,14 @@ class _Writer:
         return index
 
 
+# The narrow element types' ml_dtypes dtypes (bf16, f8..., s4, ...) by HLO name: numpy
+# cannot spell them (float8's str is '<f1', bfloat16's '<V2').
+_NARROW = {d.numpy: name for name, d in DTYPES.items() if d.is_narrow}
+
+
 def _dtype_text(dtype: np.dtype) -> str:
+    if dtype in _NARROW:
+        return _NARROW[dtype]
     if dtype.kind not in _KINDS or dtype.hasobject or dtype.fields is not None:
         raise FormatError(f"dtype {dtype} is not a plain numeric type")
     return dtype.str
@@ -362,8 +370,10 @@ class _Reader:
 
 
 def _dtype(text) -> np.dtype:
-    if type(text) is not str or len(text) > 8:
+    if type(text) is not str or len(text) > 16:
         raise FormatError("bad dtype")
+    if text in DTYPES and DTYPES[text].is_narrow:
+        return DTYPES[text].numpy
     dtype = np.dtype(text)
     if dtype.kind not in _KINDS or dtype.hasobject or dtype.fields is not None:
         raise FormatError(f"dtype {text!r} is not a plain numeric type")

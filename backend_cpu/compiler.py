@@ -65,6 +65,7 @@ from .. import passes, runtime
 from ..hlo import HloInstruction, collectives, parse_module
 from ..hlo.dtypes import numpy_dtype
 from ..passes.cost_analysis import instruction_cost
+from ..passes import narrow_types
 from ..runtime import profiler
 
 from . import collective_thunks as ct, disk_cache, inter_op, library_ops, sort_thunk, strategies
@@ -269,11 +270,18 @@ def _load_from_disk(disk_key: str, start: float) -> CpuExecutable | None:
 
 def _run_pipeline(module, text: str, pipeline, copy=None):
     if pipeline is None:
+        if not narrow_types.needs_normalization(module):
+            return module
+        module = copy() if copy is not None else parse_module(text)
+        narrow_types.NarrowTypeNormalization().run(module)
         return module
     if copy is not None:
         module = copy()                  # passes mutate: work on a copy
     else:
         module = parse_module(text)
+    # First, so that fusion takes the converts in; again after (a no-op unless a pass
+    # made new arithmetic on a narrow type).
+    narrow_types.NarrowTypeNormalization().run(module)
     if pipeline == "default":
         pipeline = passes.cpu_pipeline(facts=targets.current())   # the compile target's facts
         pipeline.run(module)
@@ -284,6 +292,8 @@ def _run_pipeline(module, text: str, pipeline, copy=None):
         pipeline.run(module)
     else:
         raise TypeError(f"compile: pipeline must be None, 'default' or a callable, got {pipeline!r}")
+    # Lowering, not optimization: the kernels compute only in the wide types.
+    narrow_types.NarrowTypeNormalization().run(module)
     return module
 
 

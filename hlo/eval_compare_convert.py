@@ -93,6 +93,8 @@ def convert(instr, operands, ctx):
                                                            and target == np.float64):
             with np.errstate(over="ignore"):
                 return x.astype(target)
+        if source.is_float and target == np.bool_:
+            return x != 0                 # not flushed: a bf16 denormal is true in XLA
     if target == np.bool_:
         if x.dtype.kind == "f":
             (x,) = flush_all((x,), ctx)   # DAZ: a denormal reads as zero, so converts to false

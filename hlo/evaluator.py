@@ -59,7 +59,8 @@ import numpy as np
 
 from .eval_collective import DeviceSlot
 from .eval_common import EvaluationError, to_result
-from .narrow_types import cast as narrow_cast, narrow_dtype_of, widen
+from .narrow_types import cast as narrow_cast, computes_narrow as _computes_narrow
+from .narrow_types import narrow_dtype_of, wide_shape, widen
 from .opcodes import OPCODES, reference
 from .shape import Shape
 from .verifier import VerifyError, check_static_shapes
@@ -172,38 +173,6 @@ def _run(instr, operand_values, ctx):
 
 
 # --- narrow element types ----------------------------------------------------------
-
-# Instructions that move or pass values without arithmetic run on the native arrays.
-_NATIVE_KINDS = frozenset({"leaf", "movement", "control", "collective"})
-_WIDENED_MOVEMENT = frozenset({"scatter", "iota"})      # a combiner; values made up
-_NATIVE_OPS = frozenset({"convert", "bitcast-convert", "select", "custom-call",
-                         "rng-bit-generator", "after-all", "replica-id", "partition-id",
-                         "rng-get-and-update-state"})
-
-
-def _has_narrow(shape) -> bool:
-    if shape.is_tuple:
-        return any(_has_narrow(s) for s in shape.tuple_shapes)
-    return shape.is_array and shape.dtype.is_narrow
-
-
-def _computes_narrow(instr) -> bool:
-    """Does `instr` do arithmetic on a narrow type (and so run widened)?"""
-    kind = instr.info.kind
-    if instr.opcode in _NATIVE_OPS or (kind in _NATIVE_KINDS
-                                       and instr.opcode not in _WIDENED_MOVEMENT):
-        return False
-    return _has_narrow(instr.shape) or any(_has_narrow(o.shape) for o in instr.operands)
-
-
-def wide_shape(shape: Shape) -> Shape:
-    """`shape` with each narrow element type replaced by its compute type."""
-    if shape.is_tuple:
-        return Shape.tuple_of([wide_shape(s) for s in shape.tuple_shapes])
-    if shape.is_array and shape.dtype.is_narrow:
-        return shape.with_element_type(shape.dtype.compute)
-    return shape
-
 
 class _Widened:
     """An instruction seen with its narrow types replaced by their compute types

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dtypes import DTYPES, DType, dtype as _dtype
+from .shape import Shape
 
 # ml_dtypes' dtypes do not share a numpy kind (bfloat16 is "V", the 8-bit floats "f"):
 # look them up by identity.
@@ -132,3 +133,40 @@ def cast(values, element_type: str) -> np.ndarray:
     if target.is_signed:
         low = np.where(low > hi, low - (1 << target.bits), low)
     return low.astype(target.numpy)
+
+
+# --- which instructions compute in a narrow type ------------------------------------------
+
+# Instructions that move or pass values without arithmetic work on the narrow values
+# themselves; every other instruction on a narrow type computes in the compute type
+# (the evaluator widens its operands, the CPU backend's narrow-type-normalization
+# pass puts converts around it).
+_NATIVE_KINDS = frozenset({"leaf", "movement", "control", "collective"})
+_WIDENED_MOVEMENT = frozenset({"scatter", "iota"})      # a combiner; values made up
+_NATIVE_OPS = frozenset({"convert", "bitcast-convert", "select", "custom-call",
+                         "rng-bit-generator", "after-all", "replica-id", "partition-id",
+                         "rng-get-and-update-state"})
+
+
+def has_narrow(shape: Shape) -> bool:
+    if shape.is_tuple:
+        return any(has_narrow(s) for s in shape.tuple_shapes)
+    return shape.is_array and shape.dtype.is_narrow
+
+
+def computes_narrow(instr) -> bool:
+    """Does `instr` do arithmetic on a narrow type (so it computes in the compute type)?"""
+    kind = instr.info.kind
+    if instr.opcode in _NATIVE_OPS or (kind in _NATIVE_KINDS
+                                       and instr.opcode not in _WIDENED_MOVEMENT):
+        return False
+    return has_narrow(instr.shape) or any(has_narrow(o.shape) for o in instr.operands)
+
+
+def wide_shape(shape: Shape) -> Shape:
+    """`shape` with each narrow element type replaced by its compute type."""
+    if shape.is_tuple:
+        return Shape.tuple_of([wide_shape(s) for s in shape.tuple_shapes])
+    if shape.is_array and shape.dtype.is_narrow:
+        return shape.with_element_type(shape.dtype.compute)
+    return shape

@@ -20,6 +20,7 @@ from .instruction_fusion import CpuInstructionFusion, FusionDecision, Instructio
 from .row_fusion import RowFusion
 from .multi_output_fusion import MultiOutputFusion
 from .horizontal_fusion import HorizontalFusion
+from .narrow_types import NarrowTypeNormalization
 from .hlo_utils import count_kernels
 from .cost_analysis import cost_analysis
 from .sharding_propagation import ShardingPropagation
@@ -35,4 +36,5 @@ __all__ = [
     "CpuInstructionFusion", "FusionDecision", "InstructionFusion", "RowFusion",
     "MultiOutputFusion", "HorizontalFusion", "count_kernels", "cost_analysis", "cpu_pipeline",
     "o0_pipeline", "named_pipeline", "ShardingPropagation", "SpmdPartitioner",
+    "NarrowTypeNormalization",
 ]

@@ -153,7 +153,7 @@ def _constant(kernel, instr, srcs):
         raise NotImplementedError(f"backend_cpu: constant {instr.name} has an elided literal")
     etype = instr.shape.element_type
     if literal.size == 1 and instr.shape.rank == 0:
-        value = llvm_constant(etype, literal.reshape(()).item())
+        value = llvm_constant(etype, literal.reshape(()))    # 0-d: narrow types keep their bits
         return lambda b, index: value
     return buffer_reader(kernel.buffer(kernel.constant_slot(instr), Shape(etype, instr.shape.dims)))
 

@@ -31,6 +31,7 @@ from ...hlo.opcodes import OPCODES
 
 from ..llvm.types import FLOAT, HALF, I1, bits, compute_type, is_float, is_pred, is_signed
 from ..vecmath import routines
+from . import narrow_convert
 
 
 # --- small helpers ------------------------------------------------------------------
@@ -289,6 +290,8 @@ def emit_convert(b, x, src: str, dst: str) -> ir.Value:
     """`convert`: XLA's value conversion (saturating float->int, NaN -> 0)."""
     if src == dst:
         return x
+    if narrow_convert.is_narrow(src) or narrow_convert.is_narrow(dst):
+        return narrow_convert.emit_convert(b, x, src, dst, emit_convert)
     dty = like(x.type, compute_type(dst))
     if is_pred(dst):
         if is_float(src):
@@ -344,6 +347,8 @@ def emit_bitcast_convert(b, x, src: str, dst: str) -> ir.Value:
         return b.icmp_unsigned("!=", x, ir.Constant(x.type, None))
     if bits(src) != bits(dst):
         raise NotImplementedError("backend_cpu: bitcast-convert between different widths")
+    if bits(dst) < 8:                     # s2/s4/u2/u4: the low bits of the byte
+        return b.and_(x, const(x.type, (1 << bits(dst)) - 1))
     return b.bitcast(x, like(x.type, compute_type(dst)))
 
 

@@ -11,10 +11,18 @@ Every element has two LLVM types:
 
 `f16` arithmetic is done on `half` values: LLVM promotes each operation to
 `float` and rounds back, which is exactly XLA's per-instruction f16 rounding.
+
+The narrow types (bf16, the 8-bit floats, s2/s4/u2/u4; hlo/dtypes.py) are their
+bits in both roles: `bf16` is an `i16`, an 8-bit float an `i8`, and s2/s4/u2/u4 one
+`i8` each whose low bits hold the value (unpacked, as ml_dtypes stores them). No
+arithmetic is done on them: passes/narrow_types.py puts converts to their compute
+type around every instruction that computes, and elemental/narrow_convert.py does
+those converts on the bits.
 """
 from __future__ import annotations
 
 import llvmlite.ir as ir
+import numpy as np
 
 from ...hlo.dtypes import dtype as _dtype
 
@@ -42,6 +50,8 @@ def storage_type(name: str) -> ir.Type:
     d = _dtype(name)
     if d.is_pred:
         return I8
+    if d.is_narrow:
+        return ir.IntType(max(8, d.bits))
     if d.is_integer:
         return ir.IntType(d.bits)
     if name in _FLOATS:
@@ -59,7 +69,13 @@ def element_bytes(name: str) -> int:
 
 
 def is_float(name: str) -> bool:
-    return _dtype(name).is_float
+    """Computed as a float in LLVM (not the narrow floats: those are their bits)."""
+    d = _dtype(name)
+    return d.is_float and not d.is_narrow
+
+
+def is_narrow(name: str) -> bool:
+    return _dtype(name).is_narrow
 
 
 def is_signed(name: str) -> bool:
@@ -92,6 +108,13 @@ def to_storage(b: ir.IRBuilder, value: ir.Value, name: str) -> ir.Value:
 def constant(name: str, value) -> ir.Constant:
     """An LLVM constant of compute type for a Python/numpy scalar."""
     ty = compute_type(name)
+    if is_narrow(name):
+        d = _dtype(name)
+        raw = np.asarray(value).astype(d.numpy) if np.asarray(value).dtype != d.numpy \
+            else np.asarray(value)
+        if d.is_float:
+            return ir.Constant(ty, int(raw.view(np.dtype(f"u{raw.itemsize}"))))
+        return ir.Constant(ty, int(raw.astype(np.int64)) & ((1 << d.bits) - 1))
     if is_float(name):
         return ir.Constant(ty, float(value))
     if is_pred(name):

@@ -247,6 +247,10 @@ def test_bf16_arithmetic_flushes_denormals_like_f32():
     assert list(r.view(np.uint16)) == [0, 0, 0x8000]      # XLA: [0, 0, 32768]
     (c,) = evaluate(unary_module("bf16", "f32", "convert", 3), x)
     assert list(c.view(np.uint32)) == [0x10000, 0x400000, 0x80010000]   # kept by convert
+    (p,) = evaluate(unary_module("bf16", "pred", "convert", 3), x)
+    assert p.tolist() == [True, True, True]                            # XLA: not flushed
+    (f,) = evaluate(unary_module("f32", "pred", "convert", 2), np.array([1e-40, -1e-40], np.float32))
+    assert f.tolist() == [False, False]                                # XLA: flushed
 
 
 # --- bitcast-convert ------------------------------------------------------------------
