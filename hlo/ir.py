@@ -339,6 +339,8 @@ class HloComputation:
         first, otherwise keeping the order: of the instructions that are ready, the
         earliest listed goes first."""
         index = {id(i): n for n, i in enumerate(self.instructions)}
+        if self._is_sorted(index):
+            return            # the order below would be this one (passes call this often)
         pending = {id(i): len({id(o) for o in i.operands + i.control_predecessors})
                    for i in self.instructions}
         readers: dict[int, list[HloInstruction]] = {}
@@ -358,6 +360,17 @@ class HloComputation:
         if len(order) != len(self.instructions):
             raise ValueError(f"cycle in {self.name}")
         self.instructions[:] = order
+
+    def _is_sorted(self, index: dict[int, int]) -> bool:
+        """True if every operand and control predecessor is listed before its reader."""
+        for n, instr in enumerate(self.instructions):
+            for o in instr.operands:
+                if index.get(id(o), n) >= n:
+                    return False
+            for o in instr.control_predecessors:
+                if index.get(id(o), n) >= n:
+                    return False
+        return True
 
     def _fresh_name(self, base: str) -> str:
         if self.parent is not None:

@@ -131,8 +131,13 @@ def _read_operand(fusion: HloInstruction, operand: HloInstruction,
                   shape: Shape | None = None) -> HloInstruction:
     """Inside the fusion, the value of `operand` in the layout of `shape` (default: the
     operand's own): its parameter, or a copy of it when that parameter was declared in
-    another layout (a fusion parsed from text may declare any; `in_layout` says why)."""
+    another layout (a fusion parsed from text may declare any; `in_layout` says why).
+    An operand the fusion does not read but holds a clone of is read from that clone."""
     shape = shape or operand.shape
+    if not any(op is operand for op in fusion.operands):
+        clone = _clone_in(fusion, operand)
+        if clone is not None:
+            return in_layout(clone, shape, fusion.fused_computation)
     param = _parameter_for(fusion, operand)
     for user in param.users:         # one copy per layout (the body is sorted afterwards)
         if user.opcode == "copy" and user.shape.minor_to_major() == shape.minor_to_major():
@@ -161,21 +166,25 @@ def _name_parameters(fusion: HloInstruction) -> None:
 
 
 def _carry_control_edges(instr: HloInstruction, fusion: HloInstruction,
-                         moved: bool = True) -> None:
+                         moved: bool = True) -> bool:
     """`instr` now runs inside `fusion`: the fusion runs after `instr`'s control
     predecessors and, if `instr` was moved (not cloned), before its control successors.
-    Edges between two members of the fusion disappear (one kernel has no order)."""
+    Edges between two members of the fusion disappear (one kernel has no order).
+    True if an instruction other than the fusion now waits for the fusion."""
     comp = fusion.parent
     for pred in instr.control_predecessors:
         if pred.parent is comp and pred is not fusion:
             fusion.add_control_predecessor(pred)
     if not moved:
-        return
+        return False
     instr.drop_control_predecessors()
+    waits = False
     for other in comp.control_successors(instr):
         other.remove_control_predecessor(instr)
         if other is not fusion:
             other.add_control_predecessor(fusion)
+            waits = True
+    return waits
 
 
 def control_successors(instr: HloInstruction) -> list[HloInstruction]:
@@ -185,6 +194,69 @@ def control_successors(instr: HloInstruction) -> list[HloInstruction]:
         return []
     return [other for other in comp.instructions
             if other.control_predecessors and any(p is instr for p in other.control_predecessors)]
+
+
+# --- clones of producers that stay outside ------------------------------------------
+#
+# `fuse_producer` clones a producer P that still has users outside the fusion. When
+# one of those users is fused into the same fusion later, it reads P's clone: were P
+# to come back as an operand, it would be fused (cloned or moved) a second time, and
+# so would everything below it that also has two users. On a chain where every value
+# has two users (an add-rotate-xor round: `s = a + b; x = s ^ b`, n rounds), the fused
+# body grew to ~n^2/2 instructions (left for CSE to merge), each step of the driver
+# sorting all of them: minutes for 100 rounds. With the clone reused the body has one
+# instruction per fused value, and a P that no user outside reads any more is removed
+# where it would otherwise have been moved in as the second copy.
+
+def _clones(body: HloComputation) -> dict:
+    """id(original) -> (original, clone) for the producers cloned into fused `body`."""
+    table = body.__dict__.get("_fusion_clones")
+    if table is None:
+        table = body._fusion_clones = {}
+    return table
+
+
+def _clone_in(fusion: HloInstruction, original: HloInstruction) -> HloInstruction | None:
+    """The clone of `original` inside `fusion` if it still computes `original`'s value:
+    same opcode, shape and attributes over the fusion's values of the same operands."""
+    body = fusion.fused_computation
+    entry = body.__dict__.get("_fusion_clones", {}).get(id(original))
+    if entry is None or entry[0] is not original:
+        return None
+    clone = entry[1]
+    if clone.parent is not body or clone.opcode != original.opcode \
+            or clone.shape != original.shape or clone.attrs != original.attrs \
+            or len(clone.operands) != len(original.operands):
+        return None
+    for value, operand in zip(clone.operands, original.operands):
+        if value.opcode == "copy" and value.operands[0].opcode == "parameter":
+            value = value.operands[0]          # a layout copy of the parameter
+        if value.opcode == "parameter":
+            number = value.parameter_number
+            if number >= len(fusion.operands) or fusion.operands[number] is not operand:
+                return None
+        else:
+            inner = body.__dict__.get("_fusion_clones", {}).get(id(operand))
+            if inner is None or inner[0] is not operand or inner[1] is not value:
+                return None
+    return clone
+
+
+def _drop_dead_originals(fusion: HloInstruction, candidates: list[HloInstruction]) -> None:
+    """Removes the instructions of `candidates` (and, in turn, their operands) that nothing
+    outside reads any more and whose value the fusion holds as a clone. Ones with
+    control edges stay (DCE removes them later)."""
+    comp = fusion.parent
+    pending = list(candidates)
+    while pending:
+        instr = pending.pop()
+        if instr.parent is not comp or instr.users or instr is comp.root \
+                or instr.control_predecessors or _clone_in(fusion, instr) is None \
+                or control_successors(instr):
+            continue
+        operands = list(instr.operands)
+        comp.remove_instruction(instr)
+        pending.extend(operands)
 
 
 # --- creating and growing fusions --------------------------------------------------
@@ -213,18 +285,30 @@ def create_fusion(instr: HloInstruction, kind: str, name: str | None = None) -> 
 
 
 def fuse_producer(fusion: HloInstruction, producer: HloInstruction,
-                  keep_output: bool = False) -> HloInstruction:
+                  keep_output: bool = False, *, parent_sorted: bool = False) -> HloInstruction:
     """Fuses operand `producer` into `fusion`; returns its value inside the fusion.
 
     Moved if the fusion is its only user, else cloned (the original keeps its
     other users). With `keep_output`, it is instead moved and exposed as an
     extra output: its other users read a get-tuple-element of the fusion.
     A producer that is itself a (single-output) fusion is merged body and all.
+
+    The enclosing computation is left in topological order. `parent_sorted`: the
+    caller knows it was in that order already (a fuse_producer or create_fusion left
+    it so, nothing changed it since). Then it is re-sorted only where this step can
+    break the order: a get-tuple-element read by the producer's other users, or
+    control successors of the producer now waiting for the fusion. Otherwise the
+    fusion's new operands are the producer's operands, listed before the producer,
+    which is listed before the fusion: a sort would change nothing and costs a pass
+    over the whole computation, on each of the driver's steps.
     """
     comp = fusion.parent
     others = [u for u in producer.users if u is not fusion]
     move = keep_output or not others
-    _carry_control_edges(producer, fusion, moved=move)
+    waits = _carry_control_edges(producer, fusion, moved=move)
+    # What the producer read outside: moved in, it may have read the last outside use
+    # of a value the fusion holds as a clone (`_drop_dead_originals`).
+    released = list(producer.operands) if move else []
     if producer.opcode == "fusion":
         assert move, "fusions are merged, never duplicated"
         body = producer.fused_computation
@@ -236,6 +320,7 @@ def fuse_producer(fusion: HloInstruction, producer: HloInstruction,
     else:
         value = fusion.fused_computation.clone_instruction(
             producer, [_read_operand(fusion, op) for op in producer.operands])
+        _clones(fusion.fused_computation)[id(producer)] = (producer, value)
     # The parameter(s) that read the producer now read its fused value, in the layout
     # the parameter declared (a bitcast of it means the parameter's bytes).
     for number in reversed([i for i, op in enumerate(fusion.operands) if op is producer]):
@@ -254,9 +339,11 @@ def fuse_producer(fusion: HloInstruction, producer: HloInstruction,
         _discard_fusion(producer, body)
     elif move:
         fusion.fused_computation.move_instruction(producer)
+    _drop_dead_originals(fusion, released)
     _name_parameters(fusion)
     fusion.fused_computation.sort_topologically()
-    comp.sort_topologically()
+    if not parent_sorted or (keep_output and others) or waits:
+        comp.sort_topologically()
     return value
 
 
@@ -274,6 +361,8 @@ def _inline_body(target: HloInstruction, source: HloInstruction) -> HloInstructi
     root = body.root
     for instr in [i for i in body.post_order() if i.opcode != "parameter"]:
         target.fused_computation.move_instruction(instr)
+    if body.__dict__.get("_fusion_clones"):     # its clones now live in the target
+        _clones(target.fused_computation).update(body._fusion_clones)
     return root
 
 

@@ -175,10 +175,13 @@ class InstructionFusion(HloModulePass):
         for consumer in reversed(comp.post_order()):
             if consumer.parent is not comp or self.consumer_kind(consumer) is None:
                 continue          # fused away already, or cannot host a fusion
-            changed |= self._fuse_operands(consumer)
+            changed |= self._fuse_operands(consumer, parent_sorted=changed)
         return changed
 
-    def _fuse_operands(self, consumer: HloInstruction) -> bool:
+    def _fuse_operands(self, consumer: HloInstruction, parent_sorted: bool = False) -> bool:
+        """Fuses the operands the policy accepts, one at a time. `parent_sorted`: the
+        computation's order is topological (an earlier step of this driver sorted it;
+        `fuse_producer` then keeps it so without sorting it again on every step)."""
         changed = False
         progress = True
         while progress:           # operands change as producers fuse in: rescan
@@ -191,8 +194,8 @@ class InstructionFusion(HloModulePass):
                     producer = consumer.operands[i]
                     if consumer.opcode != "fusion":
                         consumer = create_fusion(consumer, self.consumer_kind(consumer))
-                    fuse_producer(consumer, producer)
-                    changed = progress = True
+                    fuse_producer(consumer, producer, parent_sorted=parent_sorted)
+                    changed = progress = parent_sorted = True
                     break
         return changed
 
