@@ -129,6 +129,31 @@ def reducer_op(comp):
     return combine
 
 
+def _staged(src: "Buffer", dst: "Buffer", table):
+    """(send, recv, staging) for a call that keeps the shape: the buffers themselves when
+    they share storage (in place), else a contiguous copy of the operand and a fresh
+    array that `_finisher` writes into the result (staging; None when in place)."""
+    if src.same_storage(dst):
+        return src.physical(table), dst.physical(table), None
+    send = np.ascontiguousarray(src.logical(table))
+    out = np.empty_like(send)
+    return send, out, out
+
+
+def _finisher(table, pendings, after, dim: int | None = None):
+    """The `finish` of an issue: waits for its calls, then writes each (result, staging)
+    of `after` whose staging is not None into the result (`dim`: the staging holds that
+    dimension first)."""
+    def finish():
+        for pending in pendings:
+            if pending is not None:
+                pending.wait()
+        for dst, out in after:
+            if out is not None:
+                dst.logical(table)[...] = out if dim is None else np.moveaxis(out, 0, dim)
+    return finish
+
+
 class CollectiveThunk:
     """Base: `issue(table, ctx, start)` makes the calls (started ones return their
     PendingCollectives) and returns a function that finishes the result once they are
@@ -172,23 +197,10 @@ class AllReduceThunk(CollectiveThunk):
             if len(group) == 1 or ctx.comm is None:
                 dst.logical(table)[...] = src.logical(table)
                 continue
-            if src.same_storage(dst):
-                send, recv = src.physical(table), dst.physical(table)
-                out = None
-            else:
-                send = np.ascontiguousarray(src.logical(table))
-                recv = out = np.empty_like(send)
+            send, recv, out = _staged(src, dst, table)
             pendings.append(_call(ctx, start, "all_reduce", group, send, recv, self.op))
             after.append((dst, out))
-
-        def finish():
-            for pending in pendings:
-                if pending is not None:
-                    pending.wait()
-            for dst, out in after:
-                if out is not None:
-                    dst.logical(table)[...] = out
-        return pendings, finish
+        return pendings, _finisher(table, pendings, after)
 
 
 class AllGatherThunk(CollectiveThunk):
@@ -213,15 +225,7 @@ class AllGatherThunk(CollectiveThunk):
                                       send.dtype)
             pendings.append(_call(ctx, start, "all_gather", group, send, recv))
             after.append((dst, out))
-
-        def finish():
-            for pending in pendings:
-                if pending is not None:
-                    pending.wait()
-            for dst, out in after:
-                if out is not None:
-                    dst.logical(table)[...] = np.moveaxis(out, 0, d)
-        return pendings, finish
+        return pendings, _finisher(table, pendings, after, d)
 
 
 class ReduceScatterThunk(CollectiveThunk):
@@ -248,15 +252,7 @@ class ReduceScatterThunk(CollectiveThunk):
                                       send.dtype)
             pendings.append(_call(ctx, start, "reduce_scatter", group, send, recv, self.op))
             after.append((dst, out))
-
-        def finish():
-            for pending in pendings:
-                if pending is not None:
-                    pending.wait()
-            for dst, out in after:
-                if out is not None:
-                    dst.logical(table)[...] = np.moveaxis(out, 0, d)
-        return pendings, finish
+        return pendings, _finisher(table, pendings, after, d)
 
 
 class AllToAllThunk(CollectiveThunk):
@@ -329,25 +325,13 @@ class PermuteThunk(CollectiveThunk):
             if ctx.comm is None or (source == ctx.device and target == ctx.device):
                 dst.logical(table)[...] = src.logical(table)
                 continue
-            if src.same_storage(dst):
-                send, recv, out = src.physical(table), dst.physical(table), None
-            else:
-                send = np.ascontiguousarray(src.logical(table))
-                recv = out = np.empty_like(send)
+            send, recv, out = _staged(src, dst, table)
             if source is None:
                 dst.physical(table)[...] = 0
                 out = None
             pendings.append(_call(ctx, start, "permute", target, source, send, recv))
             after.append((dst, out))
-
-        def finish():
-            for pending in pendings:
-                if pending is not None:
-                    pending.wait()
-            for dst, out in after:
-                if out is not None:
-                    dst.logical(table)[...] = out
-        return pendings, finish
+        return pendings, _finisher(table, pendings, after)
 
 
 class BroadcastThunk(CollectiveThunk):
@@ -369,15 +353,7 @@ class BroadcastThunk(CollectiveThunk):
                 buf = out = np.ascontiguousarray(src.logical(table))
             pendings.append(_call(ctx, start, "broadcast", group, group[0], buf))
             after.append((dst, out))
-
-        def finish():
-            for pending in pendings:
-                if pending is not None:
-                    pending.wait()
-            for dst, out in after:
-                if out is not None:
-                    dst.logical(table)[...] = out
-        return pendings, finish
+        return pendings, _finisher(table, pendings, after)
 
 
 class DeviceIdThunk(CollectiveThunk):
