@@ -109,10 +109,16 @@ def dim_map(instr, i: int):
         rhs_l, out_l = rest.split("->")
         m = [None] * out_rank
         if i == 0:
-            m[out_l.index("b")] = lhs_l.index("b")
+            # batch and spatial dimensions: spmd-partitioner exchanges halos for the
+            # spatial ones (passes/spmd_halo.py)
+            for j, c in enumerate(out_l):
+                if c != "f":
+                    m[j] = lhs_l.index(c)
         else:
             m[out_l.index("f")] = rhs_l.index("o")
         return m
+    if code == "reduce-window" and len(instr.operands) == 2 and i == 0:
+        return list(range(out_rank))      # windowed dimensions via halo exchange
     if code == "gather" and i == 0:
         a = instr.attrs
         offset = list(a.get("offset_dims", ()))

@@ -6,9 +6,10 @@ instructions annotated then are the user's choices and never change. The others
 get a sharding carried along the dimension correspondences of sharding_maps.dim_map
 (elementwise ops, broadcast, reshape of whole dimensions, transpose, slice, pad,
 reverse, concatenate off its axis, dot's batch and free dimensions, reduce's kept
-dimensions, convolution's batch and output feature, gather's passthrough
-dimensions, scatter's operand; tuple / get-tuple-element / while / call /
-conditional pass their elements through):
+dimensions, convolution's batch, spatial (lhs) and output feature (kernel) dimensions,
+reduce-window's dimensions (the partitioner exchanges halos for windowed ones,
+passes/spmd_halo.py), gather's passthrough dimensions, scatter's operand;
+tuple / get-tuple-element / while / call / conditional pass their elements through):
 
 1. forward, operands to users, in post order: the candidates are what each sharded
    operand implies; the one splitting the value into the most tiles wins (ties: the

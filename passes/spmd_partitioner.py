@@ -23,8 +23,10 @@ or the result's; a split contraction gives partial sums combined by all-reduce,
 a split batch or free dimension needs no communication; padded contraction
 elements masked to 0); reduce of one array whose init is the reducer's identity
 (local reduce over the masked tile + all-reduce over the devices that split the
-reduced dimensions); tuple and get-tuple-element (shardings ride along).
-Everything else (reshape, convolution, reduce-window, gather, scatter, sort,
+reduced dimensions); tuple and get-tuple-element (shardings ride along);
+reduce-window and convolution split along windowed (spatial) dimensions: halo
+exchange with collective-permute, then the local op (passes/spmd_halo.py; the
+cases it declines fall back). Everything else (reshape, gather, scatter, sort,
 while, call, conditional, ...) falls back: operands resharded to replicated, the
 op computed whole on every device, the result resharded to its sharding --
 correct, slower; each fallback is noted in the pass's explain log.
@@ -121,6 +123,12 @@ class SpmdPartitioner(HloModulePass):
         if code == "dot":
             from .spmd_dot import partition_dot
             return partition_dot(ctx, instr, ops, want)
+        if code in ("reduce-window", "convolution"):
+            from .spmd_halo import partition_convolution, partition_reduce_window
+            f = partition_reduce_window if code == "reduce-window" else partition_convolution
+            v = f(ctx, instr, ops, want)
+            if v is not None:
+                return v
         if code == "reduce" and len(instr.operands) == 2 and instr.shape.is_array:
             v = self._reduce(ctx, instr, ops, want)
             if v is not None:

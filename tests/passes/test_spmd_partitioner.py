@@ -176,10 +176,11 @@ def test_dot_on_batch_dim_needs_no_communication():
 
 
 def test_fallback_ops_and_explain_log():
+    # lhs dilation: not a halo exchange (passes/spmd_halo.py), computed whole
     text = ("HloModule m, num_partitions=4\nENTRY e {\n"
             "  p = f32[1,8,8,2] parameter(0), sharding={devices=[1,2,2,1]<=[4]}\n"
             "  w = f32[3,3,2,4] parameter(1)\n"
-            "  ROOT c = f32[1,8,8,4] convolution(p, w), window={size=3x3 pad=1_1x1_1}, "
+            "  ROOT c = f32[1,15,8,4] convolution(p, w), window={size=3x3 pad=1_1x1_1 lhs_dilate=2x1}, "
             "dim_labels=b01f_01io->b01f, sharding={devices=[1,2,2,1]<=[4]}\n}\n")
     check(text, 4, rtol=1e-4)
     m = hlo.parse_module(text)
