@@ -4,7 +4,10 @@ sharding moves along such a correspondence, and the import of Shardy's annotatio
 
 `dim_map(instr, i)` -> a list, one entry per result dimension: the dimension of
 operand i that carries the same index (so a split of one can be a split of the
-other), or None. `derive(sharding, mapping)` builds the sharding of the target
+other), or None. The dimensions a window slides over (reduce-window's, a
+convolution's spatial ones) are mapped too although an output index reads a range
+of input indices: the partitioner gives each tile the borders it needs by a halo
+exchange (passes/spmd_halo.py). `derive(sharding, mapping)` builds the sharding of the target
 (one entry of `mapping` per target dimension: a dimension of the source or None):
 the mapped dimensions keep their tiles and devices, the source's other grid
 dimensions (tiled dimensions not mapped, and its replicated subgroup) become one
