@@ -10,11 +10,20 @@ inverse and always produces the canonical spelling, so that
 
 Called computations decode to their names here; the parser swaps the names
 for `HloComputation` objects once the whole module has been read.
+
+Some checks need more than the text of one attribute and are functions the
+parser (and the verifier) call with the instruction's shapes:
+`check_origin(value, shape)` (an `origin=` tree fits the result shape) and
+`layout_constraints_problem(constraints, operand_shapes)` (a custom-call's
+`operand_layout_constraints` has one shape per operand, each the operand's shape
+with a layout).
 """
 from __future__ import annotations
 
 import json
+import math
 import re
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from .ir import LiteralAttr, PadDim, RawAttr, ReplicaGroups, SliceDim, Window, WindowDim
@@ -235,7 +244,206 @@ _SPECIAL_DECODERS: dict[str, Callable[[str], Any]] = {
     "window": _decode_window,
     "dim_labels": _decode_dim_labels,
     "custom_call_target": _decode_string,
+    "result_accuracy": lambda text: _decode_result_accuracy(text),
+    "origin": lambda text: _decode_origin(text),
 }
+
+
+# --- result_accuracy --------------------------------------------------------------
+
+# XLA's parser takes result_accuracy only on these unary ops (the ones with an
+# accuracy/speed trade-off); anywhere else it is an unexpected attribute.
+RESULT_ACCURACY_OPCODES = frozenset({
+    "cbrt", "cosine", "erf", "exponential", "exponential-minus-one", "log", "log-plus-one",
+    "logistic", "rsqrt", "sine", "sqrt", "tan", "tanh"})
+_RESULT_ACCURACY_MODES = ("default", "highest")
+_NUMBER = r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+
+
+@dataclass(frozen=True)
+class ResultAccuracy:
+    """`result_accuracy={mode=highest}` or `{tolerance={atol=..,rtol=..,ulps=..}}`
+    (mode None): how exact a transcendental op must be (xla_data.proto ResultAccuracy)."""
+    mode: str | None = None
+    atol: float = 0.0
+    rtol: float = 0.0
+    ulps: int = 0
+
+    def to_text(self) -> str:
+        if self.mode is not None:
+            return f"{{mode={self.mode}}}"
+        return f"{{tolerance={{atol={self.atol!r},rtol={self.rtol!r},ulps={self.ulps}}}}}"
+
+
+def _decode_result_accuracy(text: str) -> ResultAccuracy:
+    usage = "result_accuracy must be {mode=default|highest} or {tolerance={atol=x,rtol=y,ulps=n}}"
+    m = re.fullmatch(r"\{\s*([A-Za-z_]+)\s*=\s*(.*?)\s*\}", text, re.S)
+    if m is None:
+        raise AttributeValueError(f"{usage}, got {text!r}")
+    key, value = m.groups()
+    if key == "mode":
+        if value.lower() not in _RESULT_ACCURACY_MODES:
+            raise AttributeValueError(f"result_accuracy mode must be default or highest, "
+                                      f"got {value!r}")
+        return ResultAccuracy(mode=value.lower())
+    if key != "tolerance":
+        raise AttributeValueError(f"{usage}: unknown field {key!r}")
+    inner = _braces_content("result_accuracy tolerance", value)
+    fields: dict[str, str] = {}
+    for item in (i.strip() for i in inner.split(",")) if inner.strip() else ():
+        name, eq, number = (p.strip() for p in item.partition("="))
+        if not eq or name not in ("atol", "rtol", "ulps") or name in fields:
+            raise AttributeValueError(f"result_accuracy tolerance has a bad field {item!r}; "
+                                      f"expected atol=, rtol=, ulps= (each at most once)")
+        if not re.fullmatch(_NUMBER, number) or (name == "ulps" and not re.fullmatch(_INT, number)):
+            kind = "an integer" if name == "ulps" else "a number"
+            raise AttributeValueError(f"result_accuracy tolerance {name} must be {kind}, "
+                                      f"got {number!r}")
+        fields[name] = number
+    atol, rtol = float(fields.get("atol", 0)), float(fields.get("rtol", 0))
+    ulps = int(fields.get("ulps", 0))
+    for name, v in (("atol", atol), ("rtol", rtol), ("ulps", ulps)):
+        if not math.isfinite(v) or v < 0:
+            raise AttributeValueError(f"result_accuracy tolerance {name} must be finite and "
+                                      f"not negative, got {fields[name]}")
+    return ResultAccuracy(None, atol, rtol, ulps)
+
+
+# --- origin (the original value an instruction computes) ------------------------------
+
+@dataclass(frozen=True)
+class OriginalValue:
+    """`origin={...}`: for each leaf of the result, the instruction (and index into its
+    shape) of the unoptimized program it stands for. `tree` is a leaf `(name, index)`,
+    None for an empty leaf `{}`, or a list-like tuple node `OriginTuple`; `synthetic`
+    is XLA's `{[synthetic_call]}` (a value no original instruction computed)."""
+    tree: Any = None
+    synthetic: bool = False
+
+    def to_text(self) -> str:
+        return "{[synthetic_call]}" if self.synthetic else "{" + _origin_text(self.tree) + "}"
+
+
+class OriginTuple(tuple):
+    """A tuple node of an origin tree (a plain tuple is a leaf)."""
+
+
+def _origin_text(node) -> str:
+    if isinstance(node, OriginTuple):
+        return "(" + ", ".join(_origin_text(n) for n in node) + ")"
+    if node is None:
+        return "{}"
+    name, index = node
+    suffix = " {" + ",".join(str(i) for i in index) + "}" if index else ""
+    return "{" + json.dumps(name) + suffix + "}"
+
+
+_ORIGIN_TOKEN = re.compile(r'\s*(?:("(?:[^"\\]|\\.)*")|(-?[0-9]+)|([{}(),])|(\[\s*synthetic_call\s*\])|(\S))')
+
+
+def _decode_origin(text: str) -> OriginalValue:
+    tokens = []
+    pos = 0
+    while pos < len(text):
+        m = _ORIGIN_TOKEN.match(text, pos)
+        if m is None:            # only trailing blanks are left
+            break
+        pos = m.end()
+        string, number, punct, synthetic, other = m.groups()
+        if other is not None:
+            raise AttributeValueError(f"origin: unexpected {other!r} in {text!r}")
+        tokens.append(("s", json.loads(string)) if string is not None else
+                      ("i", int(number)) if number is not None else
+                      ("synthetic", None) if synthetic is not None else (punct, None))
+    at = [0]
+
+    def peek():
+        return tokens[at[0]][0] if at[0] < len(tokens) else "end"
+
+    def take(kind):
+        if peek() != kind:
+            got = "the end" if peek() == "end" else repr(tokens[at[0]][1] if peek() in "si"
+                                                            else peek())
+            raise AttributeValueError(f"origin must look like {{{{\"name\"}}}} or "
+                                      f"{{({{\"a\"}}, {{\"b\" {{1}}}})}}: expected "
+                                      f"{kind!r}, got {got} in {text!r}")
+        if kind == "end":
+            return None
+        at[0] += 1
+        return tokens[at[0] - 1][1]
+
+    def tree():
+        if peek() == "(":
+            take("(")
+            children = []
+            if peek() != ")":
+                children.append(tree())
+                while peek() == ",":
+                    take(",")
+                    children.append(tree())
+            take(")")
+            return OriginTuple(children)
+        take("{")
+        if peek() == "}":
+            take("}")
+            return None
+        name = take("s")
+        if peek() == ",":
+            take(",")
+        index = []
+        if peek() == "{":
+            take("{")
+            while peek() == "i":
+                index.append(take("i"))
+                if peek() == ",":
+                    take(",")
+            take("}")
+        take("}")
+        return (name, tuple(index))
+
+    take("{")
+    if peek() == "synthetic":
+        take("synthetic")
+        value = OriginalValue(synthetic=True)
+    else:
+        value = OriginalValue(tree())
+    take("}")
+    take("end")
+    return value
+
+
+def check_origin(value: OriginalValue, shape: Shape) -> None:
+    """Raises AttributeValueError unless every leaf of the origin tree sits at a
+    position the result shape has (XLA keeps the tree as a ShapeTree of the shape)."""
+    def walk(node, sub: Shape, where: str) -> None:
+        if not isinstance(node, OriginTuple):
+            return
+        if not sub.is_tuple:
+            raise AttributeValueError(f"origin has a tuple at {where} but the shape there "
+                                      f"is {sub.to_text(with_layout=False)}")
+        if len(node) > len(sub.tuple_shapes):
+            raise AttributeValueError(f"origin has {len(node)} elements at {where} but the "
+                                      f"shape there has {len(sub.tuple_shapes)}")
+        for i, child in enumerate(node):
+            walk(child, sub.tuple_shapes[i], f"{where[:-1]}{',' * (where != '{}')}{i}}}")
+    if not value.synthetic:
+        walk(value.tree, shape, "{}")
+
+
+# --- custom-call operand_layout_constraints ------------------------------------------
+
+def layout_constraints_problem(constraints, operand_shapes) -> str | None:
+    """What is wrong with a custom-call's operand_layout_constraints (XLA's parser
+    rule: one per operand, each compatible with, i.e. equal up to layout to, its
+    operand's shape), or None."""
+    if len(constraints) != len(operand_shapes):
+        return (f"expected {len(operand_shapes)} operand layout constraints (one per "
+                f"operand), {len(constraints)} given")
+    for i, (c, s) in enumerate(zip(constraints, operand_shapes)):
+        if c != s:                        # Shape equality ignores layouts
+            return (f"operand layout constraint shape {c} for operand {i} is not compatible "
+                    f"with operand shape {s}")
+    return None
 
 
 # --- encoding ---------------------------------------------------------------------
@@ -248,7 +456,7 @@ def encode_attribute(key: str, value: Any) -> str:
         return value.text
     if isinstance(value, HloSharding):
         return value.to_text()
-    if isinstance(value, Shape):
+    if isinstance(value, (Shape, ResultAccuracy, OriginalValue)):
         return value.to_text()
     if isinstance(value, LiteralAttr):
         return f"{value.shape.to_text()} {format_literal(value.value, value.shape)}"

@@ -30,6 +30,11 @@ a computation's closing brace (`}, execution_thread="x"`, kept in
 become computations of their own named `<instruction>.<attribute>`); an omitted
 empty `window`; shapes and literals as attribute values (`outfeed_shape=`,
 `literal=`, `operand_layout_constraints=`).
+
+Checks that need the instruction besides the attribute's text, as XLA's parser
+makes them: a custom-call's `operand_layout_constraints` names one shape per
+operand, equal to it up to layout; `result_accuracy` only on the unary ops that
+take it; an `origin` tree fits the result shape (`_check_attribute_fit`).
 """
 from __future__ import annotations
 
@@ -44,7 +49,8 @@ import lark
 from lark import Token, Transformer
 
 from .aliasing import AliasingError, check_aliasing
-from .attributes import AttributeValueError, decode_attribute
+from .attributes import (RESULT_ACCURACY_OPCODES, AttributeValueError, OriginalValue,
+                         check_origin, decode_attribute, layout_constraints_problem)
 from .dtypes import DTYPES
 from .ir import HloComputation, HloInstruction, HloModule
 from .ir import LiteralAttr, Window
@@ -498,8 +504,31 @@ class _ModuleBuilder:
             except AttributeValueError as e:
                 raise _Located(str(e), attr.start) from None
             instr.attrs[key] = self._resolve_computations(key, value, attr)
+        self._check_attribute_fit(instr, {str(a.key): a for a in syntax.attrs})
         if instr.opcode in WINDOWED_OPCODES and "window" not in instr.attrs:
             instr.attrs["window"] = Window(())   # XLA omits an empty window
+
+    @staticmethod
+    def _check_attribute_fit(instr: HloInstruction, attrs: dict) -> None:
+        """The attribute checks that need the opcode, the result or the operands."""
+        if "result_accuracy" in attrs and instr.opcode not in RESULT_ACCURACY_OPCODES:
+            raise _Located(f"result_accuracy is not an attribute of {instr.opcode} (only of "
+                           f"{', '.join(sorted(RESULT_ACCURACY_OPCODES))})",
+                           attrs["result_accuracy"].key)
+        if isinstance(instr.attrs.get("origin"), OriginalValue):
+            try:
+                check_origin(instr.attrs["origin"], instr.shape)
+            except AttributeValueError as e:
+                raise _Located(str(e), attrs["origin"].start) from None
+        if "operand_layout_constraints" in attrs:
+            attr = attrs["operand_layout_constraints"]
+            if instr.opcode != "custom-call":
+                raise _Located(f"operand_layout_constraints is an attribute of custom-call, "
+                               f"not of {instr.opcode}", attr.key)
+            problem = layout_constraints_problem(instr.attrs["operand_layout_constraints"],
+                                                 [o.shape for o in instr.operands])
+            if problem:
+                raise _Located(problem, attr.start)
 
     def _operand(self, arg: Any, comp: HloComputation) -> HloInstruction:
         if isinstance(arg, HloInstruction):          # a nested instruction, already built

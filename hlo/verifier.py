@@ -17,7 +17,11 @@ sees a broken graph):
   the declared dims, and the declared shape equal (ignoring layouts) to the one
   shape inference gives. The shape rules also check called-computation
   signatures (reducers, comparators, loop condition/body, branches, fusion and
-  call parameters), fusion kinds, tuple indices and float-only operands;
+  call parameters), fusion kinds, tuple indices and float-only operands; no
+  mixed floating-point precision among the operands except in the ops XLA's
+  verifier allows it in (MIXED_PRECISION_OPCODES: dot, convolution, sort,
+  reduce-window, tuple, call, ...); a custom-call's operand_layout_constraints
+  has one shape per operand, equal to it up to layout;
 - collectives, against the module's `replica_count` x `num_partitions` devices
   (hlo/collectives.py; a module whose header gives neither count gets only the
   checks that need none, as in XLA): replica_groups name every id in range exactly once, in
@@ -43,6 +47,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import collectives
+from .attributes import layout_constraints_problem
+from .dtypes import DTYPES
 from .ir import HloComputation, HloInstruction, HloModule
 from .opcodes import OPCODES
 from .shape_inference import infer_shape
@@ -234,6 +240,40 @@ def _verify_instruction(comp: HloComputation, instr: HloInstruction) -> None:
         _fail(at, str(e))
     if inferred != instr.shape:      # Shape equality ignores layouts
         _fail(at, f"shape {instr.shape} does not match the inferred {inferred}")
+    _check_mixed_precision(instr, at)
+    constraints = instr.attrs.get("operand_layout_constraints")
+    if constraints is not None:
+        problem = layout_constraints_problem(constraints, [o.shape for o in instr.operands])
+        if problem:
+            _fail(at, problem)
+
+
+# Opcodes whose operands may mix floating-point types, as in XLA's verifier (its
+# allow-list for mixed precision: ops that pass data through, group it in tuples, or
+# accumulate in a wider type). Every other op with floating-point operands takes one
+# floating-point type across all of them (tuple elements included).
+MIXED_PRECISION_OPCODES = frozenset({
+    "call", "conditional", "constant", "convolution", "dot",
+    "all-reduce", "all-reduce-start", "all-reduce-done",
+    "all-gather", "all-gather-start", "all-gather-done",
+    "async-start", "async-update", "async-done", "copy-start", "copy-done",
+    "custom-call", "domain", "fusion", "get-tuple-element", "opt-barrier", "parameter",
+    "reduce-precision", "reduce-window", "sort", "tuple", "while"})
+
+
+def _check_mixed_precision(instr: HloInstruction, at: str) -> None:
+    if instr.opcode in MIXED_PRECISION_OPCODES:
+        return
+    seen = None
+    for op in instr.operands:
+        for leaf in op.shape.leaves():
+            if leaf.is_array and DTYPES[leaf.element_type].is_float:
+                if seen is None:
+                    seen = leaf.element_type
+                elif leaf.element_type != seen:
+                    _fail(at, f"floating-point operands of different precisions ({seen} and "
+                              f"{leaf.element_type}): mixed precision is not allowed in "
+                              f"{instr.opcode} (only in {', '.join(sorted(MIXED_PRECISION_OPCODES))})")
 
 
 def _verify_sharding(module: HloModule, comp: HloComputation, instr: HloInstruction) -> None:

@@ -179,6 +179,74 @@ ENTRY e {
   p = f32[]{:S(1)} parameter(0)
   ROOT n = f32[] negate(p)
 }"""),
+    ("operand_layout_constraints_declared_operands", """HloModule m
+ENTRY e {
+  a = f32[42,2,3]{0,1,2} parameter(0)
+  b = f32[123,4]{0,1} parameter(1)
+  ROOT o = f32[1,2,3]{0,1,2} custom-call(f32[42,2,3]{0,1,2} a, f32[123,4]{0,1} b), custom_call_target="baz", operand_layout_constraints={f32[42,2,3]{0,1,2}, f32[123,4]{1,0}}
+}"""),
+    ("result_accuracy_mode", """HloModule m
+ENTRY e {
+  x = f32[4] parameter(0)
+  a = f32[4] exponential(x), result_accuracy={mode=highest}
+  ROOT b = f32[4] tanh(a), result_accuracy={mode=DEFAULT}
+}"""),
+    ("result_accuracy_tolerance", """HloModule m
+ENTRY e {
+  x = f32[4] parameter(0)
+  a = f32[4] log(x), result_accuracy={tolerance={atol=1e-5,rtol=0.5,ulps=2}}
+  ROOT b = f32[4] sqrt(a), result_accuracy={tolerance={ulps=1}}
+}"""),
+    ("origin", """HloModule m
+ENTRY e {
+  v1 = f32[] parameter(0), origin={{"v1"}}
+  v2 = f32[3] parameter(1), origin={{"v2"}}
+  t = (f32[], f32[3]) tuple(v1, v2), origin={({"v1"}, {"v2"})}
+  v3 = f32[2,3] parameter(2), origin={{"v3"}}
+  n = ((f32[], f32[3]), f32[2,3]) tuple(t, v3), origin={(({"v1"}, {"v2"}), {"v3"})}
+  ROOT g = f32[3] get-tuple-element(t), index=1, origin={{"t" {1}}}
+}"""),
+    ("origin_with_comma_empty_leaf_and_synthetic", """HloModule m
+ENTRY e {
+  v1 = f32[] parameter(0), origin={[synthetic_call]}
+  t = (f32[], f32[]) tuple(v1, v1), origin={({"t", {0}}, {})}
+  ROOT a = f32[] add(v1, v1), origin={{"a"}}
+}"""),
+    ("mixed_precision_where_xla_allows_it", """HloModule m
+less {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  c = bf16[] parameter(2)
+  d = bf16[] parameter(3)
+  ROOT lt = pred[] compare(a, b), direction=LT
+}
+ENTRY e {
+  x = f32[4,4] parameter(0)
+  y = bf16[4,4] parameter(1)
+  d = f32[4,4] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  s = (f32[4,4], bf16[4,4]) sort(x, y), dimensions={1}, to_apply=less
+  c = f32[4,4] convert(y)
+  r = f32[4,4] reduce-precision(c), exponent_bits=8, mantissa_bits=7
+  ROOT t = (f32[4,4], (f32[4,4], bf16[4,4]), f32[4,4], bf16[4,4]) tuple(d, s, r, y)
+}"""),
+    ("variadic_reduce_one_float_type", """HloModule m
+argmax {
+  a = f32[] parameter(0)
+  i = s32[] parameter(1)
+  b = f32[] parameter(2)
+  j = s32[] parameter(3)
+  gt = pred[] compare(a, b), direction=GT
+  v = f32[] select(gt, a, b)
+  k = s32[] select(gt, i, j)
+  ROOT t = (f32[], s32[]) tuple(v, k)
+}
+ENTRY e {
+  x = f32[8] parameter(0)
+  n = s32[8] iota(), iota_dimension=0
+  z = f32[] constant(-inf)
+  o = s32[] constant(0)
+  ROOT r = (f32[], s32[]) reduce(x, n, z, o), dimensions={0}, to_apply=argmax
+}"""),
 ]
 
 
@@ -358,11 +426,124 @@ REJECTED = [
 ]
 
 
+def entry(body: str, computations: str = "") -> str:
+    return "HloModule m\n" + computations + "ENTRY e {\n" + body + "\n}"
+
+
+CUSTOM_CALL = """  a = f32[42,2,3] parameter(0)
+  b = f32[123,4] parameter(1)
+  ROOT o = f32[1,2,3] custom-call(a, b), custom_call_target="baz", %s"""
+UNARY = """  x = f32[4] parameter(0)
+  ROOT y = f32[4] %s(x), %s"""
+TUPLE = """  v = f32[] parameter(0)
+  ROOT t = (f32[], f32[]) tuple(v, v), origin=%s"""
+ADD_BF16 = """add_bf16 {
+  a = bf16[] parameter(0)
+  b = bf16[] parameter(1)
+  ROOT s = bf16[] add(a, b)
+}
+"""
+PAIR_ADD = """pair_add {
+  a = f32[] parameter(0)
+  b = bf16[] parameter(1)
+  c = f32[] parameter(2)
+  d = bf16[] parameter(3)
+  s = f32[] add(a, c)
+  t = bf16[] add(b, d)
+  ROOT r = (f32[], bf16[]) tuple(s, t)
+}
+"""
+MIXED = """  x = f32[4] parameter(0)
+  y = bf16[4] parameter(1)
+  p = pred[4] parameter(2)
+  z = f32[] parameter(3)
+  w = bf16[] parameter(4)
+  %s"""
+
+REJECTED += [
+    # custom-call operand_layout_constraints (XLA's parser: one per operand, compatible).
+    ("layout_constraints_too_few", entry(CUSTOM_CALL % "operand_layout_constraints={f32[42,2,3]{0,1,2}}"),
+     "expected 2 operand layout constraints (one per operand), 1 given"),
+    ("layout_constraints_too_many", entry(CUSTOM_CALL % (
+        "operand_layout_constraints={f32[42,2,3]{0,1,2}, f32[123,4]{0,1}, f32[1]{0}}")),
+     "expected 2 operand layout constraints (one per operand), 3 given"),
+    ("layout_constraints_incompatible", entry(CUSTOM_CALL % (
+        "operand_layout_constraints={f32[42,2,3]{0,1,2}, f32[555,5]{1,0}}")),
+     "operand layout constraint shape f32[555,5]{1,0} for operand 1 is not compatible with "
+     "operand shape f32[123,4]"),
+    ("layout_constraints_other_type", entry(CUSTOM_CALL % (
+        "operand_layout_constraints={f32[42,2,3]{0,1,2}, s32[123,4]{1,0}}")),
+     "for operand 1 is not compatible"),
+    ("layout_constraints_not_custom_call", entry("""  x = f32[4] parameter(0)
+  ROOT y = f32[4] negate(x), operand_layout_constraints={f32[4]{0}}"""),
+     "operand_layout_constraints is an attribute of custom-call, not of negate"),
+    # result_accuracy (xla_data.proto ResultAccuracy: a mode, or a tolerance >= 0).
+    ("result_accuracy_bad_mode", entry(UNARY % ("exponential", "result_accuracy={mode=fast}")),
+     "result_accuracy mode must be default or highest, got 'fast'"),
+    ("result_accuracy_unknown_field", entry(UNARY % ("exponential", "result_accuracy={speed=1}")),
+     "unknown field 'speed'"),
+    ("result_accuracy_empty", entry(UNARY % ("exponential", "result_accuracy={}")),
+     "result_accuracy must be {mode=default|highest} or {tolerance="),
+    ("result_accuracy_unknown_tolerance", entry(UNARY % (
+        "log", "result_accuracy={tolerance={atol=1,eps=2}}")),
+     "result_accuracy tolerance has a bad field 'eps=2'"),
+    ("result_accuracy_tolerance_twice", entry(UNARY % (
+        "log", "result_accuracy={tolerance={atol=1,atol=2}}")), "each at most once"),
+    ("result_accuracy_negative", entry(UNARY % (
+        "log", "result_accuracy={tolerance={rtol=-0.5}}")),
+     "result_accuracy tolerance rtol must be finite and not negative, got -0.5"),
+    ("result_accuracy_fractional_ulps", entry(UNARY % (
+        "log", "result_accuracy={tolerance={ulps=1.5}}")),
+     "result_accuracy tolerance ulps must be an integer, got '1.5'"),
+    ("result_accuracy_not_a_number", entry(UNARY % (
+        "log", "result_accuracy={tolerance={atol=x}}")),
+     "result_accuracy tolerance atol must be a number, got 'x'"),
+    ("result_accuracy_on_negate", entry(UNARY % ("negate", "result_accuracy={mode=highest}")),
+     "result_accuracy is not an attribute of negate"),
+    # origin (XLA's original value: a tree of {"instruction" {index}} leaves).
+    ("origin_unquoted_name", entry(UNARY % ("negate", "origin={{x}}")),
+     "origin: unexpected 'x'"),
+    ("origin_two_names_in_a_leaf", entry(UNARY % ("negate", 'origin={{"x" "y"}}')),
+     "expected '}', got 'y'"),
+    ("origin_leaf_without_braces", entry(UNARY % ("negate", 'origin={"x"}')),
+     "expected '{', got 'x'"),
+    ("origin_bad_shape_index", entry(UNARY % ("negate", 'origin={{"x" {a}}}')),
+     "origin: unexpected 'a'"),
+    ("origin_tuple_for_an_array", entry(UNARY % ("negate", 'origin={({"a"}, {"b"})}')),
+     "origin has a tuple at {} but the shape there is f32[4]"),
+    ("origin_longer_than_the_tuple", entry(TUPLE % '{({"a"}, {"b"}, {"c"})}'),
+     "origin has 3 elements at {} but the shape there has 2"),
+    ("origin_nested_too_deep", entry(TUPLE % '{({"a"}, ({"b"}))}'),
+     "origin has a tuple at {1} but the shape there is f32[]"),
+    # Mixed floating-point precision: only where XLA's verifier allows it.
+    ("mixed_add", entry(MIXED % "ROOT r = f32[4] add(x, y)"), "differ in element type"),
+    ("mixed_compare", entry(MIXED % "ROOT r = pred[4] compare(x, y), direction=LT"),
+     "operand element types f32 and bf16 differ"),
+    ("mixed_select", entry(MIXED % "ROOT r = f32[4] select(p, x, y)"),
+     "operand element types f32 and bf16 differ"),
+    ("mixed_clamp", entry(MIXED % "ROOT r = f32[4] clamp(w, x, w)"), "element types bf16 and f32"),
+    ("mixed_result", entry(MIXED % "ROOT r = bf16[4] add(x, x)"),
+     "shape bf16[4] does not match the inferred f32[4]"),
+    ("mixed_pad_value", entry(MIXED % "ROOT r = f32[6] pad(x, w), padding=1_1"),
+     "operand element types f32 and bf16 differ"),
+    ("mixed_reduce_init", entry(MIXED % "ROOT r = bf16[] reduce(y, z), dimensions={0}, to_apply=add_bf16",
+                                ADD_BF16), "add_bf16 takes (bf16[], bf16[]), expected (f32[], bf16[])"),
+    ("mixed_variadic_reduce", entry(
+        MIXED % "ROOT r = (f32[], bf16[]) reduce(x, y, z, w), dimensions={0}, to_apply=pair_add",
+        PAIR_ADD),
+     "floating-point operands of different precisions (f32 and bf16): mixed precision is not "
+     "allowed in reduce"),
+]
+
+
 @pytest.mark.parametrize("text,fragment", [c[1:] for c in REJECTED], ids=[c[0] for c in REJECTED])
 def test_rejected_texts(text, fragment):
-    with pytest.raises(ParseError) as info:
-        parse_module(text)
-    assert fragment in info.value.message
+    """Parse errors (XLA's parser rejects the text) and verifier errors (XLA's verifier
+    rejects the module) alike."""
+    from xlapy.hlo import VerifyError
+    with pytest.raises((ParseError, VerifyError)) as info:
+        verify(parse_module(text))
+    assert fragment in getattr(info.value, "message", str(info.value))
 
 
 def test_dynamic_shapes_verify_but_are_refused_by_whoever_computes():
@@ -454,10 +635,12 @@ LAYOUT_EXTRAS = ("", "S(1)", "T(2,128)(2,1)", "T(8)L(64)E(16)", "T(2,*)(4)S(2)")
 @st.composite
 def modules_with_new_syntax(draw):
     """A generated module whose shapes carry layout details and dynamic dimensions,
-    whose reducers may be spelled inline and whose text carries comments."""
+    whose instructions may carry result_accuracy= and origin=, whose reducers may be
+    spelled inline and whose text carries comments."""
     from xlapy.hlo.shape import Shape
     module = draw(hlo_modules())
     for instr in module.instructions():
+        _maybe_accuracy_and_origin(instr, draw)
         shape = instr.shape
         if shape.is_tuple or not shape.dims or not draw(st.booleans()):
             continue
@@ -467,6 +650,30 @@ def modules_with_new_syntax(draw):
     if draw(st.booleans()):
         module.entry.attrs["execution_thread"] = "main"
     return module
+
+
+def _maybe_accuracy_and_origin(instr, draw) -> None:
+    """Gives some instructions a result_accuracy (the ops that take one) and an origin
+    tree that fits their shape."""
+    from xlapy.hlo.attributes import (RESULT_ACCURACY_OPCODES, OriginalValue, OriginTuple,
+                                      ResultAccuracy)
+    if instr.opcode in RESULT_ACCURACY_OPCODES and draw(st.booleans()):
+        instr.attrs["result_accuracy"] = draw(st.one_of(
+            st.sampled_from([ResultAccuracy("default"), ResultAccuracy("highest")]),
+            st.builds(ResultAccuracy, st.none(),
+                      st.floats(0, 1e3, allow_nan=False, allow_infinity=False),
+                      st.floats(0, 1e3, allow_nan=False, allow_infinity=False),
+                      st.integers(0, 2 ** 40))))
+    if not draw(st.booleans()):
+        return
+
+    def tree(shape, index):
+        if shape.is_tuple and draw(st.booleans()):
+            return OriginTuple(tree(s, index + (i,)) for i, s in enumerate(shape.tuple_shapes))
+        if draw(st.integers(0, 5)) == 0:
+            return None
+        return (draw(st.sampled_from(["x", "p.1", 'q"uote', "dot_general"])), index)
+    instr.attrs["origin"] = OriginalValue(tree(instr.shape, ()))
 
 
 def _with_comments(text: str, draw) -> str:
@@ -491,3 +698,20 @@ def test_print_parse_print_is_stable_with_the_new_syntax(module, data):
     if "entry_computation_layout" not in text.split("\n", 1)[0]:
         renamed = print_module(parse_module(headerless))
         assert renamed.split("\n", 1)[1] == headerless
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(sorted(__import__("xlapy.hlo.attributes", fromlist=["x"])
+                              .RESULT_ACCURACY_OPCODES)),
+       st.one_of(st.sampled_from(["{mode=default}", "{mode=Highest}"]),
+                 st.builds("{{tolerance={{atol={},rtol={},ulps={}}}}}".format,
+                           st.floats(0, 1e300), st.floats(0, 1e-300), st.integers(0, 2 ** 62))))
+def test_result_accuracy_prints_back(opcode, accuracy):
+    text = entry(f"  x = f32[4] parameter(0)\n  ROOT y = f32[4] {opcode}(x), "
+                 f"result_accuracy={accuracy}")
+    module = parse_module(text)
+    verify(module)
+    printed = print_module(module)
+    again = parse_module(printed)
+    assert again.entry.root.attrs["result_accuracy"] == module.entry.root.attrs["result_accuracy"]
+    assert print_module(again) == printed
