@@ -9,7 +9,8 @@ reverse, concatenate off its axis, dot's batch and free dimensions, reduce's kep
 dimensions, convolution's batch, spatial (lhs) and output feature (kernel) dimensions,
 reduce-window's dimensions (the partitioner exchanges halos for windowed ones,
 passes/spmd_halo.py), gather's passthrough dimensions, scatter's operand;
-tuple / get-tuple-element / while / call / conditional pass their elements through):
+tuple / get-tuple-element / while / one-operand call pass their elements through; a
+conditional is not looked through: its result is replicated unless annotated):
 
 1. forward, operands to users, in post order: the candidates are what each sharded
    operand implies; the one splitting the value into the most tiles wins (ties: the
