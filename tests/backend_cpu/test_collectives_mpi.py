@@ -5,27 +5,17 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.mpi_util import mpirun_command, needs_mpi
+
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "corpus_devices"
-MPIRUN = shutil.which("mpirun") or (shutil.which("mpirun", path=str(Path(sys.executable).parent)))
-
-try:
-    import mpi4py  # noqa: F401
-    HAVE_MPI4PY = True
-except ImportError:
-    HAVE_MPI4PY = False
-
-pytestmark = [
-    pytest.mark.skipif(MPIRUN is None, reason="mpirun is not installed (pip install 'xlapy[mpi]')"),
-    pytest.mark.skipif(not HAVE_MPI4PY, reason="mpi4py is not installed (pip install 'xlapy[mpi]')"),
-]
+pytestmark = needs_mpi
 
 
 def devices_of(name: str) -> int:
@@ -41,7 +31,7 @@ NAMES = sorted(p.name[:-4] for p in CORPUS.glob("*.npz"))
 def mpirun(n: int, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env = dict(os.environ, XLAPY_COLLECTIVE_TIMEOUT="20", XLAPY_INTRA_OP_THREADS="1",
                PYTHONPATH=str(ROOT))
-    return subprocess.run([MPIRUN, "-n", str(n), sys.executable, "-m",
+    return subprocess.run([*mpirun_command(), "-n", str(n), sys.executable, "-m",
                            "tests.backend_cpu.mpi_collectives_worker", *args],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 

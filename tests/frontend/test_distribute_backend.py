@@ -8,11 +8,9 @@ needs --allow-run-as-root and --oversubscribe, added when its mpirun is the one 
 """
 from __future__ import annotations
 
-import functools
 import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +21,7 @@ import pytest
 from xlapy.frontend import distribute, ops
 from xlapy.frontend.distribute import PerReplica
 from xlapy.frontend.ops import collective
+from tests.mpi_util import mpirun_command, needs_mpi
 
 from .util import assert_close
 
@@ -107,32 +106,6 @@ def test_example_in_process_matches_one_replica():
 
 # --- MPI ---------------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=None)
-def mpirun_command() -> tuple[str, ...] | None:
-    """mpirun (next to this Python first: the mpich wheel installs it there) and its flags."""
-    beside = Path(sys.executable).with_name("mpirun")
-    found = str(beside) if beside.exists() else shutil.which("mpirun")
-    if found is None:
-        return None
-    try:
-        version = subprocess.run([found, "--version"], capture_output=True, text=True,
-                                 timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        version = ""
-    if "Open MPI" in version or "OpenRTE" in version:
-        return (found, "--allow-run-as-root", "--oversubscribe")
-    return (found,)
-
-
-def mpi_skip_reason() -> str | None:
-    if importlib.util.find_spec("mpi4py") is None:
-        return "mpi4py is not installed (pip install 'xlapy[mpi]')"
-    if mpirun_command() is None:
-        return "mpirun is not on PATH nor next to the Python interpreter (pip install 'xlapy[mpi]')"
-    return None
-
-
-needs_mpi = pytest.mark.skipif(mpi_skip_reason() is not None, reason=mpi_skip_reason() or "")
 
 
 def mpirun(n: int, *command: str) -> subprocess.CompletedProcess:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,10 +12,10 @@ import pytest
 
 from xlapy.frontend import hlo_opt
 from tests.corpus_util import assert_close
+from tests.mpi_util import mpirun_command, needs_mpi
 
 ROOT = Path(__file__).resolve().parents[2]
 CASE = ROOT / "tests" / "corpus_devices" / "mesh2x2_psum_all_gather"
-MPIRUN = shutil.which("mpirun") or shutil.which("mpirun", path=str(Path(sys.executable).parent))
 
 
 def check(path: Path) -> None:
@@ -52,13 +51,13 @@ def test_device_errors_are_one_line(tmp_path, capsys, argv, message):
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
-@pytest.mark.skipif(MPIRUN is None, reason="mpirun is not installed (pip install 'xlapy[mpi]')")
+@needs_mpi
 def test_distributed_mpi(tmp_path):
-    pytest.importorskip("mpi4py", reason="mpi4py is not installed (pip install 'xlapy[mpi]')")
     out = tmp_path / "out.npz"
     env = dict(os.environ, XLAPY_COLLECTIVE_TIMEOUT="20", XLAPY_INTRA_OP_THREADS="1")
-    cmd = [MPIRUN, "-n", "4", sys.executable, "-m", "xlapy.frontend.hlo_opt", f"{CASE}.hlo",
-           "--run", "--distributed", "mpi", "--inputs", f"{CASE}.npz", "--outputs", str(out)]
+    cmd = [*mpirun_command(), "-n", "4", sys.executable, "-m", "xlapy.frontend.hlo_opt",
+           f"{CASE}.hlo", "--run", "--distributed", "mpi", "--inputs", f"{CASE}.npz",
+           "--outputs", str(out)]
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     check(out)

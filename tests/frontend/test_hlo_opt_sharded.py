@@ -6,7 +6,6 @@ whole module; per-device modules keep their d{d}_arg{i} keys; mpirun -n 2 too.""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +17,10 @@ from xlapy import hlo
 from xlapy.frontend import hlo_opt
 from xlapy.frontend.sharding import ShardedProgram, assemble, needs_partitioning
 from tests.corpus_util import assert_close
+from tests.mpi_util import mpirun_command, needs_mpi
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "corpus_devices"
-MPIRUN = shutil.which("mpirun") or shutil.which("mpirun", path=str(Path(sys.executable).parent))
 
 
 @pytest.mark.parametrize("name", ["auto_matmul", "auto_matmul_chain_2x2", "auto_reduce_2x2",
@@ -143,7 +142,7 @@ def test_errors_are_one_line(tmp_path, capsys):
     assert "partitioned first" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(MPIRUN is None, reason="mpirun is not installed (pip install 'xlapy[mpi]')")
+@needs_mpi
 def test_under_mpirun(tmp_path):
     path = tmp_path / "m.hlo"
     path.write_text(ANNOTATED)
@@ -151,9 +150,9 @@ def test_under_mpirun(tmp_path):
     args = arguments(module, 2)
     np.savez(tmp_path / "in.npz", **args)
     hlo_opt_cmd = [sys.executable, "-m", "xlapy.frontend.hlo_opt"]
-    done = subprocess.run([MPIRUN, "-n", "2", *hlo_opt_cmd, str(path), "--run", "--distributed",
-                           "mpi", "--inputs", str(tmp_path / "in.npz"), "--outputs",
-                           str(tmp_path / "out.npz")], capture_output=True, text=True,
+    done = subprocess.run([*mpirun_command(), "-n", "2", *hlo_opt_cmd, str(path), "--run",
+                           "--distributed", "mpi", "--inputs", str(tmp_path / "in.npz"),
+                           "--outputs", str(tmp_path / "out.npz")], capture_output=True, text=True,
                           timeout=240, cwd=ROOT, env=dict(os.environ,
                                                           XLAPY_COLLECTIVE_TIMEOUT="60"))
     assert done.returncode == 0, done.stdout + done.stderr

@@ -2,10 +2,7 @@
 ops.with_sharding_constraint: the partitioned program on 1, 2 and 4 in-process devices
 (and under mpirun -n 2) gives the numbers of the unsharded function (DESIGN.md's f32
 tolerance), whole arrays or per-device shards."""
-import functools
-import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +14,7 @@ import xlapy
 from xlapy import ops
 from xlapy.frontend.distribute import Mesh, PartitionSpec as P
 from xlapy.frontend.sharding import spec_to_sharding
+from tests.mpi_util import mpirun_command, needs_mpi
 
 ROOT = Path(__file__).resolve().parents[2]
 TOL = dict(rtol=2e-5, atol=1e-5)
@@ -194,19 +192,7 @@ def test_errors():
 
 # --- MPI -----------------------------------------------------------------------------------
 
-def mpirun_command():
-    beside = Path(sys.executable).with_name("mpirun")
-    found = str(beside) if beside.exists() else shutil.which("mpirun")
-    if found is None or importlib.util.find_spec("mpi4py") is None:
-        return None
-    version = subprocess.run([found, "--version"], capture_output=True, text=True,
-                             timeout=30).stdout
-    extra = ("--allow-run-as-root", "--oversubscribe") if "Open MPI" in version else ()
-    return (found, *extra)
-
-
-@pytest.mark.skipif(mpirun_command() is None, reason="mpirun or mpi4py missing "
-                    "(pip install 'xlapy[mpi]')")
+@needs_mpi
 def test_sharded_function_under_mpirun():
     env = dict(os.environ, XLAPY_COLLECTIVE_TIMEOUT="60")
     done = subprocess.run([*mpirun_command(), "-n", "2", sys.executable,

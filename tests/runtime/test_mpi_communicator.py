@@ -9,11 +9,8 @@ mpich's mpirun runs as root with no flags; Open MPI's needs --allow-run-as-root 
 """
 from __future__ import annotations
 
-import functools
-import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -21,37 +18,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.mpi_util import mpirun_command, needs_mpi
+
 WORKER = Path(__file__).with_name("mpi_worker.py")
 LAUNCH_LIMIT = 120      # seconds for a whole mpirun; a hang fails the test, never the run
 FAIL_FAST = 30          # a failing run must end well within this
 
 
-@functools.lru_cache(maxsize=None)
-def mpirun_command() -> tuple[str, ...] | None:
-    """mpirun (next to this Python first: the mpich wheel installs it there) and its flags."""
-    beside = Path(sys.executable).with_name("mpirun")
-    found = str(beside) if beside.exists() else shutil.which("mpirun")
-    if found is None:
-        return None
-    try:
-        version = subprocess.run([found, "--version"], capture_output=True, text=True,
-                                 timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        version = ""
-    if "Open MPI" in version or "OpenRTE" in version:
-        return (found, "--allow-run-as-root", "--oversubscribe")
-    return (found,)
-
-
-def skip_reason() -> str | None:
-    if importlib.util.find_spec("mpi4py") is None:
-        return "mpi4py is not installed (pip install 'xlapy[mpi]')"
-    if mpirun_command() is None:
-        return "mpirun is not on PATH nor next to the Python interpreter (pip install 'xlapy[mpi]')"
-    return None
-
-
-pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")
+pytestmark = needs_mpi
 
 
 def launch(n: int, mode: str, timeout_s: float | None = None):
