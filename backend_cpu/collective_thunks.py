@@ -203,12 +203,24 @@ class AllReduceThunk(CollectiveThunk):
         return pendings, _finisher(table, pendings, after)
 
 
-class AllGatherThunk(CollectiveThunk):
+class AlongDimThunk(CollectiveThunk):
+    """all-gather and reduce-scatter: one call per operand along the instruction's
+    dimension, which the staging puts first when the layouts do not already have it
+    outermost. `kind` names the communicator's call; `rows(n, size)` is the staged
+    result's first extent for a group of n."""
+    kind = ""
+
     def __init__(self, instr, operands: list[Buffer], results: list[Buffer], R: int, P: int):
         super().__init__(instr.name, [b.slot for b in operands], [b.slot for b in results])
         self.operands, self.results = operands, results
         self.groups = _groups(instr, R, P)
         (self.dim,) = instr.dims()
+
+    def rows(self, n: int, size: int) -> int:
+        raise NotImplementedError
+
+    def extra(self) -> tuple:
+        return ()
 
     def issue(self, table, ctx, start: bool):
         group, d = self.groups[ctx.device], self.dim
@@ -221,38 +233,33 @@ class AllGatherThunk(CollectiveThunk):
                 send, recv, out = src.physical(table), dst.physical(table), None
             else:
                 send = _major_first(src.logical(table), d)
-                recv = out = np.empty((send.shape[0] * len(group),) + send.shape[1:],
+                recv = out = np.empty((self.rows(len(group), send.shape[0]),) + send.shape[1:],
                                       send.dtype)
-            pendings.append(_call(ctx, start, "all_gather", group, send, recv))
+            pendings.append(_call(ctx, start, self.kind, group, send, recv, *self.extra()))
             after.append((dst, out))
         return pendings, _finisher(table, pendings, after, d)
 
 
-class ReduceScatterThunk(CollectiveThunk):
+class AllGatherThunk(AlongDimThunk):
+    kind = "all_gather"
+
+    def rows(self, n: int, size: int) -> int:
+        return size * n
+
+
+class ReduceScatterThunk(AlongDimThunk):
+    kind = "reduce_scatter"
+
     def __init__(self, instr, operands: list[Buffer], results: list[Buffer], R: int, P: int):
-        super().__init__(instr.name, [b.slot for b in operands], [b.slot for b in results])
-        self.operands, self.results = operands, results
-        self.groups = _groups(instr, R, P)
-        (self.dim,) = instr.dims()
+        super().__init__(instr, operands, results, R, P)
         self.reducer = instr.attrs["to_apply"]
         self.op = reducer_op(self.reducer)
 
-    def issue(self, table, ctx, start: bool):
-        group, d = self.groups[ctx.device], self.dim
-        pendings, after = [], []
-        for src, dst in zip(self.operands, self.results):
-            if len(group) == 1 or ctx.comm is None:
-                dst.logical(table)[...] = src.logical(table)
-                continue
-            if _flat_along(src, d) and _flat_along(dst, d):
-                send, recv, out = src.physical(table), dst.physical(table), None
-            else:
-                send = _major_first(src.logical(table), d)
-                recv = out = np.empty((send.shape[0] // len(group),) + send.shape[1:],
-                                      send.dtype)
-            pendings.append(_call(ctx, start, "reduce_scatter", group, send, recv, self.op))
-            after.append((dst, out))
-        return pendings, _finisher(table, pendings, after, d)
+    def rows(self, n: int, size: int) -> int:
+        return size // n
+
+    def extra(self) -> tuple:
+        return (self.op,)
 
 
 class AllToAllThunk(CollectiveThunk):
