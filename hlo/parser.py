@@ -49,8 +49,8 @@ import lark
 from lark import Token, Transformer
 
 from .aliasing import AliasingError, check_aliasing
-from .attributes import (RESULT_ACCURACY_OPCODES, AttributeValueError, OriginalValue,
-                         check_origin, decode_attribute, layout_constraints_problem)
+from .attributes import (AttributeValueError, OriginalValue, check_origin, decode_attribute,
+                         layout_constraints_problem, result_accuracy_opcodes)
 from .dtypes import DTYPES
 from .ir import HloComputation, HloInstruction, HloModule
 from .ir import LiteralAttr, Window
@@ -511,9 +511,9 @@ class _ModuleBuilder:
     @staticmethod
     def _check_attribute_fit(instr: HloInstruction, attrs: dict) -> None:
         """The attribute checks that need the opcode, the result or the operands."""
-        if "result_accuracy" in attrs and instr.opcode not in RESULT_ACCURACY_OPCODES:
+        if "result_accuracy" in attrs and instr.opcode not in result_accuracy_opcodes():
             raise _Located(f"result_accuracy is not an attribute of {instr.opcode} (only of "
-                           f"{', '.join(sorted(RESULT_ACCURACY_OPCODES))})",
+                           f"{', '.join(result_accuracy_opcodes())})",
                            attrs["result_accuracy"].key)
         if isinstance(instr.attrs.get("origin"), OriginalValue):
             try:

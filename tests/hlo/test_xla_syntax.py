@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 from xlapy.hlo import ParseError, parse_module, print_module, verify
+from xlapy.hlo.attributes import (OriginalValue, OriginTuple, ResultAccuracy,
+                                  result_accuracy_opcodes)
 
 ADD = """add {
   a = f32[] parameter(0)
@@ -655,9 +657,7 @@ def modules_with_new_syntax(draw):
 def _maybe_accuracy_and_origin(instr, draw) -> None:
     """Gives some instructions a result_accuracy (the ops that take one) and an origin
     tree that fits their shape."""
-    from xlapy.hlo.attributes import (RESULT_ACCURACY_OPCODES, OriginalValue, OriginTuple,
-                                      ResultAccuracy)
-    if instr.opcode in RESULT_ACCURACY_OPCODES and draw(st.booleans()):
+    if instr.opcode in result_accuracy_opcodes() and draw(st.booleans()):
         instr.attrs["result_accuracy"] = draw(st.one_of(
             st.sampled_from([ResultAccuracy("default"), ResultAccuracy("highest")]),
             st.builds(ResultAccuracy, st.none(),
@@ -701,8 +701,7 @@ def test_print_parse_print_is_stable_with_the_new_syntax(module, data):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from(sorted(__import__("xlapy.hlo.attributes", fromlist=["x"])
-                              .RESULT_ACCURACY_OPCODES)),
+@given(st.sampled_from(result_accuracy_opcodes()),
        st.one_of(st.sampled_from(["{mode=default}", "{mode=Highest}"]),
                  st.builds("{{tolerance={{atol={},rtol={},ulps={}}}}}".format,
                            st.floats(0, 1e300), st.floats(0, 1e-300), st.integers(0, 2 ** 62))))
