@@ -144,6 +144,16 @@ def _last_dim(owner, input_shape) -> int:
     return int(dims[-1])
 
 
+def _kernel_and_bias(layer, seed, kernel_shape, dtype) -> dict:
+    """{"kernel", "bias"} of a Dense or Conv2D layer: the kernel from the first of two seeds,
+    the bias (one per output unit, the kernel's last dimension) from the second."""
+    k_seed, b_seed = split_seed(seed, 2)
+    params = {"kernel": layer.kernel_initializer(k_seed, tuple(kernel_shape), dtype)}
+    if layer.use_bias:
+        params["bias"] = layer.bias_initializer(b_seed, (kernel_shape[-1],), dtype)
+    return params
+
+
 def _linear(x, kernel, bias=None):
     """x[..., d] @ kernel[d, u] (+ bias) for any rank of x: one 2-D dot."""
     lead = list(x.shape[:-1])
@@ -169,11 +179,7 @@ class Dense:
 
     def init(self, seed, input_shape, dtype="float32") -> dict:
         d = _last_dim("Dense", input_shape)
-        k_seed, b_seed = split_seed(seed, 2)
-        params = {"kernel": self.kernel_initializer(k_seed, (d, self.units), dtype)}
-        if self.use_bias:
-            params["bias"] = self.bias_initializer(b_seed, (self.units,), dtype)
-        return params
+        return _kernel_and_bias(self, seed, (d, self.units), dtype)
 
     def apply(self, params, x):
         x = ops.to_tensor(x)
@@ -349,12 +355,7 @@ class Conv2D:
 
     def init(self, seed, input_shape, dtype="float32") -> dict:
         c = _last_dim("Conv2D", input_shape)
-        k_seed, b_seed = split_seed(seed, 2)
-        params = {"kernel": self.kernel_initializer(k_seed, self.kernel_size +
-                                                    (c, self.filters), dtype)}
-        if self.use_bias:
-            params["bias"] = self.bias_initializer(b_seed, (self.filters,), dtype)
-        return params
+        return _kernel_and_bias(self, seed, self.kernel_size + (c, self.filters), dtype)
 
     def apply(self, params, x):
         y = ops.conv2d(x, params["kernel"], list(self.strides), self.padding.upper(),
