@@ -7,6 +7,8 @@ strided slicing, gathering, convolution and pooling, emitted as HLO.
                          spatially reversed, in/out-swapped filter
     Conv2DBackpropFilter convolution of the input with the cotangent as window
                          (batch and features swap roles)
+    Conv3DBackprop*V2    the same two, over three spatial dims (the kernels are
+                         rank-generic; MaxPool3DGrad and AvgPool3DGrad likewise)
     MaxPoolGrad          select-and-scatter: each window's cotangent goes to its max
     AvgPoolGrad          reduce-window sum of the stride-dilated cotangent / counts
 
@@ -20,7 +22,8 @@ from ...hlo import Shape
 from ...hlo.builder import make_window
 
 from ..kernels.common import full, normalize_axis, require_float
-from ..kernels.conv import spatial_pair, spatial_padding
+from ..kernels.conv import (conv_labels, pool_geometry, pool_window, spatial_padding,
+                            spatial_tuple)
 from ..kernels.indexing import expand_index
 from ..registry import XlaOpKernel, register_xla_op
 from .registry import register_no_gradient
@@ -93,58 +96,65 @@ class GatherGrad(XlaOpKernel):
                                     index_vector_dim=irank))
 
 
-def _conv_geometry(ctx, in_hw, k_hw):
-    strides = spatial_pair(ctx.attr("strides", 1), "strides")
-    dilations = spatial_pair(ctx.attr("dilations", 1), "dilations")
-    pads = spatial_padding(ctx.attr("padding", "VALID"), in_hw, k_hw, strides, dilations)
+def _conv_geometry(ctx, in_sizes, k_sizes):
+    n = len(in_sizes)
+    strides = spatial_tuple(ctx.attr("strides", 1), "strides", n)
+    dilations = spatial_tuple(ctx.attr("dilations", 1), "dilations", n)
+    pads = spatial_padding(ctx.attr("padding", "VALID"), in_sizes, k_sizes, strides, dilations)
     return strides, dilations, pads
 
 
 @register_xla_op("Conv2DBackpropInput")
 class Conv2DBackpropInput(XlaOpKernel):
-    """Inputs (cotangent [N, OH, OW, O], filter [KH, KW, C, O]) -> [N, H, W, C]."""
+    """Inputs (cotangent [N, OH, OW, O], filter [KH, KW, C, O]) -> [N, H, W, C]
+    (and the same with a depth dim in front of H for Conv3D)."""
 
     def compile(self, ctx):
         b, (g, w) = ctx.builder, ctx.inputs
         require_float(g)
-        n, h, wd, c = ctx.attr("input_shape")
-        kh, kw = w.shape.dims[:2]
-        strides, dilations, pads = _conv_geometry(ctx, (h, wd), (kh, kw))
+        dims = tuple(ctx.attr("input_shape"))
+        n = len(dims) - 2
+        sizes, ks = dims[1:-1], w.shape.dims[:n]
+        strides, dilations, pads = _conv_geometry(ctx, sizes, ks)
         # dx[i] = sum_k G[i + pl - k d] w[k], G = g dilated by the stride: a
         # convolution with the reversed filter and low padding (K-1) d - pl.
         padding = []
-        for size, k, s, d, (pl, _), o in zip((h, wd), (kh, kw), strides, dilations, pads,
-                                             g.shape.dims[1:3]):
+        for size, k, s, d, (pl, _), o in zip(sizes, ks, strides, dilations, pads,
+                                             g.shape.dims[1:-1]):
             low = (k - 1) * d - pl
             padding.append((low, size + pl - (o - 1) * s - 1))
-        flipped = b.transpose(b.reverse(w, [0, 1]), [0, 1, 3, 2])
-        window = make_window([kh, kw], padding=padding, base_dilation=list(strides),
+        spatial = list(range(n))
+        flipped = b.transpose(b.reverse(w, spatial), [*spatial, n + 1, n])
+        window = make_window(list(ks), padding=padding, base_dilation=list(strides),
                              window_dilation=list(dilations))
-        ctx.set_output(0, b.convolution(g, flipped, window, "b01f_01io->b01f"))
+        ctx.set_output(0, b.convolution(g, flipped, window, conv_labels(n)))
 
 
 @register_xla_op("Conv2DBackpropFilter")
 class Conv2DBackpropFilter(XlaOpKernel):
-    """Inputs (input [N, H, W, C], cotangent [N, OH, OW, O]) -> [KH, KW, C, O]."""
+    """Inputs (input [N, H, W, C], cotangent [N, OH, OW, O]) -> [KH, KW, C, O]
+    (and the same with a depth dim for Conv3D)."""
 
     def compile(self, ctx):
         b, (x, g) = ctx.builder, ctx.inputs
         require_float(x)
-        kh, kw, c, o = ctx.attr("filter_shape")
-        _, h, wd, _ = x.shape.dims
-        strides, dilations, pads = _conv_geometry(ctx, (h, wd), (kh, kw))
+        fshape = tuple(ctx.attr("filter_shape"))
+        n = len(fshape) - 2
+        ks, sizes = fshape[:n], x.shape.dims[1:-1]
+        strides, dilations, pads = _conv_geometry(ctx, sizes, ks)
         # dw[k, c, o] = sum_{n, p} x[n, p s + k d - pl, c] g[n, p, o]: a convolution
         # over the batch (as features) whose window is g, dilated by the stride.
         padding = []
-        for size, k, s, d, (pl, _), op in zip((h, wd), (kh, kw), strides, dilations, pads,
-                                              g.shape.dims[1:3]):
+        for size, k, s, d, (pl, _), op in zip(sizes, ks, strides, dilations, pads,
+                                              g.shape.dims[1:-1]):
             padding.append((pl, (k - 1) * d + (op - 1) * s + 1 - size - pl))
-        lhs = b.transpose(x, [3, 1, 2, 0])          # [C, H, W, N]: C as the batch
-        rhs = b.transpose(g, [1, 2, 0, 3])          # [OH, OW, N, O]: N contracted
-        window = make_window(list(g.shape.dims[1:3]), strides=list(dilations),
+        spatial = list(range(1, n + 1))
+        lhs = b.transpose(x, [n + 1, *spatial, 0])     # [C, spatial..., N]: C as the batch
+        rhs = b.transpose(g, [*spatial, 0, n + 1])     # [spatial..., N, O]: N contracted
+        window = make_window(list(g.shape.dims[1:-1]), strides=list(dilations),
                              padding=padding, window_dilation=list(strides))
-        out = b.convolution(lhs, rhs, window, "b01f_01io->b01f")   # [C, KH, KW, O]
-        ctx.set_output(0, b.transpose(out, [1, 2, 0, 3]))
+        out = b.convolution(lhs, rhs, window, conv_labels(n))   # [C, K..., O]
+        ctx.set_output(0, b.transpose(out, [*spatial, 0, n + 1]))
 
 
 @register_xla_op("Conv2DTranspose")
@@ -153,11 +163,11 @@ class Conv2DTranspose(Conv2DBackpropInput):
     grads_nn.py). Inputs (x [N, H, W, O], filter [KH, KW, C, O]) -> input_shape."""
 
 
-def _pool_geometry(ctx, dims):
-    kh, kw = spatial_pair(ctx.attr("ksize"), "ksize")
-    sh, sw = spatial_pair(ctx.attr("strides", (kh, kw)), "strides")
-    pads = spatial_padding(ctx.attr("padding", "VALID"), dims[1:3], (kh, kw), (sh, sw), (1, 1))
-    return (kh, kw), (sh, sw), pads
+# TF's names of the Conv3D gradients; the kernels above are rank-generic.
+register_xla_op("Conv3DBackpropInputV2")(type("Conv3DBackpropInputV2",
+                                              (Conv2DBackpropInput,), {}))
+register_xla_op("Conv3DBackpropFilterV2")(type("Conv3DBackpropFilterV2",
+                                               (Conv2DBackpropFilter,), {}))
 
 
 @register_xla_op("MaxPoolGrad")
@@ -168,9 +178,7 @@ class MaxPoolGrad(XlaOpKernel):
     def compile(self, ctx):
         b, (x, g) = ctx.builder, ctx.inputs
         etype = x.shape.element_type
-        (kh, kw), (sh, sw), pads = _pool_geometry(ctx, x.shape.dims)
-        window = make_window([1, kh, kw, 1], strides=[1, sh, sw, 1],
-                             padding=[(0, 0), *pads, (0, 0)])
+        window = pool_window(*pool_geometry(ctx, x.shape.dims, x.shape.rank - 2))
         sel = b.sub_builder(f"select_ge_{etype}")
         lhs = sel.parameter(Shape.scalar(etype), "lhs")
         rhs = sel.parameter(Shape.scalar(etype), "rhs")
@@ -188,27 +196,29 @@ class AvgPoolGrad(XlaOpKernel):
         b, g = ctx.builder, ctx.input(0)
         etype = require_float(g)
         dims = tuple(ctx.attr("input_shape"))
-        (kh, kw), (sh, sw), pads = _pool_geometry(ctx, dims)
+        ks, ss, pads = pool_geometry(ctx, dims, len(dims) - 2)
         add = b.scalar_computation(f"add_{etype}", "add", etype)
         zero = b.constant(0, etype)
-        forward = make_window([1, kh, kw, 1], strides=[1, sh, sw, 1],
-                              padding=[(0, 0), *pads, (0, 0)])
-        counts = b.reduce_window(full(b, 1, etype, dims), zero, forward, to_apply=add)
+        counts = b.reduce_window(full(b, 1, etype, dims), zero, pool_window(ks, ss, pads),
+                                 to_apply=add)
         share = b.divide(g, counts)
         # dx[i] = sum of the shares of the windows covering i: the transpose of
         # the window sum, like a convolution's input gradient with a ones filter.
-        padding = [(0, 0)]
-        for size, k, s, (pl, _), o in zip(dims[1:3], (kh, kw), (sh, sw), pads,
-                                          g.shape.dims[1:3]):
+        padding = []
+        for size, k, s, (pl, _), o in zip(dims[1:-1], ks, ss, pads, g.shape.dims[1:-1]):
             padding.append((k - 1 - pl, size + pl - (o - 1) * s - 1))
-        padding.append((0, 0))
-        backward = make_window([1, kh, kw, 1], padding=padding, base_dilation=[1, sh, sw, 1])
+        backward = pool_window(ks, (1,) * len(ks), padding, base_dilation=ss)
         ctx.set_output(0, b.reduce_window(share, zero, backward, to_apply=add))
+
+
+register_xla_op("MaxPool3DGrad")(type("MaxPool3DGrad", (MaxPoolGrad,), {}))
+register_xla_op("AvgPool3DGrad")(type("AvgPool3DGrad", (AvgPoolGrad,), {}))
 
 
 register_no_gradient("Trigamma", "the derivative of trigamma (polygamma(2, x)) is not "
                                  "implemented")
 for _op in ("StridedSliceGrad", "GatherGrad", "Conv2DBackpropInput", "Conv2DBackpropFilter",
-            "MaxPoolGrad", "AvgPoolGrad"):
+            "MaxPoolGrad", "AvgPoolGrad", "Conv3DBackpropInputV2", "Conv3DBackpropFilterV2",
+            "MaxPool3DGrad", "AvgPool3DGrad"):
     register_no_gradient(_op, "a gradient-only kernel (second-order gradients through it "
                               "are not supported)")

@@ -150,15 +150,24 @@ _CONV_ATTRS = ("strides", "padding", "dilations", "data_format")
 _POOL_ATTRS = ("ksize", "strides", "padding", "data_format")
 
 
-@register_gradient("Conv2D")
-def _conv2d_grad(node, grads):
+def _conv_grads(node, grads, backprop_input: str, backprop_filter: str):
     x, w = node.inputs
-    if w.shape[2] != x.shape[3]:
-        raise NotImplementedError("gradient of a grouped Conv2D is not supported")
+    if w.shape[-2] != x.shape[-1]:
+        raise NotImplementedError(f"gradient of a grouped {node.op} is not supported")
     attrs = {k: node.attrs[k] for k in _CONV_ATTRS if k in node.attrs}
     g = grads[0]
-    return [ops.apply("Conv2DBackpropInput", [g, w], input_shape=tuple(x.shape), **attrs),
-            ops.apply("Conv2DBackpropFilter", [x, g], filter_shape=tuple(w.shape), **attrs)]
+    return [ops.apply(backprop_input, [g, w], input_shape=tuple(x.shape), **attrs),
+            ops.apply(backprop_filter, [x, g], filter_shape=tuple(w.shape), **attrs)]
+
+
+@register_gradient("Conv2D")
+def _conv2d_grad(node, grads):
+    return _conv_grads(node, grads, "Conv2DBackpropInput", "Conv2DBackpropFilter")
+
+
+@register_gradient("Conv3D")
+def _conv3d_grad(node, grads):
+    return _conv_grads(node, grads, "Conv3DBackpropInputV2", "Conv3DBackpropFilterV2")
 
 
 @register_gradient("DepthwiseConv2dNative")
@@ -191,16 +200,27 @@ def _conv2d_transpose_grad(node, grads):
             ops.apply("Conv2DBackpropFilter", [g, x], filter_shape=tuple(w.shape), **attrs)]
 
 
+def _pool_attrs(node):
+    return {k: node.attrs[k] for k in _POOL_ATTRS if k in node.attrs}
+
+
 @register_gradient("MaxPool")
 def _max_pool_grad(node, grads):
-    attrs = {k: node.attrs[k] for k in _POOL_ATTRS if k in node.attrs}
-    return [ops.apply("MaxPoolGrad", [node.inputs[0], grads[0]], **attrs)]
+    return [ops.apply("MaxPoolGrad", [node.inputs[0], grads[0]], **_pool_attrs(node))]
+
+
+@register_gradient("MaxPool3D")
+def _max_pool3d_grad(node, grads):
+    return [ops.apply("MaxPool3DGrad", [node.inputs[0], grads[0]], **_pool_attrs(node))]
 
 
 @register_gradient("AvgPool")
 def _avg_pool_grad(node, grads):
-    attrs = {k: node.attrs[k] for k in _POOL_ATTRS if k in node.attrs}
     return [ops.apply("AvgPoolGrad", [grads[0]], input_shape=tuple(node.inputs[0].shape),
-                      **attrs)]
+                      **_pool_attrs(node))]
 
 
+@register_gradient("AvgPool3D")
+def _avg_pool3d_grad(node, grads):
+    return [ops.apply("AvgPool3DGrad", [grads[0]], input_shape=tuple(node.inputs[0].shape),
+                      **_pool_attrs(node))]

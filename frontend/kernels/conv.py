@@ -1,10 +1,15 @@
-"""Convolution and pooling kernels (NHWC): Conv2D, DepthwiseConv2dNative, MaxPool,
-AvgPool.
+"""Convolution and pooling kernels, channels last: Conv2D, DepthwiseConv2dNative,
+MaxPool, AvgPool (NHWC) and Conv3D, MaxPool3D, AvgPool3D (NDHWC).
 
-Attributes follow TensorFlow: `strides`, `dilations` and `ksize` as an int,
-a pair (h, w) or four values [1, h, w, 1]; `padding` "SAME", "VALID" or
-explicit ((top, bottom), (left, right)). SAME pads so the output has
+Attributes follow TensorFlow: `strides`, `dilations` and `ksize` as an int, one
+value per spatial dim ((h, w) or (d, h, w)), or one per dim of the input with 1
+for batch and channels ([1, h, w, 1], [1, d, h, w, 1]); a single value [k] means
+k for every spatial dim (TF's pools accept it); `padding` "SAME", "VALID" or
+explicit (low, high) pairs per spatial dim. SAME pads so the output has
 ceil(in / stride) positions, the odd pixel going below/right, as TF does.
+
+One kernel class serves both ranks: `SPATIAL` (2 or 3) is its number of spatial
+dims and `LAYOUT` the only data_format it takes.
 """
 from __future__ import annotations
 
@@ -15,17 +20,27 @@ from ...hlo.builder import make_window
 from ..registry import XlaOpKernel, register_xla_op
 from .common import full, lowest, require_float, require_same_types
 
+LAYOUTS = {2: "NHWC", 3: "NDHWC"}
+
+
+def spatial_tuple(value, what: str, n: int = 2) -> tuple[int, ...]:
+    """n spatial values from an int, [k], n values, or n + 2 with 1 for batch/channels."""
+    if isinstance(value, int):
+        return (value,) * n
+    value = [int(v) for v in value]
+    if len(value) == 1:
+        return (value[0],) * n
+    if len(value) == n:
+        return tuple(value)
+    if len(value) == n + 2 and value[0] == 1 and value[-1] == 1:
+        return tuple(value[1:-1])
+    form = "(h, w) or [1, h, w, 1]" if n == 2 else "(d, h, w) or [1, d, h, w, 1]"
+    raise ValueError(f"{what} must be an int, {form}, got {value}")
+
 
 def spatial_pair(value, what: str) -> tuple[int, int]:
     """(h, w) from an int, a pair or an NHWC quadruple [1, h, w, 1]."""
-    if isinstance(value, int):
-        return value, value
-    value = [int(v) for v in value]
-    if len(value) == 2:
-        return value[0], value[1]
-    if len(value) == 4 and value[0] == 1 and value[3] == 1:
-        return value[1], value[2]
-    raise ValueError(f"{what} must be an int, (h, w) or [1, h, w, 1], got {value}")
+    return spatial_tuple(value, what, 2)
 
 
 def spatial_padding(padding, sizes, windows, strides, dilations) -> list[tuple[int, int]]:
@@ -43,48 +58,65 @@ def spatial_padding(padding, sizes, windows, strides, dilations) -> list[tuple[i
             result.append((total // 2, total - total // 2))
         return result
     pairs = [tuple(int(v) for v in p) for p in padding]
-    if len(pairs) == 4:          # TF's explicit NHWC form: [[0,0],[t,b],[l,r],[0,0]]
-        pairs = pairs[1:3]
+    if len(pairs) == len(sizes) + 2:   # TF's explicit form: [[0,0],[t,b],[l,r],[0,0]]
+        pairs = pairs[1:-1]
     if len(pairs) != len(sizes) or any(len(p) != 2 or min(p) < 0 for p in pairs):
         raise ValueError(f"explicit padding needs a non-negative (low, high) pair per "
                          f"spatial dim, got {padding}")
     return pairs
 
 
-def _check_nhwc(ctx, x, what: str = "input") -> None:
-    if x.shape.rank != 4:
-        raise ValueError(f"{what} must be NHWC (rank 4), got {list(x.shape.dims)}")
-    if ctx.attr("data_format", "NHWC") != "NHWC":
-        raise ValueError("only data_format='NHWC' is supported")
+def conv_labels(n: int) -> str:
+    """Channels-last dimension labels of an n-D convolution: b01f_01io->b01f."""
+    s = "012"[:n]
+    return f"b{s}f_{s}io->b{s}f"
+
+
+def check_layout(ctx, x, n: int, what: str = "input") -> None:
+    layout = LAYOUTS[n]
+    if x.shape.rank != n + 2:
+        raise ValueError(f"{what} must be {layout} (rank {n + 2}), got {list(x.shape.dims)}")
+    if ctx.attr("data_format", layout) != layout:
+        raise ValueError(f"only data_format='{layout}' is supported")
 
 
 def _conv(ctx, x, w, groups: int):
-    """convolution of NHWC x with HWIO w: window, padding and output checks."""
-    n, h, wd, c = x.shape.dims
-    kh, kw, _, _ = w.shape.dims
-    strides = spatial_pair(ctx.attr("strides", 1), "strides")
-    dilations = spatial_pair(ctx.attr("dilations", 1), "dilations")
-    pads = spatial_padding(ctx.attr("padding", "VALID"), (h, wd), (kh, kw), strides, dilations)
-    window = make_window([kh, kw], strides=list(strides), padding=pads,
+    """convolution of channels-last x with a [K..., I, O] filter w."""
+    n = x.shape.rank - 2
+    ks = w.shape.dims[:n]
+    strides = spatial_tuple(ctx.attr("strides", 1), "strides", n)
+    dilations = spatial_tuple(ctx.attr("dilations", 1), "dilations", n)
+    pads = spatial_padding(ctx.attr("padding", "VALID"), x.shape.dims[1:-1], ks, strides,
+                           dilations)
+    window = make_window(list(ks), strides=list(strides), padding=pads,
                          window_dilation=list(dilations))
-    return ctx.builder.convolution(x, w, window, "b01f_01io->b01f", feature_group_count=groups)
+    return ctx.builder.convolution(x, w, window, conv_labels(n), feature_group_count=groups)
 
 
 @register_xla_op("Conv2D")
 class Conv2D(XlaOpKernel):
     """input [N, H, W, C] * filter [KH, KW, C / groups, O] -> [N, OH, OW, O]."""
+    SPATIAL = 2
 
     def compile(self, ctx):
         x, w = ctx.inputs
+        n = self.SPATIAL
         require_same_types([x, w])
-        _check_nhwc(ctx, x)
-        if w.shape.rank != 4:
-            raise ValueError(f"filter must be [KH, KW, in, out], got {list(w.shape.dims)}")
-        c, ci = x.shape.dims[3], w.shape.dims[2]
-        if ci == 0 or c % ci or w.shape.dims[3] % (c // ci):
+        check_layout(ctx, x, n)
+        if w.shape.rank != n + 2:
+            ks = "KH, KW" if n == 2 else "KD, KH, KW"
+            raise ValueError(f"filter must be [{ks}, in, out], got {list(w.shape.dims)}")
+        c, ci = x.shape.dims[-1], w.shape.dims[-2]
+        if ci == 0 or c % ci or w.shape.dims[-1] % (c // ci):
             raise ValueError(f"input channels {c} do not fit filter in-channels {ci} "
                              f"(filter {list(w.shape.dims)})")
         ctx.set_output(0, _conv(ctx, x, w, c // ci))
+
+
+@register_xla_op("Conv3D")
+class Conv3D(Conv2D):
+    """input [N, D, H, W, C] * filter [KD, KH, KW, C / groups, O] -> [N, OD, OH, OW, O]."""
+    SPATIAL = 3
 
 
 @register_xla_op("DepthwiseConv2dNative")
@@ -95,7 +127,7 @@ class DepthwiseConv2dNative(XlaOpKernel):
     def compile(self, ctx):
         x, w = ctx.inputs
         require_same_types([x, w])
-        _check_nhwc(ctx, x)
+        check_layout(ctx, x, 2)
         kh, kw, c, m = w.shape.dims if w.shape.rank == 4 else (0, 0, -1, 0)
         if c != x.shape.dims[3]:
             raise ValueError(f"filter {list(w.shape.dims)} must be [KH, KW, "
@@ -105,45 +137,67 @@ class DepthwiseConv2dNative(XlaOpKernel):
         ctx.set_output(0, _conv(ctx, x, grouped, c))
 
 
-def _pool_window(ctx, x):
-    """The NHWC window of a pooling op and its padding."""
-    _check_nhwc(ctx, x)
-    kh, kw = spatial_pair(ctx.attr("ksize"), "ksize")
-    sh, sw = spatial_pair(ctx.attr("strides", (kh, kw)), "strides")
-    _, h, w, _ = x.shape.dims
-    pads = spatial_padding(ctx.attr("padding", "VALID"), (h, w), (kh, kw), (sh, sw), (1, 1))
-    return make_window([1, kh, kw, 1], strides=[1, sh, sw, 1],
-                       padding=[(0, 0), *pads, (0, 0)]), (kh, kw), pads
+def pool_geometry(ctx, dims, n: int):
+    """(window sizes, strides, padding) of a pool over n spatial dims of `dims`."""
+    ks = spatial_tuple(ctx.attr("ksize"), "ksize", n)
+    ss = spatial_tuple(ctx.attr("strides", ks), "strides", n)
+    pads = spatial_padding(ctx.attr("padding", "VALID"), dims[1:-1], ks, ss, (1,) * n)
+    return ks, ss, pads
+
+
+def pool_window(ks, ss, pads, base_dilation=None):
+    """The channels-last window of a pool: 1 over batch and channels."""
+    kw = {} if base_dilation is None else {"base_dilation": [1, *base_dilation, 1]}
+    return make_window([1, *ks, 1], strides=[1, *ss, 1], padding=[(0, 0), *pads, (0, 0)],
+                       **kw)
+
+
+def _pool_window(ctx, x, n: int):
+    check_layout(ctx, x, n)
+    ks, ss, pads = pool_geometry(ctx, x.shape.dims, n)
+    return pool_window(ks, ss, pads), ks, pads
 
 
 @register_xla_op("MaxPool")
 class MaxPool(XlaOpKernel):
     """Max over each window; padding never wins (it is -inf)."""
+    SPATIAL = 2
 
     def compile(self, ctx):
         b, x = ctx.builder, ctx.input(0)
         etype = x.shape.element_type
-        window, _, _ = _pool_window(ctx, x)
+        window, _, _ = _pool_window(ctx, x, self.SPATIAL)
         reducer = b.scalar_computation(f"maximum_{etype}", "maximum", etype)
         ctx.set_output(0, b.reduce_window(x, b.constant(lowest(etype), etype), window,
                                           to_apply=reducer))
 
 
+@register_xla_op("MaxPool3D")
+class MaxPool3D(MaxPool):
+    SPATIAL = 3
+
+
 @register_xla_op("AvgPool")
 class AvgPool(XlaOpKernel):
     """Mean over each window, counting only real (unpadded) pixels, as TF does."""
+    SPATIAL = 2
 
     def compile(self, ctx):
         b, x = ctx.builder, ctx.input(0)
         etype = require_float(x)
-        window, (kh, kw), pads = _pool_window(ctx, x)
+        window, ks, pads = _pool_window(ctx, x, self.SPATIAL)
         reducer = b.scalar_computation(f"add_{etype}", "add", etype)
         zero = b.constant(0, etype)
         total = b.reduce_window(x, zero, window, to_apply=reducer)
         if all(p == (0, 0) for p in pads):
-            counts = full(b, kh * kw, etype, total.shape.dims)
+            counts = full(b, math.prod(ks), etype, total.shape.dims)
         else:
             # The same window over ones counts the real pixels of each window.
             ones = full(b, 1, etype, x.shape.dims)
             counts = b.reduce_window(ones, zero, window, to_apply=reducer)
         ctx.set_output(0, b.divide(total, counts))
+
+
+@register_xla_op("AvgPool3D")
+class AvgPool3D(AvgPool):
+    SPATIAL = 3

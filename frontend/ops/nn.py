@@ -333,6 +333,28 @@ def conv2d_transpose(input, filters, output_shape, strides, padding="SAME",
                  dilations=1 if dilations is None else dilations)
 
 
+def conv3d(input, filters, strides, padding, data_format="NDHWC", dilations=None, name=None):
+    """NDHWC input, DHWIO filters [KD, KH, KW, C, O] -> [N, OD, OH, OW, O]; padding
+    "SAME" or "VALID"; strides and dilations as 5 values [1, d, h, w, 1] (or an int,
+    or 3 values)."""
+    return apply("Conv3D", promote(input, filters), strides=strides, padding=padding,
+                 data_format=data_format, dilations=1 if dilations is None else dilations)
+
+
+def max_pool3d(input, ksize, strides, padding, data_format="NDHWC", name=None):
+    """Max over [kd, kh, kw] windows of an NDHWC input; ksize and strides as an int or
+    1, 3 or 5 values."""
+    return apply("MaxPool3D", [to_tensor(input)], ksize=ksize, strides=strides,
+                 padding=padding, data_format=data_format)
+
+
+def avg_pool3d(input, ksize, strides, padding, data_format="NDHWC", name=None):
+    """Mean over [kd, kh, kw] windows of an NDHWC input, counting only real (unpadded)
+    elements."""
+    return apply("AvgPool3D", [to_float(input)], ksize=ksize, strides=strides,
+                 padding=padding, data_format=data_format)
+
+
 def separable_conv2d(input, depthwise_filter, pointwise_filter, strides, padding,
                      data_format=None, dilations=None, name=None):
     """depthwise_conv2d, then a 1x1 conv2d with pointwise_filter [1, 1, C*M, O]."""

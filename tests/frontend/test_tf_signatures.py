@@ -235,7 +235,7 @@ def _spelled(p: inspect.Parameter) -> str:
 
 
 # Functions of the table that frontend.ops does not have yet (see the list).
-NOT_YET: set[str] = {"nn.conv3d", "nn.max_pool3d", "nn.avg_pool3d"}
+NOT_YET: set[str] = set()
 
 
 @pytest.mark.parametrize("path", sorted(TF))
