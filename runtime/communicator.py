@@ -174,6 +174,11 @@ class _Issuer:
             return None
         return pending
 
+    @property
+    def idle(self) -> bool:
+        """No started collective is queued or running: a blocking call may run inline."""
+        return self._outstanding == 0
+
     def _loop(self) -> None:
         while True:
             with self._cond:

@@ -164,8 +164,41 @@ def check_ops(comm: MpiCommunicator) -> int:
         check.equal(everyone[r * total.size:(r + 1) * total.size].view(np.uint32),
                     total.view(np.uint32), f"rank {r} has the same bits")
 
+    # A repeated call (same buffers: the fast path) sees new contents, in place or not,
+    # and still refuses a read-only recv at the same address.
+    send, out = np.empty(4096, np.float32), np.empty(4096, np.float32)
+    for step in range(3):
+        send[:] = make("float32", 4096, 10 * step + rank)
+        comm.all_reduce(rank, None, send, out)
+        check.equal(out, functools.reduce(np.add, [make("float32", 4096, 10 * step + d)
+                                                   for d in range(n)]), f"repeat {step}")
+        comm.all_reduce(rank, None, out, out, "max")
+        check.equal(out, functools.reduce(np.add, [make("float32", 4096, 10 * step + d)
+                                                   for d in range(n)]), f"repeat max {step}")
+    frozen = out.view()
+    frozen.flags.writeable = False
+    try:
+        comm.all_reduce(rank, None, send, frozen)
+    except ValueError as exc:
+        check.equal(str(exc), "all_reduce recv must be writable", "read-only recv")
+    else:
+        raise AssertionError(f"rank {rank}: a read-only recv was written")
+
     comm.barrier(rank)
     comm.check_same_program(rank, "program-1")
+
+    # The polling mode (abort_on_failure=False) computes the same.
+    polled = MpiCommunicator(abort_on_failure=False)
+    for _ in range(2):
+        send[:] = make("float32", 4096, rank)
+        polled.all_reduce(rank, None, send, out)
+        check.equal(out, functools.reduce(np.add, [make("float32", 4096, d) for d in range(n)]),
+                    "polling all_reduce")
+    gathered = np.empty(n * 3, np.int16)
+    polled.all_gather(rank, None, np.full(3, rank, np.int16), gathered)
+    check.equal(gathered, np.repeat(np.arange(n, dtype=np.int16), 3), "polling all_gather")
+    polled.barrier(rank)
+    polled.close()
     return check.count
 
 
@@ -190,9 +223,11 @@ def main(mode: str) -> int:
             comm.barrier(rank)
             time.sleep(60)
         elif mode == "stall":
+            out = np.empty_like(x)
+            comm.all_reduce(rank, None, x, out)
             if rank == n - 1:
                 time.sleep(60)           # alive but absent: the others time out
-            comm.all_reduce(rank, None, x, np.empty_like(x))
+            comm.all_reduce(rank, None, x, out)      # a repeat: the fast path
         elif mode == "fingerprint":
             try:
                 comm.check_same_program(rank, "module-b" if rank == 1 else "module-a")
