@@ -133,6 +133,28 @@ def test_all_reduce_in_place(size):
         np.testing.assert_array_equal(buffers[d], fold("sum", sends))
 
 
+@pytest.mark.parametrize("size", [SMALL_BYTES // 4 + 3, 3 * BLOCK_BYTES // 4 + 1])
+def test_all_reduce_some_members_in_place(size):
+    # Each member writes its reduced chunk into every member's recv: a member whose recv is
+    # its send must not see its send change before every member has read it.
+    n = 3
+    comm = InProcessCommunicator(n)
+    sends = [make("float64", size, d) for d in range(n)]
+    buffers = [s.copy() for s in sends]
+    outs = [np.full(size, np.nan) for _ in range(n)]
+
+    def device(d):
+        recv = buffers[d] if d == 1 else outs[d]
+        comm.all_reduce(d, None, buffers[d], recv, "sum")
+        return recv
+
+    results = run(comm, device)
+    for d in range(n):
+        np.testing.assert_array_equal(results[d], fold("sum", sends), err_msg=f"device {d}")
+    for d in (0, 2):
+        np.testing.assert_array_equal(buffers[d], sends[d])     # sends left alone
+
+
 def test_all_reduce_results_are_bit_identical_across_members():
     # Rounding differs with the order of a float sum: every member must get the same bits.
     n = 3
