@@ -26,10 +26,14 @@ elements masked to 0); reduce of one array whose init is the reducer's identity
 reduced dimensions); tuple and get-tuple-element (shardings ride along);
 reduce-window and convolution split along windowed (spatial) dimensions: halo
 exchange with collective-permute, then the local op (passes/spmd_halo.py; the
-cases it declines fall back). Everything else (reshape, gather, scatter, sort,
-while, call, conditional, ...) falls back: operands resharded to replicated, the
-op computed whole on every device, the result resharded to its sharding --
-correct, slower; each fallback is noted in the pass's explain log.
+cases it declines fall back); while, conditional and call: their computations
+are partitioned too, each call site its own copy, from the shardings their
+parameters arrive with (a loop's state keeps one sharding across iterations: the
+body's root is resharded to it; a conditional's branch index is replicated).
+Everything else (reshape, gather, scatter, sort, ...) falls back: operands
+resharded to replicated, the op computed whole on every device, the result
+resharded to its sharding -- correct, slower; each fallback is noted in the
+pass's explain log.
 """
 from __future__ import annotations
 
@@ -40,7 +44,9 @@ import numpy as np
 from ..hlo import HloComputation, HloInstruction, HloModule, HloSharding, Shape, infer_shape
 from ..hlo.ir import ReplicaGroups
 from .pass_base import HloModulePass, PassError, register_pass
+from .dce import remove_unreachable_computations
 from .sharding_maps import derive, import_shardy, is_elementwise
+from .sharding_propagation import branches
 from . import spmd_reshard as rs
 
 LOCAL_MOVEMENT = ("broadcast", "transpose", "slice", "pad", "concatenate", "reverse", "copy")
@@ -71,20 +77,46 @@ class SpmdPartitioner(HloModulePass):
                 raise PassError(f"spmd-partitioner: %{i.name} is sharding={{manual}} "
                                 f"(shard_map); manual regions are not partitioned yet")
         ctx = rs.Ctx(module, n, HloComputation(entry.name), self)
-        values: dict[HloInstruction, rs.PVal] = {}
-        for instr in entry.post_order():
-            values[instr] = self._partition(ctx, instr, values)
-        root = values[entry.root]
-        target = entry.root.attrs.get("sharding")
-        if target is not None:
-            root = ctx.reshard_value(root, target)
-        for i in ctx.comp.instructions:
-            i.attrs.pop("sharding", None)
-        ctx.comp.set_root(root.instr)
+        self._partition_computation(ctx, entry, None, entry.root.attrs.get("sharding"))
         module.replace_entry(ctx.comp)
+        remove_unreachable_computations(module)
         module.num_partitions = n
         module.config.pop("entry_computation_layout", None)
         return True
+
+    def _partition_computation(self, ctx: "rs.Ctx", comp: HloComputation, param_shardings,
+                               root_target) -> "rs.PVal":
+        """Partitions `comp` into ctx.comp. `param_shardings`: the sharding each parameter
+        arrives with (a called computation's: its call site's operands), None for the
+        entry (its parameters' annotations); the root is resharded to `root_target`
+        (None: it keeps what it has). Returns the root's value."""
+        values: dict[HloInstruction, rs.PVal] = {}
+        for instr in comp.parameters + [i for i in comp.post_order() if i.opcode != "parameter"]:
+            if instr.opcode == "parameter" and param_shardings is not None:
+                s = for_shape(param_shardings[instr.parameter_number], instr.shape)
+                p = ctx.add(HloInstruction("parameter", rs.local_shape(instr.shape, s),
+                                           name=instr.name,
+                                           parameter_number=instr.parameter_number))
+                v = rs.PVal(p, s, instr.shape)
+                want = for_shape(instr.attrs.get("sharding"), instr.shape)
+                values[instr] = ctx.reshard_value(v, want) if want is not None else v
+            else:
+                values[instr] = self._partition(ctx, instr, values)
+        root = values[comp.root]
+        if root_target is not None:
+            root = ctx.reshard_value(root, for_shape(root_target, comp.root.shape))
+        for i in ctx.comp.instructions:
+            i.attrs.pop("sharding", None)
+        ctx.comp.set_root(root.instr)
+        return root
+
+    def _called(self, ctx, comp, param_shardings, root_target):
+        """A partitioned copy of a called computation (one per call site: two callers
+        may shard it differently) and its root's value."""
+        sub = ctx.child(HloComputation(comp.name))
+        root = self._partition_computation(sub, comp, param_shardings, root_target)
+        ctx.module.add_computation(sub.comp, before=ctx.module.entry)
+        return sub.comp, root
 
     # --- one instruction -----------------------------------------------------------
     def _partition(self, ctx: "rs.Ctx", instr: HloInstruction, values) -> "rs.PVal":
@@ -118,6 +150,8 @@ class SpmdPartitioner(HloModulePass):
             # the local shape as a hint: convert/bitcast-convert cannot infer theirs
             shape = rs.local_shape(instr.shape, target)
             return rs.PVal(ctx.emit(code, local, shape, **_attrs(instr)), target, instr.shape)
+        if code in ("while", "conditional", "call"):
+            return self._control_flow(ctx, instr, ops, want)
         if code in LOCAL_MOVEMENT and instr.shape.is_array:
             return self._movement(ctx, instr, ops, want)
         if code == "dot":
@@ -134,6 +168,48 @@ class SpmdPartitioner(HloModulePass):
             if v is not None:
                 return v
         return self._fallback(ctx, instr, ops, want)
+
+    def _control_flow(self, ctx, instr, ops, want):
+        """while / conditional / call: the called computations partitioned with the
+        shardings their parameters arrive with.
+
+        while: one sharding S for the loop state (the while's own, else its operand's):
+        the operand is resharded to S, the body's root resharded to S every iteration,
+        the condition's predicate replicated. conditional: the branch index replicated,
+        branch k partitioned from operand k+1's sharding, every branch root resharded to
+        the result's sharding (replicated when nothing says). call: the callee from its
+        operands' shardings, its root to the call's sharding."""
+        code = instr.opcode
+        want = for_shape(want, instr.shape)
+        attrs = _attrs(instr)
+        if code == "while":
+            state = want if want is not None else for_shape(ops[0].sharding, instr.shape)
+            init = ctx.reshard_value(ops[0], state)
+            body, _ = self._called(ctx, instr.attrs["body"], [state], state)
+            cond, _ = self._called(ctx, instr.attrs["condition"], [state],
+                                   HloSharding.replicate())
+            attrs.update(body=body, condition=cond)
+            local = [init.instr]
+            out = state
+        elif code == "conditional":
+            out = want if want is not None else HloSharding.replicate()
+            index = ctx.reshard_value(ops[0], HloSharding.replicate())
+            new = [self._called(ctx, b, [ops[k + 1].sharding], out)[0]
+                   for k, b in enumerate(branches(instr))]
+            if "branch_computations" in attrs:
+                attrs["branch_computations"] = tuple(new)
+            else:
+                attrs.update(true_computation=new[0], false_computation=new[1])
+            local = [index.instr] + [o.instr for o in ops[1:]]
+        else:
+            callee, root = self._called(ctx, instr.attrs["to_apply"],
+                                        [o.sharding for o in ops], want)
+            attrs["to_apply"] = callee
+            local = [o.instr for o in ops]
+            out = root.sharding
+        r = ctx.add(HloInstruction(code, rs.local_shape(instr.shape, out), local, attrs,
+                                   name=instr.name))
+        return rs.PVal(r, out, instr.shape)
 
     def _movement(self, ctx, instr, ops, want):
         """Ops whose result tile is the same op on the operands' tiles when the dimensions
@@ -206,6 +282,26 @@ class SpmdPartitioner(HloModulePass):
         if want is not None and not instr.shape.is_tuple:
             return ctx.reshard_value(r, want)
         return r
+
+
+def for_shape(s: HloSharding | None, shape) -> HloSharding | None:
+    """`s` made fit for a value of `shape` as the partitioner holds it: maximal and
+    unknown read as replicated, scalars replicated, a tuple's sharding one element per
+    tuple element (a nested tuple replicated as a whole)."""
+    if s is None:
+        return None
+    if shape.is_tuple:
+        if s.is_tuple and len(s.elements) != len(shape.tuple_shapes):
+            return HloSharding.replicate()
+        if any(e.is_tuple for e in shape.tuple_shapes):
+            return HloSharding.replicate()
+        return HloSharding.tuple_of(for_shape(s.element(k), e)
+                                    for k, e in enumerate(shape.tuple_shapes))
+    if s.is_tuple or s.kind in ("maximal", "unknown") or not shape.dims:
+        return HloSharding.replicate()
+    if s.kind == "tiled" and s.data_rank != len(shape.dims):
+        return HloSharding.replicate()
+    return s
 
 
 def _attrs(instr) -> dict:

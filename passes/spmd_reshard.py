@@ -83,11 +83,21 @@ class Ctx:
     def __init__(self, module, n: int, comp: HloComputation, owner):
         self.module, self.n, self.comp, self.owner = module, n, comp, owner
         self.fallbacks: list[str] = []
-        self._pid = None
+        self._pid = None                # per computation: partition-id and its tables
         self._tables: dict[tuple, HloInstruction] = {}
-        self._next_channel = 1 + max([i.attrs.get("channel_id", 0) for i in
-                                      module.instructions()] + [0])
+        self._next_channel = [1 + max([i.attrs.get("channel_id", 0) for i in
+                                       module.instructions()] + [0])]
         self._reducers: dict[str, HloComputation] = {}
+
+    def child(self, comp: HloComputation) -> "Ctx":
+        """A context that emits into `comp` (a called computation being partitioned),
+        sharing channel ids, reducers and the fallback list with this one."""
+        c = Ctx.__new__(Ctx)
+        c.module, c.n, c.comp, c.owner = self.module, self.n, comp, self.owner
+        c.fallbacks, c._next_channel, c._reducers = self.fallbacks, self._next_channel, \
+            self._reducers
+        c._pid, c._tables = None, {}
+        return c
 
     # --- emitting -------------------------------------------------------------------
     def add(self, instr: HloInstruction) -> HloInstruction:
@@ -109,8 +119,8 @@ class Ctx:
                                        parameter_number=instr.parameter_number))
 
     def channel(self) -> int:
-        c = self._next_channel
-        self._next_channel += 1
+        c = self._next_channel[0]
+        self._next_channel[0] += 1
         return c
 
     def constant(self, value, dtype: str) -> HloInstruction:
@@ -176,6 +186,9 @@ class Ctx:
         if target.kind in ("maximal", "unknown"):
             target = HloSharding.replicate()
         if v.shape.is_tuple:
+            if all(_same(v.sharding.element(k), target.element(k))
+                   for k in range(len(v.shape.tuple_shapes))):
+                return PVal(v.instr, target, v.shape)
             return self._reshard_tuple(v, target)
         if not v.shape.dims:
             target = HloSharding.replicate()
@@ -308,6 +321,17 @@ class Ctx:
         pairs = [(a, b) for a, b in pairs]
         return self.emit("collective-permute", [v.instr], source_target_pairs=tuple(pairs),
                          channel_id=self.channel())
+
+
+def _same(a: HloSharding, b: HloSharding) -> bool:
+    """The same placement (maximal and unknown are held replicated)."""
+    def norm(s):
+        return HloSharding.replicate() if s.kind in ("maximal", "unknown") else s
+    a, b = norm(a), norm(b)
+    if a.is_tuple or b.is_tuple:
+        return a.is_tuple and b.is_tuple and len(a.elements) == len(b.elements) and \
+            all(_same(x, y) for x, y in zip(a.elements, b.elements))
+    return a == b
 
 
 def _sd(start, limit):

@@ -190,7 +190,7 @@ def test_fallback_ops_and_explain_log():
     assert any("not partitioned natively" in str(note) for note in p.explain_log)
 
 
-def test_while_falls_back():
+def test_while_state_sharded():
     check("HloModule m, num_partitions=2\n"
           "cond { cs = (f32[4,4], s32[]) parameter(0)\n  ci = s32[] get-tuple-element(cs), index=1\n"
           "  three = s32[] constant(3)\n  ROOT lt = pred[] compare(ci, three), direction=LT }\n"
