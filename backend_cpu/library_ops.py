@@ -22,8 +22,10 @@ add-dependency and domain (their operand), the async wrappers (async-start runs
 the wrapped computation at once as a call, async-update passes its tuple on,
 async-done returns the result; the context elements are zeros), copy-start /
 copy-done (the copy is the source itself: values never change in place), and
-the custom-call targets that annotate (Sharding, ...). custom-call TopK runs on
-the host; any other target is refused at compile time with its name.
+the custom-call targets that annotate (Sharding, MoveToHost, ...). custom-call
+TopK runs on the host; the oneDNN targets (__onednn$matmul, ...) run their HLO
+expansion (hlo/custom_calls.py) as a called computation of ordinary kernels; any
+other target is refused at compile time with its name.
 
 `lower(builder, instr, operands)` is the compiler's one entry point: the slots of
 the instruction's leaves, or None when the instruction is not ours.
@@ -33,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..hlo.dtypes import numpy_dtype
-from ..hlo.eval_control import IDENTITY_TARGETS, unsupported_target
+from ..hlo import custom_calls
 from ..hlo.evaluator import evaluate_instruction
 
 from . import strategies
@@ -108,11 +110,15 @@ def lower(builder, instr, operands) -> list[int] | None:
     None. `builder` is the compiler's ProgramBuilder; `operands` its operands' slots."""
     op = instr.opcode
     if op == "custom-call":
-        refusal = unsupported_target(instr)
+        refusal = custom_calls.refusal(instr)
         if refusal is not None:
             raise NotImplementedError(f"backend_cpu: {instr.name}: {refusal}")
-        if instr.attrs["custom_call_target"] in IDENTITY_TARGETS:
-            return operands[0]
+        target = instr.attrs["custom_call_target"]
+        if target in custom_calls.IDENTITY_TARGETS:    # the operand, in the call's layout
+            return builder._conform(operands[0], instr.operands[0].shape.leaves(),
+                                    instr.shape.leaves(), instr.name)
+        if target in custom_calls.ONEDNN_TARGETS:
+            return _expanded(builder, instr, operands)
         return _host(builder, instr, operands, "host_topk")
     if op in HOST_OPCODES:
         return _host(builder, instr, operands, f"host_{op.replace('-', '_')}")
@@ -147,6 +153,17 @@ def _host(builder, instr, operands, strategy: str) -> list[int]:
     writes = [builder._new_slot("temp", leaf) for leaf in instr.shape.leaves()]
     builder.thunks.append(HostOpThunk(instr, [leaves[0] for leaves in operands], writes,
                                       [o.shape for o in instr.operands], instr.shape.leaves()))
+    return writes
+
+
+def _expanded(builder, instr, operands) -> list[int]:
+    """A custom-call defined as HLO (hlo/custom_calls.py: the oneDNN targets) runs its
+    expansion as a called computation: kernels of ordinary ops, GEMM for the dot."""
+    comp = custom_calls.expansion(instr)
+    builder.context.kernel_choices.append(strategies.Choice(instr.name, "custom_call_expansion", ()))
+    program = builder._sub_program(comp, [o.shape for o in instr.operands], [instr.shape])
+    writes = builder._dynamic_slots(instr.shape)
+    builder.thunks.append(CallThunk(program, [leaves[0] for leaves in operands], writes))
     return writes
 
 

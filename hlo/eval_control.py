@@ -3,14 +3,15 @@
 call and fusion evaluate their called computation on their operands; while
 runs `body` as long as `condition` holds; conditional picks a branch by a pred
 (true -> the first branch) or an s32 index (out of range -> the last branch).
-custom-call computes the targets XLA's CPU backend knows (TopK, sharding
-annotations) and refuses the others by name.
+custom-call computes the targets XLA's CPU backend knows (hlo/custom_calls.py:
+annotations, TopK, the oneDNN matmul/softmax/layernorm through their HLO
+expansion) and refuses the others by name.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import eval_library
+from . import custom_calls, eval_library
 from .eval_common import EvaluationError
 from .opcodes import reference
 
@@ -54,46 +55,29 @@ def conditional(instr, operands, ctx):
     return ctx.call(branches[index], [args[index]])
 
 
-# Custom-call targets with a meaning of their own (XLA's CPU backend knows them):
-# annotations that pass their operand through, and TopK (the k largest of each row,
-# as XLA's TopkRewriter emits it). Every other target is refused with its name.
-IDENTITY_TARGETS = frozenset({"Sharding", "xla.sdy.Sharding", "xla.sdy.FuncResultSharding",
-                              "SPMDFullToShardShape", "SPMDShardToFullShape"})
-KNOWN_TARGETS = IDENTITY_TARGETS | {"TopK"}
-
-
-def unsupported_target(instr) -> str | None:
-    """The one-line refusal of a custom-call whose target we do not compute, else None."""
-    target = instr.attrs.get("custom_call_target", "?")
-    if target in KNOWN_TARGETS:
-        if target in IDENTITY_TARGETS and (len(instr.operands) != 1
-                                           or instr.operands[0].shape != instr.shape):
-            return f"custom-call {target!r} changes the shape (one device has nothing to split)"
-        if target == "TopK" and not _topk_call_fits(instr):
-            return f"custom-call 'TopK' must map x[..., n] to (values[..., k], s32 indices[..., k])"
-        return None
-    return f"unsupported custom-call target {target!r}"
-
-
-def _topk_call_fits(instr) -> bool:
-    if len(instr.operands) != 1 or not instr.shape.is_tuple or len(instr.shape.tuple_shapes) != 2:
-        return False
-    x = instr.operands[0].shape
-    values, indices = instr.shape.tuple_shapes
-    return (x.is_array and x.rank >= 1 and values.element_type == x.element_type
-            and values.dims[:-1] == x.dims[:-1] and values.dims == indices.dims
-            and indices.element_type == "s32" and values.dims[-1] <= x.dims[-1])
-
-
+# Custom-call targets: hlo/custom_calls.py says which we compute and how.
 @reference("custom-call")
 def custom_call(instr, operands, ctx):
-    refusal = unsupported_target(instr)
+    refusal = custom_calls.refusal(instr)
     if refusal is not None:
         raise EvaluationError(f"{instr.name}: {refusal}")
     target = instr.attrs["custom_call_target"]
     if target == "TopK":
-        return eval_library.topk(operands[0], instr.shape.tuple_shapes[0].dims[-1], True)
+        return eval_library.topk(operands[0], instr.shape.tuple_shapes[0].dims[-1],
+                                 custom_calls.topk_largest(instr))
+    if target in custom_calls.ONEDNN_TARGETS:
+        return ctx.call(_expansion(instr, ctx), list(operands))
     return operands[0]
+
+
+def _expansion(instr, ctx):
+    """The custom-call's expansion, built once per instruction and evaluation (a
+    while body may run it many times)."""
+    cache = ctx.__dict__.setdefault("_custom_call_expansions", {})
+    comp = cache.get(id(instr))
+    if comp is None:
+        comp = cache[id(instr)] = custom_calls.expansion(instr)
+    return comp
 
 
 @reference("rng-get-and-update-state")
