@@ -17,6 +17,11 @@ with the rest of the backward pass. `finish` starts what is left, then emits
 every -done, in the order the buckets were started, just before the values are
 needed. `bucket_bytes=0` gives one bucket per tensor.
 
+A tensor of at least half of `bucket_bytes` is not packed: it is all-reduced
+on its own as soon as it is final (packing copies it, to save at most one
+exchange's fixed cost; on a CPU that copy is a large share of the exchange).
+The open bucket of small tensors stays open.
+
 Packing: each tensor is flattened (reshape to 1-D) and the bucket is the
 concatenation, in arrival order; unpacking slices the reduced buffer at the same
 offsets and reshapes back, so values, shapes and dtypes come back exactly.
@@ -79,10 +84,15 @@ class BucketedAllReduce:
         t = ops.to_tensor(t)
         if t.size == 0:
             return
+        flat = t if t.ndim == 1 else ops.reshape(t, (t.size,))
+        if self.bucket_bytes and t.size * t.dtype.itemsize * 2 >= self.bucket_bytes:
+            alone = Bucket(t.dtype, [(index, t.shape, 0, t.size)], [flat], t.size)
+            self.placed[index] = alone
+            self._start(alone, open_bucket=False)
+            return
         bucket = self.open.get(t.dtype)
         if bucket is None:
             bucket = self.open[t.dtype] = Bucket(t.dtype)
-        flat = t if t.ndim == 1 else ops.reshape(t, (t.size,))
         bucket.members.append((index, t.shape, bucket.elements, t.size))
         bucket.parts.append(flat)
         bucket.elements += t.size
@@ -90,8 +100,9 @@ class BucketedAllReduce:
         if bucket.nbytes >= self.bucket_bytes:
             self._start(bucket)
 
-    def _start(self, bucket: Bucket) -> None:
-        del self.open[bucket.dtype]
+    def _start(self, bucket: Bucket, open_bucket: bool = True) -> None:
+        if open_bucket:
+            del self.open[bucket.dtype]
         packed = bucket.parts[0] if len(bucket.parts) == 1 else ops.concat(bucket.parts, 0)
         bucket.started = collective.all_reduce_start(packed, "add", self.groups)
         bucket.parts = []

@@ -153,8 +153,11 @@ def test_all_reduce_of_a_pytree_packs_and_unpacks_exactly(n, bucket_bytes):
         assert len(starts) == 2 * 5
     elif bucket_bytes == 1 << 20:   # one per dtype, per call: s32 (12+1+7), f64 5, s64 6
         assert sizes == sorted([("s32", "20"), ("f64", "5"), ("s64", "6")] * 2)
-    else:                       # 16 bytes: a bucket closes once it holds 16 bytes or more
-        assert ("s32", "12") in sizes and ("s32", "8") in sizes
+    else:   # 16 bytes: a leaf of 8 bytes or more goes alone, unpacked; the s32 scalar
+        # waits in the open bucket for the end of the call
+        assert sizes == sorted([("s32", "12"), ("f64", "5"), ("s64", "6"), ("s32", "7"),
+                                ("s32", "1")] * 2)
+        assert "concatenate" not in text
 
 
 def test_replica_context_outside_a_strategy():
@@ -222,8 +225,9 @@ def test_bucket_starts_land_inside_the_backward_pass():
     starts = [i for i, line in enumerate(lines) if "all-reduce-start(" in line]
     dones = [i for i, line in enumerate(lines) if "all-reduce-done(" in line]
     w0_grad = [i for i, line in enumerate(lines) if re.match(r"%dot\S* = f32\[5,6\] dot", line)]
-    # buckets: [b1 12 B, w1 72 B] closes at 84 B >= 64, then [b0 24 B, w0 120 B]
-    assert len(starts) == len(dones) == 2 and len(w0_grad) == 1
+    # w1 (72 B, at least half a bucket) goes alone as soon as it exists, w0 (120 B) too;
+    # [b1 12 B, b0 24 B] never fills, and starts at the end
+    assert len(starts) == len(dones) == 3 and len(w0_grad) == 1
     assert starts[0] < w0_grad[0]          # an early bucket overlaps the rest of backward
     assert max(starts) < min(dones)
     # the strategy's program after the CPU pipeline keeps the pairs
