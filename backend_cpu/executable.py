@@ -466,9 +466,21 @@ class CpuExecutable:
         deterministic, so this is the code that was compiled to machine code.
         """
         if self._llvm_ir is None:
-            module = target_machine.parse_and_verify(self._llvm_source, self.target)
-            self._llvm_ir = str(target_machine.optimize(module, light=self._light_pipeline,
-                                                     target=self.target))
+            # The compiler's source is one module text, or several (kernel_cache.py: the
+            # glue and each kernel's module), optimized apart and linked into one here.
+            sources = [self._llvm_source] if isinstance(self._llvm_source, str) \
+                else list(self._llvm_source)
+            module = None
+            for i, source in enumerate(sources):
+                # (several: the glue first, which always takes the light pipeline)
+                light = self._light_pipeline or (i == 0 and len(sources) > 1)
+                part = target_machine.optimize(target_machine.parse_and_verify(source, self.target),
+                                               light=light, target=self.target)
+                if module is None:
+                    module = part
+                else:
+                    module.link_in(part)
+            self._llvm_ir = str(module)
         return self._llvm_ir
 
     def as_asm(self) -> str:
@@ -493,11 +505,25 @@ class CpuExecutable:
         return list(self._kernel_strategies or ())
 
     def memory_stats(self) -> dict:
+        """The entry program's buffers, in bytes: `argument_bytes` (the parameters),
+        `output_bytes` (fresh result arrays per call), `arena_bytes` (the temp arena,
+        one allocation per call), `constant_bytes` (bound once), `dynamic_bytes` (values
+        allocated as they are made: while/conditional state, host-op results), and
+        `code_bytes`, the object code loaded (0 when nothing was compiled). A while body
+        or branch allocates its own arena per run, not counted here."""
         p = self._program
+        by_kind: dict = {}
+        for slot in p.slots:
+            by_kind[slot.kind] = by_kind.get(slot.kind, 0) + slot.nbytes
+        code = getattr(self._jit, "object_code", None) or b""
         return {
             "arena_bytes": p.arena_size,
-            "constant_bytes": sum(s.nbytes for s in p.slots if s.kind == "constant"),
-            "output_bytes": sum(s.nbytes for s in p.slots if s.kind == "output"),
+            "argument_bytes": by_kind.get("param", 0),
+            "constant_bytes": by_kind.get("constant", 0),
+            "output_bytes": by_kind.get("output", 0),
+            "dynamic_bytes": by_kind.get("dynamic", 0),
+            "code_bytes": sum(len(c) for c in code) if isinstance(code, (list, tuple))
+            else len(code),
             "num_slots": len(p.slots),
             "num_kernels": p.kernel_count(),
         }

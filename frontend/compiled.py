@@ -6,6 +6,8 @@ Either way it shows the HLO after passes and a cost analysis computed from it.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from . import pytree
@@ -128,11 +130,54 @@ class Compiled:
         """{"flops", "transcendentals", "bytes accessed"} of the optimized module."""
         return cost_analysis(self.as_hlo_module())
 
+    def memory_analysis(self) -> "CompiledMemoryStats":
+        """Bytes of the compiled program's buffers per device, with the field names of
+        JAX's `compiled.memory_analysis()` (see CompiledMemoryStats)."""
+        stats = self._need_cpu("memory_analysis").memory_stats()
+        temp = stats["arena_bytes"] + stats["dynamic_bytes"]
+        return CompiledMemoryStats(
+            generated_code_size_in_bytes=stats["code_bytes"],
+            argument_size_in_bytes=stats["argument_bytes"],
+            output_size_in_bytes=stats["output_bytes"],
+            alias_size_in_bytes=0,
+            temp_size_in_bytes=temp,
+            constant_size_in_bytes=stats["constant_bytes"],
+            peak_memory_in_bytes=(stats["argument_bytes"] + stats["output_bytes"] + temp
+                                  + stats["constant_bytes"]))
+
     def _need_cpu(self, what: str):
         if self._executable is None:
             raise NotImplementedError(f"{what}: the interpreter backend compiles no LLVM code "
                                       "(use backend='cpu')")
         return self._executable
+
+
+@dataclasses.dataclass(frozen=True)
+class CompiledMemoryStats:
+    """`Compiled.memory_analysis()`: JAX's field names, in bytes, per device.
+
+    argument   the parameters (the caller's arrays; read in place, never copied)
+    output     the results: fresh arrays each call
+    alias      outputs that reuse an argument's buffer: none (no donation yet)
+    temp       the temp arena (one allocation per call, buffers reused by liveness)
+               plus values allocated as they are made (loop state, host-op results)
+    generated_code   the object code loaded for the kernels
+    constant   literals bound into the program once (XLA counts them elsewhere)
+    peak_memory      argument + output + temp + constant: everything live during a
+                     call (an upper bound; a while body's own arena comes on top)
+    The host_* fields are 0: every buffer is host memory, counted above."""
+    generated_code_size_in_bytes: int
+    argument_size_in_bytes: int
+    output_size_in_bytes: int
+    alias_size_in_bytes: int
+    temp_size_in_bytes: int
+    constant_size_in_bytes: int
+    peak_memory_in_bytes: int
+    host_generated_code_size_in_bytes: int = 0
+    host_argument_size_in_bytes: int = 0
+    host_output_size_in_bytes: int = 0
+    host_alias_size_in_bytes: int = 0
+    host_temp_size_in_bytes: int = 0
 
 
 def _plain_avals(sig):
