@@ -177,41 +177,58 @@ def _reshape(kernel, instr, srcs):
 
 def _bitcast_convert(kernel, instr, srcs):
     """A bitcast-convert between element types of different widths (one of equal widths
-    is elementwise). The bytes stay where they are, little-endian:
+    is elementwise). The bits stay where they are, little-endian, lowest bits first:
 
         narrowing  u64[n] -> u32[n,2]:  out[i,k] = bits(x[i]) >> (32 k), truncated
         widening   u8[n,4] -> f32[n]:   out[i]   = OR_k zext(x[i,k]) << (8 k)
+
+    s2/s4/u2/u4 are w bits held in the low bits of an i8 (llvm/types.py): they are
+    computed on in their i8 container and masked to their w bits, so s8[n] -> s4[n,2]
+    gives each byte's low nibble, then its high one (as XLA and the evaluator do).
     """
     src_t, dst_t = instr.operands[0].shape.element_type, instr.shape.element_type
     src_bits, dst_bits = bits(src_t), bits(dst_t)
     if is_pred(src_t) or is_pred(dst_t):
         raise NotImplementedError("backend_cpu: bitcast-convert of pred")
-    src_int, dst_int = ir.IntType(src_bits), ir.IntType(dst_bits)
+    # The integer types the bits are computed in: the element's own width, or the
+    # i8 that holds a sub-byte element.
+    src_int, dst_int = ir.IntType(max(8, src_bits)), ir.IntType(max(8, dst_bits))
 
-    def as_int(b, value, int_type):
-        return value if value.type == int_type else b.bitcast(value, int_type)
+    def as_int(b, value, int_type, width):
+        value = value if value.type == int_type else b.bitcast(value, int_type)
+        if width < int_type.width:           # a sub-byte element: only its low bits
+            value = b.and_(value, ir.Constant(int_type, (1 << width) - 1))
+        return value
+
+    def resize(b, value, int_type):
+        if value.type.width > int_type.width:
+            return b.trunc(value, int_type)
+        return value if value.type.width == int_type.width else b.zext(value, int_type)
 
     def from_int(b, value):
         target = compute_type(dst_t)
+        if dst_bits < dst_int.width:
+            value = b.and_(value, ir.Constant(dst_int, (1 << dst_bits) - 1))
         return value if value.type == target else b.bitcast(value, target)
 
     if src_bits == dst_bits:
         return lambda b, index: emit_bitcast_convert(b, srcs[0](b, index), src_t, dst_t)
     if src_bits > dst_bits:
         def narrow(b, index):
-            whole = as_int(b, srcs[0](b, index[:-1]), src_int)
+            whole = as_int(b, srcs[0](b, index[:-1]), src_int, src_bits)
             k = index[-1]
-            if src_bits < 64:
+            if src_int.width < 64:
                 k = b.trunc(k, src_int)
             shift = b.mul(k, ir.Constant(src_int, dst_bits))
-            return from_int(b, b.trunc(b.lshr(whole, shift), dst_int))
+            return from_int(b, resize(b, b.lshr(whole, shift), dst_int))
         return narrow
     pieces = dst_bits // src_bits
 
     def widen(b, index):
         result = None
         for k in range(pieces):
-            piece = b.zext(as_int(b, srcs[0](b, list(index) + [i64(k)]), src_int), dst_int)
+            piece = resize(b, as_int(b, srcs[0](b, list(index) + [i64(k)]), src_int, src_bits),
+                           dst_int)
             if k:
                 piece = b.shl(piece, ir.Constant(dst_int, k * src_bits))
             result = piece if result is None else b.or_(result, piece)
