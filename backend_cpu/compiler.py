@@ -67,6 +67,7 @@ from ..hlo.dtypes import numpy_dtype
 from ..passes.cost_analysis import instruction_cost
 from ..passes import narrow_types
 from ..runtime import profiler
+from ..hlo.verifier import VerifyError, check_static_shapes
 
 from . import collective_thunks as ct, disk_cache, inter_op, library_ops, sort_thunk, strategies
 from . import target as targets
@@ -159,6 +160,7 @@ def compile(module, options: CompileOptions | None = None, *,
     """
     options = options or CompileOptions()
     options.devices(module)               # a bad device count fails before any work
+    _refuse_dynamic_shapes(module)
     text = module.to_text()
     # The kernels depend on the intra-op thread count too: GEMMs and convolutions cut
     # their work units for it (a module compiled for one thread ran one unit on two).
@@ -183,6 +185,16 @@ def compile(module, options: CompileOptions | None = None, *,
             while len(_cache) > CACHE_CAPACITY:
                 _cache.popitem(last=False)      # the least recently used
     return executable
+
+
+def _refuse_dynamic_shapes(module) -> None:
+    """Dynamic dimensions (`f32[<=8]`, `f32[?,4]`) are refused here as the evaluator
+    refuses them (docs/hlo.md): computing with the bound would be right only while
+    the runtime size equals it, and a wrong number is worse than no number."""
+    try:
+        check_static_shapes(module, "the CPU backend compiles")
+    except VerifyError as e:
+        raise NotImplementedError(f"backend_cpu: {e}") from None
 
 
 def _compile_uncached(module, text: str, fingerprint: str, options: CompileOptions,

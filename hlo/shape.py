@@ -14,7 +14,8 @@ Dynamic dimensions: `f32[<=1801]` is a dimension bounded by 1801 (`dims` holds t
 bound, `dynamic` marks it) and `f32[?,4]` an unbounded one (`dims` holds
 UNBOUNDED, -1). They parse, print and round-trip; nothing computes with them:
 `hlo.verifier.check_static_shapes` names the first instruction that has one, and
-the evaluator refuses such a module with that message (docs/hlo.md).
+the evaluator and the CPU backend refuse such a module with that message
+(docs/hlo.md).
 """
 from __future__ import annotations
 

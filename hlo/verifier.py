@@ -36,7 +36,7 @@ sees a broken graph):
   exactly once.
 
 `check_static_shapes(module)` is a separate check for whoever computes (the
-evaluator calls it; a backend may): it raises VerifyError naming the first
+evaluator and the CPU backend call it): it raises VerifyError naming the first
 instruction with a dynamic dimension (`f32[<=8]`, `f32[?]`). Such modules parse,
 verify and print, but nothing here computes with them: a bounded dimension
 would compute with its bound, which is only right while the runtime size equals
