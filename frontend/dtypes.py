@@ -15,6 +15,10 @@ Promotion (`result_type`) for a binary op on two tensors:
 - signed with unsigned: numpy's rule (`int8 + uint8 -> int16`), and an error when
   numpy would need a float (`int64 + uint64`).
 
+bfloat16 (`dtypes.bfloat16`, also `ops.bfloat16` and the names "bfloat16" / "bf16") is
+a float of its own kind: with f16 neither holds the other, so `bf16 + f16 -> f32`
+(like JAX; TF refuses mixed types outright); with f32/f64 the wider wins.
+
 Python scalars are weakly typed: they take the dtype of the tensor they meet
 (`x_f16 * 2.0` stays f16; `x_int32 + 1` stays int32). A Python float meeting an
 integer or bool tensor gives the default float type, float32. Values that enter
@@ -23,6 +27,7 @@ float32 / int32 / bool, like the builder's bare constants.
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from ..hlo.dtypes import DTYPES, from_numpy
@@ -30,9 +35,20 @@ from ..hlo.dtypes import DTYPES, from_numpy
 DEFAULT_FLOAT = np.dtype(np.float32)
 DEFAULT_INT = np.dtype(np.int32)
 
+# TensorFlow's dtype names (tf.float32, tf.bfloat16, ...) as numpy dtypes.
+bool_ = np.dtype(np.bool_)
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+float16, float32, float64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
+complex64, complex128 = np.dtype(np.complex64), np.dtype(np.complex128)
+int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
+uint8, uint16, uint32, uint64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32,
+                                                       np.uint64))
+TF_NAMES = ("bool_", "bfloat16", "float16", "float32", "float64", "complex64", "complex128",
+            "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
 # Spellings beyond numpy's own: the HLO names.
-_HLO_TO_NUMPY = {name: d.numpy for name, d in DTYPES.items()
-                 if d.numpy is not None and name != "bf16"}
+_HLO_TO_NUMPY = {name: d.numpy for name, d in DTYPES.items() if d.numpy is not None}
+_NUMPY_KINDS = {"b": "bool", "i": "signed", "u": "unsigned", "f": "float", "c": "complex"}
 
 
 def canonical(dtype) -> np.dtype:
@@ -54,8 +70,11 @@ def hlo_name(dtype) -> str:
 
 def kind(dtype) -> str:
     """"bool", "signed", "unsigned", "float" or "complex"."""
-    k = np.dtype(dtype).kind
-    return {"b": "bool", "i": "signed", "u": "unsigned", "f": "float", "c": "complex"}[k]
+    dtype = np.dtype(dtype)
+    k = _NUMPY_KINDS.get(dtype.kind)
+    if k is None:               # ml_dtypes' types (bfloat16, ...): numpy says "V"
+        k = from_numpy(dtype).kind
+    return "bool" if k == "pred" else k
 
 
 def is_float(dtype) -> bool:
@@ -82,6 +101,12 @@ def result_type(a, b) -> np.dtype:
         return a
     if is_float(a) != is_float(b):
         return a if is_float(a) else b
+    if bfloat16 in (a, b):
+        other = b if a == bfloat16 else a
+        if kind(other) == "complex":
+            return other
+        # f16 and bf16 hold each other's values only in f32
+        return float32 if other.itemsize <= 2 else other
     result = np.result_type(a, b)
     if is_integer(a) and not is_integer(result):
         raise TypeError(f"no integer type holds both {a} and {b}; cast one of them first")

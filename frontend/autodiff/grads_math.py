@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
-from .. import ops
+from .. import dtypes, ops
 from ..kernels.activations import SELU_ALPHA, SELU_SCALE
 from ..elementwise_table import BINARY_ROWS, UNARY_ROWS, BinaryOp, UnaryOp
 from .registry import register_gradient
@@ -77,10 +75,12 @@ def _select_grad(node, grads):
 
 @register_gradient("Cast")
 def _cast_grad(node, grads):
+    # TF's rule: floats (bfloat16 included) and complex numbers pass the gradient, cast
+    # back to the input's type; through integers or bools there is none.
     x = node.inputs[0]
-    if not (np.issubdtype(x.dtype, np.floating) and
-            np.issubdtype(node.outputs[0].dtype, np.floating)):
-        return [None]            # through integers or bools: no gradient
+    if not (dtypes.kind(x.dtype) in ("float", "complex") and
+            dtypes.kind(node.outputs[0].dtype) in ("float", "complex")):
+        return [None]
     return [ops.cast(grads[0], x.dtype)]
 
 

@@ -126,6 +126,24 @@ def reduce(b, x, opcode: str, init, axes):
     return b.reduce(x, b.constant(init, etype), dims=tuple(axes), to_apply=reducer)
 
 
+NARROW_FLOATS = ("f16", "bf16")
+
+
+def accumulation_type(etype: str) -> str:
+    """The type sums of `etype` accumulate in: f32 for f16 and bf16 (as TF's XLA
+    kernels do), the type itself otherwise."""
+    return "f32" if etype in NARROW_FLOATS else etype
+
+
+def sum_wide(b, x, axes):
+    """The sum of `axes` of `x`, f16/bf16 accumulated in f32 and rounded once."""
+    etype = x.shape.element_type
+    work = accumulation_type(etype)
+    if work == etype:
+        return reduce(b, x, "add", 0, axes)
+    return b.convert(reduce(b, b.convert(x, work), "add", 0, axes), etype)
+
+
 def expand_reduced(b, reduced, dims, axes):
     """A reduced value broadcast back along `axes` to the full `dims`."""
     kept = [d for d in range(len(dims)) if d not in axes]

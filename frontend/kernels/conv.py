@@ -18,7 +18,7 @@ import math
 from ...hlo.builder import make_window
 
 from ..registry import XlaOpKernel, register_xla_op
-from .common import full, lowest, require_float, require_same_types
+from .common import accumulation_type, full, lowest, require_float, require_same_types
 
 LAYOUTS = {2: "NHWC", 3: "NDHWC"}
 
@@ -179,13 +179,16 @@ class MaxPool3D(MaxPool):
 
 @register_xla_op("AvgPool")
 class AvgPool(XlaOpKernel):
-    """Mean over each window, counting only real (unpadded) pixels, as TF does."""
+    """Mean over each window, counting only real (unpadded) pixels, as TF does; f16 and
+    bf16 windows sum in f32."""
     SPATIAL = 2
 
     def compile(self, ctx):
         b, x = ctx.builder, ctx.input(0)
-        etype = require_float(x)
+        given = require_float(x)
         window, ks, pads = _pool_window(ctx, x, self.SPATIAL)
+        etype = accumulation_type(given)            # f16/bf16 windows sum in f32
+        x = b.convert(x, etype) if etype != given else x
         reducer = b.scalar_computation(f"add_{etype}", "add", etype)
         zero = b.constant(0, etype)
         total = b.reduce_window(x, zero, window, to_apply=reducer)
@@ -195,7 +198,8 @@ class AvgPool(XlaOpKernel):
             # The same window over ones counts the real pixels of each window.
             ones = full(b, 1, etype, x.shape.dims)
             counts = b.reduce_window(ones, zero, window, to_apply=reducer)
-        ctx.set_output(0, b.divide(total, counts))
+        mean = b.divide(total, counts)
+        ctx.set_output(0, b.convert(mean, given) if etype != given else mean)
 
 
 @register_xla_op("AvgPool3D")

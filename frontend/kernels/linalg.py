@@ -7,7 +7,7 @@ the dims and add a transpose when the requested order differs.
 from __future__ import annotations
 
 from ..registry import XlaOpKernel, register_xla_op
-from .common import broadcast_shapes, broadcast_to, reduce, require_same_types
+from .common import broadcast_shapes, broadcast_to, require_same_types, sum_wide
 
 
 def _check_contracting(a_size: int, b_size: int, a_dims, b_dims) -> None:
@@ -82,7 +82,7 @@ def _sum_out(b, x, spec: str, keep: set) -> tuple[object, str]:
     drop = [i for i, c in enumerate(spec) if c not in keep]
     if not drop:
         return x, spec
-    return reduce(b, x, "add", 0, drop), "".join(c for c in spec if c in keep)
+    return sum_wide(b, x, drop), "".join(c for c in spec if c in keep)
 
 
 @register_xla_op("Einsum")

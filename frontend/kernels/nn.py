@@ -3,7 +3,8 @@ softmax cross-entropy losses.
 
 Softmax-like kernels shift by the row maximum before `exp` (no overflow) and
 are written as max-reduce, subtract, exp, sum-reduce, divide: exactly the
-pattern the row fusion pass keeps in one kernel.
+pattern the row fusion pass keeps in one kernel. Their sums of f16/bf16 values
+accumulate in f32 (common.sum_wide), as TF's XLA kernels do.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from ...hlo import Shape
 
 from ..registry import XlaOpKernel, register_xla_op
 from .common import (broadcast_to, count, expand_reduced, normalize_axes, normalize_axis,
-                     reduce, require_float, require_same_types)
+                     reduce, require_float, require_same_types, sum_wide)
 
 
 def shifted_logits(b, x, axis: int):
@@ -23,7 +24,7 @@ def shifted_logits(b, x, axis: int):
 
 def log_softmax(b, x, axis: int):
     shifted = shifted_logits(b, x, axis)
-    total = reduce(b, b.exp(shifted), "add", 0, [axis])
+    total = sum_wide(b, b.exp(shifted), [axis])
     return b.subtract(shifted, expand_reduced(b, b.log(total), x.shape.dims, [axis]))
 
 
@@ -36,7 +37,7 @@ class Softmax(XlaOpKernel):
         require_float(x)
         axis = normalize_axis(ctx.attr("axis", -1), x.shape.rank)
         e = b.exp(shifted_logits(b, x, axis))
-        total = reduce(b, e, "add", 0, [axis])
+        total = sum_wide(b, e, [axis])
         ctx.set_output(0, b.divide(e, expand_reduced(b, total, x.shape.dims, [axis])))
 
 
@@ -89,7 +90,7 @@ def _normalizer_inputs(ctx, n_params: int):
 
 def _mean(b, x, axes):
     n = count(x.shape.dims, axes)
-    total = reduce(b, x, "add", 0, axes)
+    total = sum_wide(b, x, axes)
     return b.divide(total, b.broadcast(b.constant(n, x.shape.element_type), total.shape.dims))
 
 
@@ -126,7 +127,7 @@ def _cross_entropy(ctx, logits, labels):
     b = ctx.builder
     axis = logits.shape.rank - 1
     logp = log_softmax(b, logits, axis)
-    loss = b.negate(reduce(b, b.multiply(labels, logp), "add", 0, [axis]))
+    loss = b.negate(sum_wide(b, b.multiply(labels, logp), [axis]))
     ctx.set_output(0, loss)
     ctx.set_output(1, b.subtract(b.exp(logp), labels))
 

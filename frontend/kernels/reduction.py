@@ -12,7 +12,7 @@ from ...hlo import Shape
 from ...hlo.builder import make_window
 
 from ..registry import XlaOpKernel, register_xla_op
-from .common import (count, highest, is_float, keepdims_shape, lowest, normalize_axes,
+from .common import (accumulation_type, count, highest, is_float, keepdims_shape, lowest, normalize_axes,
                      normalize_axis, reduce, require_float)
 
 _NARROW_FLOATS = ("f16", "bf16")
@@ -134,9 +134,12 @@ class _Cumulative(XlaOpKernel):
 
     def compile(self, ctx):
         b, x = ctx.builder, ctx.input(0)
-        etype = x.shape.element_type
-        if etype == "pred":
+        given = x.shape.element_type
+        if given == "pred":
             raise TypeError("input must be a number, got bool (cast it first)")
+        etype = self.work_type(given)
+        if etype != given:
+            x = b.convert(x, etype)
         dims = ctx.input_shape(0)
         axis = normalize_axis(ctx.attr("axis", 0), len(dims))
         n = dims[axis]
@@ -151,11 +154,20 @@ class _Cumulative(XlaOpKernel):
                               to_apply=self.reducer(b, etype))
         if ctx.attr("reverse", False):
             out = b.reverse(out, [axis])
-        ctx.set_output(0, out)
+        ctx.set_output(0, b.convert(out, given) if etype != given else out)
+
+    def work_type(self, etype: str) -> str:
+        """The type the scan runs in."""
+        return etype
 
 
 @register_xla_op("Cumsum")
 class Cumsum(_Cumulative):
+    """Running sums; f16/bf16 accumulate in f32 and each output is rounded once."""
+
+    def work_type(self, etype):
+        return accumulation_type(etype)
+
     def reducer(self, b, etype):
         return b.scalar_computation(f"add_{etype}", "add", etype)
 

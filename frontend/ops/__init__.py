@@ -40,3 +40,7 @@ from .random import dropout   # tf.nn.dropout (stateless: seed= is required)
 # One function per row of frontend/elementwise_table.py (add, less, exp, tanh, floor, ...).
 globals().update(BINARY_FUNCTIONS)
 globals().update(UNARY_FUNCTIONS)
+
+# TensorFlow's dtype names: ops.float32, ops.bfloat16, ops.bool, ... (numpy dtypes).
+from .. import dtypes as _dtypes
+globals().update({_n.rstrip("_"): getattr(_dtypes, _n) for _n in _dtypes.TF_NAMES})

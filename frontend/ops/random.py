@@ -44,6 +44,7 @@ from __future__ import annotations
 import numbers
 from typing import Any, NamedTuple
 
+import ml_dtypes
 import numpy as np
 
 from .. import dtypes
@@ -110,7 +111,7 @@ def _shape(shape) -> tuple[int, ...]:
 
 def _float_type(dtype, what: str) -> np.dtype:
     dt = dtypes.canonical(dtype)
-    if dt.kind != "f":
+    if dtypes.kind(dt) != "float":          # bfloat16 included (numpy kind "V")
         raise user_error(TypeError, f"{what}: dtype must be a floating type, got {dt.name}")
     return dt
 
@@ -202,7 +203,7 @@ def stateless_categorical(logits, num_samples, seed, dtype="int64", name=None,
                                     f"got {out_type.name}")
     batch, classes = logits.shape
     dt = logits.dtype
-    tiny = float(np.finfo(dt).tiny)
+    tiny = float(ml_dtypes.finfo(dt).tiny)     # numpy's finfo lacks bfloat16
     u = apply("StatelessRandomUniform", [key_of(seed)], shape=(batch, int(num_samples), classes),
               alg=algorithm(alg), dtype=dtypes.hlo_name(dt), minval=tiny, maxval=1.0)
     gumbel = -log(-log(u))
