@@ -12,10 +12,12 @@ buffers. One implementation serves both, so the backend's numbers are the
 reference's by construction; what the backend adds is the plumbing (layouts,
 tuples, slots), which tests/backend_cpu/test_new_opcodes.py checks.
 
-Complex numbers (c64, c128) take the same road: any instruction whose operands or
-results are complex -- elementwise ops, convert, reduce, dot, a fusion holding
-any of them -- runs on the host through the evaluator. It costs a numpy pass per
-instruction, not a fused loop; the LLVM kernels never see a complex value.
+fft (FFT, IFFT, RFFT, IRFFT on c64/c128) is one of them: numpy.fft through the
+evaluator, where XLA calls DUCC. Other complex (c64, c128) instructions are computed
+by kernels (elemental/complex_ops.py: elementwise ops, converts, movement, reduce,
+dot); the few that are not (complex_ops.why_not_compiled: power, atan2, scatter,
+sort, convolution, ...), or a fusion holding one, run here through the evaluator,
+one numpy pass per instruction.
 
 Ops that compute nothing bind slots only: after-all (a token: an empty slot),
 add-dependency and domain (their operand), the async wrappers (async-start runs
@@ -40,6 +42,7 @@ from ..hlo.evaluator import evaluate_instruction
 
 from . import strategies
 from .buffer_assignment import Slot
+from .elemental.complex_ops import why_not_compiled
 from .executable import physical_dims
 from .thunks import CallThunk, array_at
 
@@ -139,7 +142,7 @@ def lower(builder, instr, operands) -> list[int] | None:
     if op == "copy-done":
         return operands[0][:len(instr.shape.leaves())]
     if op not in ("while", "conditional", "call", "tuple", "get-tuple-element", "bitcast") \
-            and involves_complex(instr):
+            and involves_complex(instr) and why_not_compiled(instr) is not None:
         return _host(builder, instr, operands, "host_complex")
     return None
 

@@ -44,6 +44,10 @@ The rows, in the order the backend tries them (most specific first, the fallback
                             one loop nest of element generators (emitters/loop_nest.py)
     per_output_loops        a tuple root: one serial nest per element
 
+A kernel that computes on complex numbers (c64, c128: LLVM structs, see
+elemental/complex_ops.py) takes only the rows of COMPLEX_ROWS, which build on element
+generators; every other row works on vectors of scalars and declines it.
+
 host_sort makes no kernel: the compiler asks `choose_on_host` before it makes one and
 runs a SortThunk instead. A kernel's walk asks host_sort too, so a merge_sort
 kernel's record says why numpy could not sort it.
@@ -63,7 +67,7 @@ from typing import Callable, NamedTuple
 from .conv.depthwise import try_emit_depthwise, why_not_depthwise
 from .conv.on_gemm import emit_conv_gemm, why_not_conv, why_not_conv_gemm
 from .conv.stencil import try_emit_depthwise_spatial, why_not_depthwise_spatial
-from .elemental import generators
+from .elemental import complex_ops, generators
 from .elemental.hoisting import make_hoister, plan_hoisting
 from .emitters import loop_nest, row_normalize, streaming
 from .emitters.column_reduce import (emit_column_reduce, try_emit_column_reduces,
@@ -387,6 +391,8 @@ STRATEGIES: list[Strategy] = [
 ]
 
 STRATEGY_NAMES = tuple(row.name for row in STRATEGIES)
+# The rows that emit complex numbers: the ones made of element generators only.
+COMPLEX_ROWS = frozenset({"materialize_inner", "loop_nest", "per_output_loops"})
 
 
 def emit_kernel(kernel, instr, operands: list, outputs: list) -> tuple[int, Choice]:
@@ -396,7 +402,11 @@ def emit_kernel(kernel, instr, operands: list, outputs: list) -> tuple[int, Choi
     kernel.operands = operands
     c = Candidate(kernel, instr, operands, outputs)
     declined: list[tuple[str, str]] = []
+    complex_values = _computes_complex(instr)
     for row in STRATEGIES:
+        if complex_values and row.name not in COMPLEX_ROWS:
+            declined.append((row.name, "complex numbers (only element generators compute them)"))
+            continue
         if row.reads_generators:
             c.build_generators()
         decision = row.match(c)
@@ -411,6 +421,12 @@ def emit_kernel(kernel, instr, operands: list, outputs: list) -> tuple[int, Choi
             return extent, Choice(kernel.name, row.name, tuple(declined))
         declined.append((row.name, "declined while emitting"))
     raise AssertionError(f"backend_cpu: no kernel strategy took {instr.name}")
+
+
+def _computes_complex(instr) -> bool:
+    comp = instr.fused_computation if instr.opcode == "fusion" else None
+    return any(complex_ops.handles(i) for i in (comp.instructions if comp else [instr])
+               if i.opcode != "parameter")
 
 
 def choose_on_host(instr) -> tuple[Choice, object] | None:

@@ -171,7 +171,10 @@ def real_imag(instr, operands, ctx):
 @reference("complex")
 def make_complex(instr, operands, ctx):
     re, im = operands
-    return to_result(re + 1j * im.astype(np.result_type(im.dtype, np.complex64)), instr)
+    # Part by part: re + 1j * im would make (0, inf) into (nan, inf), as 1j * inf is.
+    z = np.empty(np.broadcast_shapes(re.shape, im.shape), np.result_type(re.dtype, np.complex64))
+    z.real, z.imag = re, im
+    return to_result(z, instr)
 
 
 # --- binary arithmetic ----------------------------------------------------------------

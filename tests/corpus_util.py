@@ -24,6 +24,9 @@ TOLERANCES = {
                  ml_dtypes.float8_e3m4)},
     np.dtype(ml_dtypes.float8_e8m0fnu): dict(rtol=1.0, atol=0.0),
 }
+# Complex numbers: each part within the tolerance of its real type.
+COMPLEX_PARTS = {np.dtype(np.complex64): np.dtype(np.float32),
+                 np.dtype(np.complex128): np.dtype(np.float64)}
 
 
 def case_names() -> list[str]:
@@ -54,6 +57,10 @@ def assert_close(actual, expected, what: str = "", inputs: dict | None = None) -
     actual = np.asarray(actual)
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
     assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
+    if expected.dtype in COMPLEX_PARTS:
+        assert_close(actual.real, expected.real, f"{what} (real part)", inputs)
+        assert_close(actual.imag, expected.imag, f"{what} (imaginary part)", inputs)
+        return
     tol = TOLERANCES.get(expected.dtype)
     try:
         if tol is None:

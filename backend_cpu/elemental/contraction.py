@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from ..llvm.kernel_ir import KernelIR
 from ..llvm.loops import clamp_index, for_range, i64, in_range
-from ..llvm.types import FLOAT, HALF, compute_type, is_float, is_pred
+from ..llvm.types import FLOAT, HALF, compute_type, is_complex, is_float, is_pred
 
+from . import complex_ops
 from .generators import register_looping
 from .scalar_ops import const, emit_convert
 
@@ -40,7 +41,7 @@ class _Sum:
         self.etype = etype
         self.ty = FLOAT if compute_type(etype) == HALF else compute_type(etype)
         self.cell = kernel.alloca(self.ty, "dot.acc")
-        b.store(const(self.ty, 0), self.cell)
+        b.store(complex_ops.zero(etype) if is_complex(etype) else const(self.ty, 0), self.cell)
 
     def add_product(self, b, l, r, valid=None) -> None:
         """acc += l * r; where `valid` is false, l is a padding zero (0 * r, like XLA's
@@ -49,8 +50,11 @@ class _Sum:
         if is_float(self.etype) and l.type != self.ty:
             l, r = b.fpext(l, self.ty), b.fpext(r, self.ty)
         if valid is not None:
-            l = b.select(valid, l, const(l.type, 0))
-        if is_float(self.etype):
+            l = b.select(valid, l, complex_ops.zero(self.etype) if is_complex(self.etype)
+                         else const(l.type, 0))
+        if is_complex(self.etype):          # no reassociation: {re, im} in order
+            new = complex_ops.multiply_add(b, acc, l, r)
+        elif is_float(self.etype):
             new = b.fadd(acc, b.fmul(l, r, flags=_FAST), flags=_FAST)
         elif is_pred(self.etype):
             new = b.or_(acc, b.and_(l, r))
@@ -86,6 +90,8 @@ def make_generator(kernel: KernelIR, instr, srcs):
 
 
 def _converted(b, src, index, from_type: str, to_type: str):
+    if is_complex(to_type):
+        return complex_ops.convert(b, src(b, index), from_type, to_type)
     return emit_convert(b, src(b, index), from_type, to_type)
 
 

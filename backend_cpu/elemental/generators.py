@@ -25,6 +25,7 @@ from ..llvm.kernel_ir import KernelIR, delinearize, linearize
 from ..llvm.loops import clamp_index, i64, in_range, index_to_i64
 from ..llvm.types import bits, compute_type, constant as llvm_constant, is_float, is_pred
 
+from . import complex_ops
 from .scalar_ops import emit_bitcast_convert, emit_elementwise
 
 Generator = Callable[[ir.IRBuilder, list], object]
@@ -138,10 +139,11 @@ def _elementwise(instr, srcs) -> Generator:
     types = [o.shape.element_type for o in instr.operands]
     # Old-style HLO lets a scalar operand stand for a broadcast one (clamp bounds).
     scalar = [o.shape.rank == 0 and instr.shape.rank > 0 for o in instr.operands]
+    emit = complex_ops.emit_elementwise if complex_ops.handles(instr) else emit_elementwise
 
     def gen(b, index):
         args = [s(b, [] if sc else index) for s, sc in zip(srcs, scalar)]
-        return emit_elementwise(b, instr, args, types)
+        return emit(b, instr, args, types)
     return gen
 
 

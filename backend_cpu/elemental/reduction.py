@@ -37,8 +37,9 @@ from .. import target as targets
 from ..llvm.kernel_ir import KernelIR
 from ..llvm.loops import (LONG_LOOP_INTERLEAVE, NO_UNROLL_TRIP_COUNT, clamp_index, for_range, i64,
                           in_range, major_to_minor)
-from ..llvm.types import compute_type, is_float, lanes_for
+from ..llvm.types import compute_type, is_complex, is_float, lanes_for
 
+from . import complex_ops
 from .generators import apply_computation, register_looping
 from .pairwise_sum import BLOCK_CHAIN, LLVM_ACCUMULATORS, Levels, is_pairwise, wide_type
 from .scalar_ops import BINARY
@@ -68,6 +69,10 @@ def make_reducer(kernel: KernelIR, comp, etypes: list[str]):
         if is_float(etype) and simple in ("add", "multiply"):
             op = "fadd" if simple == "add" else "fmul"
             return lambda b, accs, vals: [getattr(b, op)(accs[0], vals[0], flags=("reassoc",))]
+        if is_complex(etype):       # add, multiply on {re, im}; the rest, as written
+            if simple in ("add", "multiply"):
+                return lambda b, accs, vals: [complex_ops.binary(b, simple, accs[0], vals[0])]
+            return lambda b, accs, vals: apply_computation(kernel, comp, list(accs) + list(vals))
         recipe = BINARY[simple]
         return lambda b, accs, vals: [recipe(b, accs[0], vals[0], etype)]
     return lambda b, accs, vals: apply_computation(kernel, comp, list(accs) + list(vals))
@@ -332,6 +337,8 @@ def _identity(reducer: str | None, etype: str) -> ir.Constant | None:
     """x op identity == x for every x (NaN and signed zeros included), or None."""
     d = dtype(etype)
     ty = compute_type(etype)
+    if d.is_complex:
+        return complex_ops.zero(etype) if reducer == "add" else None
     if reducer == "add":
         return ir.Constant(ty, -0.0 if d.is_float else 0)
     if reducer == "multiply":

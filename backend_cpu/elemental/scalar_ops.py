@@ -241,7 +241,9 @@ BINARY = {
     "shift-right-logical": _shift("logical"),
 }
 
-# Opcodes with no recipe, on purpose: complex numbers are not supported.
+# Opcodes with no recipe here: they take or make complex numbers, which
+# elemental/complex_ops.py computes (generators.py sends it every elementwise
+# instruction with a complex operand or result).
 UNSUPPORTED = frozenset({"real", "imag", "complex"})
 
 

@@ -73,7 +73,7 @@ def wants_streaming(shape, outputs) -> bool:
     if out.nbytes < STREAM_MIN_BYTES or out.numel == 0:
         return False
     esize = out.nbytes // out.numel
-    if esize not in _ELEMENT_BYTES:
+    if esize not in _ELEMENT_BYTES or out.dtype.is_complex:   # lines are vectors of scalars
         return False
     minor = shape.dims[shape.minor_to_major()[0]]
     return minor * esize >= MIN_CHUNKS_PER_ROW * CHUNK_BYTES

@@ -24,7 +24,8 @@ import llvmlite.ir as ir
 
 from .fp_env import emit_restore_fp_mode, emit_set_flush_denormals, emit_store_fence
 from .loops import i64
-from .types import I32, I64, PTR, VOID, element_bytes, from_storage, storage_type, to_storage
+from .types import (I32, I64, PTR, VOID, element_align, element_bytes, from_storage, storage_type,
+                    to_storage)
 
 def strides(shape) -> list[int]:
     """Element strides of each logical dimension under the shape's layout."""
@@ -79,14 +80,14 @@ class Buffer:
                      source_etype=self.llvm_type)
 
     def load(self, b: ir.IRBuilder, index: list) -> ir.Value:
-        raw = b.load(self.address(b, index), typ=self.llvm_type, align=element_bytes(self.etype))
+        raw = b.load(self.address(b, index), typ=self.llvm_type, align=element_align(self.etype))
         if self._on_access is not None:
             self._on_access(raw)
         return from_storage(b, raw, self.etype)
 
     def store(self, b: ir.IRBuilder, index: list, value: ir.Value) -> None:
         inst = b.store(to_storage(b, value, self.etype), self.address(b, index),
-                       align=element_bytes(self.etype))
+                       align=element_align(self.etype))
         if self._on_access is not None:
             self._on_access(inst)
 

@@ -12,6 +12,11 @@ Every element has two LLVM types:
 `f16` arithmetic is done on `half` values: LLVM promotes each operation to
 `float` and rounds back, which is exactly XLA's per-instruction f16 rounding.
 
+Complex elements (c64, c128) are an LLVM struct of two floats `{re, im}`
+(`{float, float}`, `{double, double}`) in both roles: numpy's layout in memory,
+and one value that selects, loads, stores and memo tables treat like any other.
+elemental/complex_ops.py computes on the two parts.
+
 The narrow types (bf16, the 8-bit floats, s2/s4/u2/u4; hlo/dtypes.py) are their
 bits in both roles: `bf16` is an `i16`, an 8-bit float an `i8`, and s2/s4/u2/u4 one
 `i8` each whose low bits hold the value (unpacked, as ml_dtypes stores them). No
@@ -39,6 +44,8 @@ PTR = ir.PointerType()          # opaque pointer (llvmlite 0.45+)
 VOID = ir.VoidType()
 
 _FLOATS = {"f16": HALF, "f32": FLOAT, "f64": DOUBLE}
+# A complex element and the real type of each of its two parts.
+COMPLEX_PARTS = {"c64": "f32", "c128": "f64"}
 
 
 def _unsupported(name: str) -> NotImplementedError:
@@ -56,6 +63,9 @@ def storage_type(name: str) -> ir.Type:
         return ir.IntType(d.bits)
     if name in _FLOATS:
         return _FLOATS[name]
+    if name in COMPLEX_PARTS:
+        part = _FLOATS[COMPLEX_PARTS[name]]
+        return ir.LiteralStructType([part, part])
     raise _unsupported(name)
 
 
@@ -66,6 +76,18 @@ def compute_type(name: str) -> ir.Type:
 
 def element_bytes(name: str) -> int:
     return max(1, _dtype(name).bits // 8)
+
+
+def element_align(name: str) -> int:
+    """The alignment a load or store of one element may assume: its size, but a complex
+    element only that of its parts (numpy aligns complex128 to 8 bytes, not 16)."""
+    if name in COMPLEX_PARTS:
+        return element_bytes(COMPLEX_PARTS[name])
+    return element_bytes(name)
+
+
+def is_complex(name: str) -> bool:
+    return name in COMPLEX_PARTS
 
 
 def is_float(name: str) -> bool:
@@ -117,6 +139,10 @@ def constant(name: str, value) -> ir.Constant:
         return ir.Constant(ty, int(raw.astype(np.int64)) & ((1 << d.bits) - 1))
     if is_float(name):
         return ir.Constant(ty, float(value))
+    if is_complex(name):
+        z = complex(np.asarray(value).item())
+        part = ty.elements[0]
+        return ir.Constant(ty, [ir.Constant(part, z.real), ir.Constant(part, z.imag)])
     if is_pred(name):
         return ir.Constant(I1, int(bool(value)))
     width = bits(name)

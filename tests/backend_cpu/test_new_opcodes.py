@@ -2,8 +2,9 @@
 
 reduce-precision and map are kernels (element generators); topk, cholesky,
 triangular-solve, fft, the batch norms, rng, rng-bit-generator and
-stochastic-convert are host thunks (backend_cpu/library_ops.py), as is every
-complex computation; the scheduling wrappers bind slots. Inputs hold NaN, inf,
+stochastic-convert are host thunks (backend_cpu/library_ops.py); complex
+elementwise ops, reduce, dot and convert are kernels (more in test_complex.py);
+the scheduling wrappers bind slots. Inputs hold NaN, inf,
 denormals and zero-size arrays; layouts other than the default go through the
 host thunks' views. Both with and without the default pipeline.
 """
@@ -241,7 +242,7 @@ ENTRY e {
   zero = c64[] constant((0, 0))
   red = c64[4] reduce(z, zero), dimensions={1}, to_apply=add_c
   dt = c64[4,4] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={1}
-  w = c128[4,3] convert(z)
+  w = c128[4,3] convert(x)
   ROOT t = (f32[4,3], c64[4], c64[4,4], c128[4,3]) tuple(im, red, dt, w)
 }"""
     x = (RNG.standard_normal((4, 3)) + 1j * RNG.standard_normal((4, 3))).astype(np.complex64)
