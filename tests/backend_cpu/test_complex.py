@@ -5,10 +5,13 @@ elementwise op it has, converts, compares, select, reduce, reduce-window, dot, t
 movement ops (bytes of 8 and 16 per element), fused and not. Inputs cross special
 parts (0, -0, +-inf, NaN, tiny and huge values) with each other and add random ones.
 What stays on the host (fft, power, ...) still agrees, and is the only host thunk.
+complex_jax/ holds two JAX programs with XLA's results (complex math on c64; an FFT
+filter on f64/c128), checked as JAX wrote them and as XLA's pipeline fused them.
 """
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +20,6 @@ from xlapy import hlo
 from xlapy.backend_cpu import CompileOptions, compile
 from xlapy.backend_cpu.elemental.complex_ops import ELEMENTWISE, why_not_compiled
 from xlapy.hlo.opcodes import OPCODES
-from xlapy.backend_cpu.library_ops import HostOpThunk
 from tests.corpus_util import assert_close
 
 RNG = np.random.default_rng(1717)
@@ -41,7 +43,8 @@ def random(etype: str, shape) -> np.ndarray:
 
 
 def host_thunks(executable) -> int:
-    return sum(isinstance(t, HostOpThunk) for t in executable._program.thunks)
+    """How many instructions run on the host (library_ops.py), called computations too."""
+    return sum(c.chosen.startswith("host_") for c in executable.kernel_strategies())
 
 
 def run_both(text: str, args, pipelines=(None, "default"), host: int = 0):
@@ -406,3 +409,103 @@ ENTRY e {
         x, y = random("c64", (64,)), random("c64", (64,))
         (got,) = executable.run(x, y)
         assert_close(got, np.asarray(hlo.evaluate(module, [x, y])[0]), isa.level)
+
+
+def test_row_and_column_sums_fused_with_their_users():
+    """The pipeline fuses reduces with their users (a normalization by the row sum, a
+    mean over the columns): the hoisting and column-reduce paths keep complex correct."""
+    x = random("c128", (12, 70))
+    run_both("""HloModule m
+add {
+  a = c128[] parameter(0)
+  b = c128[] parameter(1)
+  ROOT r = c128[] add(a, b)
+}
+ENTRY e {
+  x = c128[12,70] parameter(0)
+  z = c128[] constant((0, 0))
+  e = c128[12,70] exponential(x)
+  s = c128[12] reduce(e, z), dimensions={1}, to_apply=add
+  b = c128[12,70] broadcast(s), dimensions={0}
+  n = c128[12,70] divide(e, b)
+  c = c128[70] reduce(x, z), dimensions={0}, to_apply=add
+  k = c128[] constant((12, 0))
+  kb = c128[70] broadcast(k), dimensions={}
+  m = c128[70] divide(c, kb)
+  ROOT t = (c128[12,70], c128[70]) tuple(n, m)
+}""", [x])
+
+
+def test_fusion_reading_a_dot_inside():
+    """A fusion as XLA may write it, with a dot read inside: the dot goes to scratch
+    memory once (materialize_inner), then the consumer reads it."""
+    a, b = random("c64", (5, 6)), random("c64", (6, 4))
+    run_both("""HloModule m
+fused {
+  p0 = c64[5,6] parameter(0)
+  p1 = c64[6,4] parameter(1)
+  d = c64[5,4] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT l = c64[5,4] log(d)
+}
+ENTRY e {
+  a = c64[5,6] parameter(0)
+  b = c64[6,4] parameter(1)
+  ROOT f = c64[5,4] fusion(a, b), kind=kLoop, calls=fused
+}""", [a, b])
+
+
+def test_complex_through_a_while_loop():
+    """Loop state of c128 (relayout copies at the boundary of another layout)."""
+    x = random("c128", (4, 3))
+    run_both("""HloModule m
+cond {
+  s = (s32[], c128[4,3]{0,1}) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(3)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], c128[4,3]{0,1}) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  v = c128[4,3]{0,1} get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  w = c128[4,3]{0,1} multiply(v, v)
+  h = c128[] constant((0.5, 0.25))
+  hb = c128[4,3]{0,1} broadcast(h), dimensions={}
+  u = c128[4,3]{0,1} multiply(w, hb)
+  ROOT t = (s32[], c128[4,3]{0,1}) tuple(j, u)
+}
+ENTRY e {
+  x = c128[4,3] parameter(0)
+  z = s32[] constant(0)
+  t = (s32[], c128[4,3]{0,1}) tuple(z, x)
+  r = (s32[], c128[4,3]{0,1}) while(t), condition=cond, body=body
+  ROOT v = c128[4,3]{0,1} get-tuple-element(r), index=1
+}""", [x])
+
+
+# --- XLA's own numbers (complex_jax/, written by JAX) -----------------------------------------
+
+JAX_CASES = Path(__file__).parent / "complex_jax"
+
+
+@pytest.mark.parametrize("case", ["complex_math_c64", "spectral_filter_c128"])
+@pytest.mark.parametrize("optimized", [False, True], ids=["jax", "xla_opt"])
+def test_matches_xla(case, optimized):
+    """JAX's module (and XLA's optimized one, with its fusions) against XLA's results,
+    with and without our pipeline; the only host thunks are the ffts."""
+    text = (JAX_CASES / f"{case}{'.opt' if optimized else ''}.hlo").read_text()
+    with np.load(JAX_CASES / f"{case}.npz") as data:
+        args = [data[f"arg{i}"] for i in range(sum(k.startswith("arg") for k in data.files))]
+        outs = [data[f"out{i}"] for i in range(sum(k.startswith("out") for k in data.files))]
+    module = hlo.parse_module(text)
+    ffts = sum(i.opcode == "fft" for c in module.computations_post_order()
+               for i in c.instructions)
+    for pipeline in (None, "default"):
+        executable = compile(module, CompileOptions(pipeline=pipeline, disk_cache=False))
+        assert host_thunks(executable) == ffts, executable.kernel_strategies()
+        got = executable.run(*args)
+        assert len(got) == len(outs)
+        for k, (g, e) in enumerate(zip(got, outs)):
+            assert_close(g, e, f"{case} pipeline={pipeline} output {k}")
