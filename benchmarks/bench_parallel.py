@@ -6,22 +6,24 @@ Run by hand from the repository root (not part of the test suite):
     python3 benchmarks/bench_parallel.py --small      # smoke run: the example's tiny model
     python3 benchmarks/bench_parallel.py --no-mpi     # in-process rows only
 
-The model and step are examples/train_transformer_tp.py's (SGD on a causal LM loss).
-Rows, each on the same global batch:
+The model is examples/transformer_model.py's (train_transformer.py's), the step
+examples/train_transformer_tp.py's (forward, backward and Adam, dropout off), on its
+character corpus. Rows, each on the same global batch and parameters:
 
-    1 device            jit_compile(train_step)
+    1 device            jit_compile(step)
     data parallel       jit_compile(step, mesh=Mesh(arange(2), ("data",))): the batch split,
                         parameters replicated (the partitioner all-reduces the gradients)
     tensor parallel     the example's Megatron layout over ("model",)
-    pipeline gpipe/1f1b distribute.pipeline: layer halves on 2 stages, 4 microbatches,
-                        the SGD update in numpy after value_and_grad
+    pipeline gpipe/1f1b distribute.pipeline: embedding + first half of the blocks | the rest
+                        + head and loss (transformer_model.embed/block/head) on 2 stages,
+                        4 microbatches, an SGD update in numpy after value_and_grad
 
 in this process (a thread per device), and again under `mpirun -n 2` (one device per
 rank) when mpirun and mpi4py exist. Columns: median wall ms per step, the ratio to
-1 device, and memory per device: the parameters the device holds, plus its
-programs' temporary arena and outputs (pipeline: the largest stage program's, plus the
-live microbatch inputs at the peak). Each row's loss is checked against 1 device's
-(f32, rtol 1e-4); a mismatch prints `!!` and exits with status 1.
+1 device, and memory per device: the parameters and optimizer state the device holds,
+plus its programs' temporary arena and outputs (pipeline: the largest stage program's,
+plus the live microbatch inputs at the peak). Each row's loss is checked against
+1 device's (f32, rtol 1e-4); a mismatch prints `!!` and exits with status 1.
 """
 from __future__ import annotations
 
@@ -40,11 +42,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import fmt_ms, load_average, median_ms  # noqa: E402
 
 import xlapy  # noqa: E402
-from xlapy.frontend import distribute, pytree  # noqa: E402
+from xlapy.frontend import distribute, optimizers, pytree  # noqa: E402
 from xlapy.frontend.distribute import Mesh, PartitionSpec as P  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-BIG = dict(vocab=512, d_model=256, heads=4, head_dim=64, d_ff=1024, layers=2, seq=64, batch=8)
+BIG = dict(seq_len=64, d_model=256, num_heads=4, d_ff=1024, num_layers=2)
+BATCH = 8
 
 
 def load_example():
@@ -56,6 +59,8 @@ def load_example():
 
 
 ex = load_example()
+sys.path.insert(0, str(ROOT / "examples"))
+import transformer_model as tm  # noqa: E402
 
 
 def nbytes(tree) -> int:
@@ -77,37 +82,40 @@ def sharded_row(name, step, args, repeat):
         held += int(np.prod(tile, dtype=np.int64)) * np.dtype(
             xlapy.hlo.numpy_dtype(shape.element_type)).itemsize
     ms = median_ms(lambda: step(*args), repeat)
-    return name, ms, float(out[1]), held + program_bytes(program.executable.memory_stats())
+    return name, ms, float(out[-1]), held + program_bytes(program.executable.memory_stats())
 
 
 def pipeline_stages(config):
     """The model as 2 stages: embedding + first half of the blocks | the rest + loss."""
-    half = config["layers"] // 2
-    seq = config["seq"]
-    causal = np.tril(np.ones((seq, seq), bool))
-
-    def blocks(h, ps):
-        for p in ps:
-            h = h + ex.attention(ex.layer_norm(h, p["ln1"]), p, causal)
-            h = h + ex.mlp(ex.layer_norm(h, p["ln2"]), p)
-        return h
+    half = config.num_layers // 2
 
     def stage0(p, batch):
-        tokens, targets = batch
-        return blocks(xlapy.ops.gather(p["embed"], tokens), p["blocks"]), targets
+        inputs = xlapy.ops.slice(batch, [0, 0], [batch.shape[0], batch.shape[1] - 1])
+        targets = xlapy.ops.slice(batch, [0, 1], [batch.shape[0], batch.shape[1] - 1])
+        h = tm.embed(p, inputs, config)
+        for i in range(half):
+            h = tm.block(p[f"block{i}"], h, config)
+        return h, targets
 
     def stage1(p, act):
         h, targets = act
-        h = blocks(h, p["blocks"])
-        logits = xlapy.ops.einsum("btd,dv->btv", ex.layer_norm(h, p["ln_f"]), p["out"])
+        for i in range(half, config.num_layers):
+            h = tm.block(p[f"block{i}"], h, config)
+        logits = tm.head(p, h, config)
         return xlapy.ops.reduce_mean(
-            xlapy.ops.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=logits))
+            xlapy.ops.sparse_softmax_cross_entropy_with_logits(targets, logits))
 
     def split(params):
-        return [{"embed": params["embed"], "blocks": params["blocks"][:half]},
-                {"blocks": params["blocks"][half:], "ln_f": params["ln_f"],
-                 "out": params["out"]}]
+        first = {"embed", "position"} | {f"block{i}" for i in range(half)}
+        return [{k: v for k, v in params.items() if k in first},
+                {k: v for k, v in params.items() if k not in first}]
     return [stage0, stage1], split
+
+
+def _sgd(params, grads, lr):
+    return pytree.unflatten(pytree.flatten(params)[1],
+                            [p - lr * g for p, g in zip(pytree.flatten(params)[0],
+                                                        pytree.flatten(grads)[0])])
 
 
 def pipeline_row(schedule, config, params, batch, repeat, rank=None):
@@ -117,7 +125,7 @@ def pipeline_row(schedule, config, params, batch, repeat, rank=None):
 
     def step():
         loss, grads = pipe.value_and_grad(parts, batch)
-        return [None if g is None else ex._sgd(p, g, 0.05) for p, g in zip(parts, grads)], loss
+        return [None if g is None else _sgd(p, g, 0.05) for p, g in zip(parts, grads)], loss
     _, loss = step()
     ms = median_ms(step, repeat)
     # memory of the busiest stage: its params, its largest program, the live inputs
@@ -134,26 +142,30 @@ def pipeline_row(schedule, config, params, batch, repeat, rank=None):
            f"{pipe.ideal_bubble:.2f})", ms, float(loss), worst
 
 
-def rows(config, repeat, mpi_rank=None):
-    params = ex.init_params(config)
-    tokens, targets = ex.make_batches(1, config)[0]
-    args = (params, tokens, targets)
+def rows(sizes, repeat, mpi_rank=None):
+    config, stream = ex.data(sizes, batch=BATCH)
+    optimizer = optimizers.Adam(3e-3)
+    params = ex.init_params(config, 0)
+    state = optimizer.init(params)
+    batch = next(stream)
+    seed = np.zeros(2, np.int32)
+    step = ex.make_train_step(config, optimizer)
+    args = (params, state, batch, seed)
     out = []
     if mpi_rank is None:
-        one = xlapy.jit_compile(ex.train_step)
-        loss = float(one(*args)[1])
+        one = xlapy.jit_compile(step)
+        loss = float(one(*args)[-1])
         stats = one.lower(*args).compile()._executable.memory_stats()
         out.append(("1 device", median_ms(lambda: one(*args), repeat), loss,
-                    nbytes(params) + program_bytes(stats)))
-    specs = ex.param_specs(params)
-    dp = xlapy.jit_compile(ex.train_step, mesh=Mesh(np.arange(2), ("data",)),
-                           in_shardings=(None, P("data"), P("data")), out_shardings=(None, None))
+                    nbytes(params) + nbytes(state) + program_bytes(stats)))
+    dp = xlapy.jit_compile(step, mesh=Mesh(np.arange(2), ("data",)),
+                           in_shardings=(None, None, P("data"), None),
+                           out_shardings=(None, None, None))
     out.append(sharded_row("data parallel", dp, args, repeat))
-    tp = xlapy.jit_compile(ex.train_step, mesh=Mesh(np.arange(2), ("model",)),
-                           in_shardings=(specs, None, None), out_shardings=(specs, None))
+    tp = ex.tensor_parallel(step, Mesh(np.arange(2), ("model",)), params, state)
     out.append(sharded_row("tensor parallel", tp, args, repeat))
     for schedule in ("gpipe", "1f1b"):
-        out.append(pipeline_row(schedule, config, params, (tokens, targets), repeat, mpi_rank))
+        out.append(pipeline_row(schedule, config, params, batch, repeat, mpi_rank))
     return out
 
 
@@ -177,7 +189,7 @@ def main() -> int:
     parser.add_argument("--base-ms", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--base-loss", type=float, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    config = ex.CONFIG if args.small else BIG
+    config = {} if args.small else BIG
     repeat = args.repeat or (3 if args.small else 10)
     if args.mpi_worker:
         from mpi4py import MPI
@@ -186,7 +198,7 @@ def main() -> int:
         if rank == 0:
             return int(print_rows("mpi -n 2", table, args.base_ms, args.base_loss))
         return 0
-    print(f"transformer {config}; {load_average()}")
+    print(f"transformer {config or ex.SMALL}, batch {BATCH}; {load_average()}")
     print(f"{'where':<10} {'row':<40} {'ms/step':>10} {'ratio':>7} {'memory/device':>13}")
     table = rows(config, repeat)
     bad = print_rows("in-process", table, table[0][1], table[0][2])

@@ -15,7 +15,8 @@ parameter dict (`block{i}/attention/{query,key,value,output}/{kernel,bias}`,
 
 Dropout (rate `config.dropout`, training only) follows the embedding sum, the
 attention probabilities, the attention output and the feed-forward output; every
-dropout gets its own key, split from the step's `seed` ([2] integers).
+dropout gets its own key, split from the step's `seed` ([2] integers). `embed`,
+`block` and `head` are forward's pieces (pipeline stages use them).
 """
 from __future__ import annotations
 
@@ -84,7 +85,6 @@ def _dropout_keys(seed, count: int):
 
 def forward(params, tokens, config: Config, training: bool = False, seed=None):
     """Logits [batch, time, vocab] for int32 tokens [batch, time] (time <= seq_len)."""
-    L = _layers(config)
     tokens = ops.to_tensor(tokens)
     t = tokens.shape[1]
     if t > config.seq_len:
@@ -92,22 +92,42 @@ def forward(params, tokens, config: Config, training: bool = False, seed=None):
     drop = training and config.dropout > 0
     if drop and seed is None:
         raise ValueError("training with dropout needs seed= (a [2] seed per step)")
-    keys = iter(_dropout_keys(seed, 1 + 3 * config.num_layers)) if drop else None
-
-    def maybe_dropout(x):
-        return ops.dropout(x, config.dropout, seed=next(keys)) if drop else x
-
-    x = L["embed"].apply(params["embed"], tokens)
-    x = maybe_dropout(x + ops.slice(params["position"], [0, 0], [t, config.d_model]))
+    keys = _dropout_keys(seed, 1 + 3 * config.num_layers) if drop else None
+    x = embed(params, tokens, config, keys[0] if drop else None)
     for i in range(config.num_layers):
-        p = params[f"block{i}"]
-        h = L["ln1"].apply(p["ln1"], x)
-        a = L["attention"].apply(p["attention"], h, h, use_causal_mask=True,
-                                 training=drop, seed=next(keys) if drop else None)
-        x = x + maybe_dropout(a)
-        h = L["ln2"].apply(p["ln2"], x)
-        f = L["ff2"].apply(p["ff2"], L["ff1"].apply(p["ff1"], h))
-        x = x + maybe_dropout(f)
+        x = block(params[f"block{i}"], x, config, keys[1 + 3 * i:4 + 3 * i] if drop else None)
+    return head(params, x, config)
+
+
+# The pieces of `forward`, for programs that place them apart (pipeline stages). A
+# dropout key (or the block's three: attention probabilities, attention output,
+# feed-forward output) turns dropout on; None leaves it off.
+
+def embed(params, tokens, config: Config, key=None):
+    """Token plus position embeddings [batch, time, d_model]."""
+    L = _layers(config)
+    tokens = ops.to_tensor(tokens)
+    x = L["embed"].apply(params["embed"], tokens)
+    x = x + ops.slice(params["position"], [0, 0], [tokens.shape[1], config.d_model])
+    return x if key is None else ops.dropout(x, config.dropout, seed=key)
+
+
+def block(p, x, config: Config, keys=None):
+    """One pre-LN block: x + MHA(LN(x)), then x + FF(LN(x))."""
+    L = _layers(config)
+    drop = keys is not None
+    h = L["ln1"].apply(p["ln1"], x)
+    a = L["attention"].apply(p["attention"], h, h, use_causal_mask=True, training=drop,
+                             seed=keys[0] if drop else None)
+    x = x + (ops.dropout(a, config.dropout, seed=keys[1]) if drop else a)
+    h = L["ln2"].apply(p["ln2"], x)
+    f = L["ff2"].apply(p["ff2"], L["ff1"].apply(p["ff1"], h))
+    return x + (ops.dropout(f, config.dropout, seed=keys[2]) if drop else f)
+
+
+def head(params, x, config: Config):
+    """The final LayerNorm and the vocabulary projection: logits."""
+    L = _layers(config)
     return L["head"].apply(params["head"], L["ln_f"].apply(params["ln_f"], x))
 
 

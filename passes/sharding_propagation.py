@@ -48,6 +48,7 @@ from __future__ import annotations
 from ..hlo import HloModule, HloSharding
 from .pass_base import HloModulePass, register_pass
 from .sharding_maps import derive, dim_map, import_shardy, invert
+from .spmd_reshape import reshape_sharding
 
 MAX_ROUNDS = 16
 
@@ -190,6 +191,11 @@ def _forward_candidates(instr, current, region: _Region):
     if code == "opt-barrier" and len(instr.operands) == 1:
         s = current.get(instr.operands[0])
         return [s] if s is not None else []
+    if code == "reshape" and instr.shape.is_array:
+        s = current.get(instr.operands[0])
+        d = reshape_sharding(s, instr.operands[0].shape.dims, instr.shape.dims) \
+            if s is not None and not s.is_tuple else None
+        return [d] if d is not None else []
     for i, op in enumerate(instr.operands):
         s = current.get(op)
         if s is None or s.is_tuple:
@@ -228,6 +234,9 @@ def _backward_candidates(instr, operand_index, current):
         return [s]
     if s.is_tuple or not op.shape.is_array:
         return []
+    if code == "reshape":
+        d = reshape_sharding(s, instr.shape.dims, op.shape.dims)
+        return [d] if d is not None else []
     m = dim_map(instr, operand_index)
     if m is None:
         return []

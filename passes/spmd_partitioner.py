@@ -152,6 +152,11 @@ class SpmdPartitioner(HloModulePass):
             return rs.PVal(ctx.emit(code, local, shape, **_attrs(instr)), target, instr.shape)
         if code in ("while", "conditional", "call"):
             return self._control_flow(ctx, instr, ops, want)
+        if code == "reshape" and instr.shape.is_array:
+            from .spmd_reshape import partition_reshape
+            v = partition_reshape(ctx, instr, ops, want)
+            if v is not None:
+                return v
         if code in LOCAL_MOVEMENT and instr.shape.is_array:
             return self._movement(ctx, instr, ops, want)
         if code == "dot":

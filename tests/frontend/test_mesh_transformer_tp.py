@@ -1,7 +1,8 @@
-"""examples/train_transformer_tp.py, CI-sized: Megatron tensor parallelism on 2 devices
-trains with one device's losses (f32 tolerance), the partitioned forward has one
-all-reduce per attention block and one per MLP block and nothing else, and the
-example runs under mpirun -n 2."""
+"""examples/train_transformer_tp.py, CI-sized: train_transformer.py's model
+(examples/transformer_model.py) with Megatron tensor parallelism on 2 devices trains with
+one device's losses (f32 tolerance), the partitioned forward has one all-reduce per
+attention block and one per MLP block and nothing else, and the example runs under
+mpirun -n 2."""
 import importlib.util
 import os
 import subprocess
@@ -31,7 +32,26 @@ def test_tensor_parallel_losses_equal_one_device():
 
 
 def test_one_all_reduce_per_block_in_forward():
-    assert load_example().collectives_per_block(2) == {"all-reduce": 2.0}
+    ex = load_example()
+    assert ex.collectives_per_block(2) == {"all-reduce": 2.0}
+    # each all-reduce adds a row-parallel layer's partial sums: [batch * time, d_model]
+    module, config = ex.forward_module(2)
+    reduces = [i for i in module.instructions() if i.opcode == "all-reduce"]
+    assert all(i.shape.dims[-1] == config.d_model for i in reduces)
+
+
+def test_model_is_train_transformers():
+    """The same parameter tree as examples/train_transformer.py's model, every block's
+    kernels split as Megatron's layout says."""
+    ex = load_example()
+    config, _ = ex.data()
+    params = ex.init_params(config, 0)
+    specs = ex.param_specs(params)
+    assert sorted(specs) == sorted(params)
+    att = specs["block0"]["attention"]
+    assert att["query"]["kernel"] == ex.P(None, "model") and att["output"]["kernel"] == ex.P("model")
+    assert params["block0"]["attention"]["query"]["kernel"].shape == \
+        (config.d_model, config.num_heads, config.d_model // config.num_heads)
 
 
 @pytest.mark.skipif(mpirun_command() is None, reason="mpirun or mpi4py missing "
