@@ -7,7 +7,12 @@
    instruction that computes something (fusions included) — aliases
    (tuple, get-tuple-element, bitcast, copy, row-major reshape) cost nothing
    when the layouts agree (below).
-3. Verify, optimize (O3, vectorizers) and JIT all kernels as one LLVM module.
+3. Each kernel is an LLVM module of its own, its body named after its content
+   (kernel_cache.py): identical kernels (the layers of a model) are one body. The
+   distinct bodies not in the kernel cache (memory, disk) are verified, optimized
+   (O3, vectorizers) and code-generated on the compile threads
+   (`CompileOptions.compile_threads`), with the glue module of wrappers that pass
+   each kernel's slots to its body; the objects are loaded into one engine.
 4. Place temporaries in the arena and link the thunks to their machine code.
 
 Layouts at boundaries: every value is stored in the layout its own instruction's
@@ -67,16 +72,17 @@ from ..hlo.dtypes import numpy_dtype
 from ..passes.cost_analysis import instruction_cost
 from ..passes import narrow_types
 from ..runtime import profiler
+from ..hlo.eval_dot_conv import algorithm_refusal
 from ..hlo.verifier import VerifyError, check_static_shapes
 
-from . import collective_thunks as ct, disk_cache, inter_op, library_ops, sort_thunk, strategies
+from . import collective_thunks as ct, disk_cache, inter_op, kernel_cache, library_ops, sort_thunk
+from . import strategies
 from . import target as targets
 from .buffer_assignment import Slot, assign_arena
 from .emitters import loop_nest
 from .executable import CpuExecutable, Program, physical_dims, to_physical
 from .gemm import library as gemm_library
-from .llvm import ir_policy, machine_code, target_machine
-from .llvm.kernel_ir import KernelIR
+from .llvm import ir_policy, machine_code
 from .llvm.loops import loops_left_to_llvm
 from .target import Target
 from .thunks import CallThunk, ConditionalThunk, CopyThunk, KernelThunk, WhileThunk
@@ -99,7 +105,11 @@ class CompileOptions:
     Devices (see `devices()`): `num_devices` N, default the module's
     replica_count * num_partitions; `distributed` None (all N devices in this process:
     `run_devices`) or "mpi" (one device per MPI rank: every rank compiles, `run` runs
-    the rank's device)."""
+    the rank's device).
+
+    `compile_threads`: how many threads optimize and generate code for the kernels
+    (kernel_cache.py), default $XLAPY_COMPILE_THREADS, else the runtime's thread pool
+    size. The machine code does not depend on it (nor does the cache key)."""
     pipeline: object = None
     cache: bool = True
     disk_cache: bool = True
@@ -108,6 +118,7 @@ class CompileOptions:
     triple: str | None = None
     num_devices: int | None = None
     distributed: str | None = None
+    compile_threads: int | None = None
 
     def target(self) -> Target:
         if self.max_isa is None and self.cpu is None and self.triple is None:
@@ -190,11 +201,22 @@ def compile(module, options: CompileOptions | None = None, *,
 def _refuse_dynamic_shapes(module) -> None:
     """Dynamic dimensions (`f32[<=8]`, `f32[?,4]`) are refused here as the evaluator
     refuses them (docs/hlo.md): computing with the bound would be right only while
-    the runtime size equals it, and a wrong number is worse than no number."""
+    the runtime size equals it, and a wrong number is worse than no number. So is a
+    dot whose `algorithm=` asks for other rounding than its own types', and an entry
+    that returns a token (a run returns arrays only)."""
     try:
         check_static_shapes(module, "the CPU backend compiles")
     except VerifyError as e:
         raise NotImplementedError(f"backend_cpu: {e}") from None
+    for instr in module.instructions():
+        refusal = algorithm_refusal(instr) if instr.opcode == "dot" else None
+        if refusal is not None:
+            raise NotImplementedError(f"backend_cpu: {instr.name}: {refusal}")
+    if module.entry is not None and any(leaf.element_type == "token"
+                                        for leaf in module.entry.root.shape.leaves()):
+        raise NotImplementedError(f"backend_cpu: the entry's result "
+                                  f"{module.entry.root.shape} holds a token; a run returns "
+                                  f"arrays only")
 
 
 def _compile_uncached(module, text: str, fingerprint: str, options: CompileOptions,
@@ -257,7 +279,7 @@ def _load_from_disk(disk_key: str, start: float) -> CpuExecutable | None:
         return None
     try:
         # The GEMM routines the module calls live in the process-wide library.
-        gemm_library.ensure_compiled(payload.get("gemm_routines", []), disk_cache)
+        gemm_library.ensure_compiled(payload.get("gemm_routines", []), disk_cache.gemm)
         jit = machine_code.jit_object(payload["object"])
         program = payload["program"]
         program.link(jit.lookup)
@@ -330,26 +352,29 @@ def _compile_module(module, start: float, use_disk_cache: bool = False,
     context = _Context(ir.Module(name=_symbol(module.name)), replicas, partitions)
     with profiler.span("emit LLVM IR"):
         program = ProgramBuilder(context, module.entry).build()
-        ir_policy.no_runtime_unrolling(context.module)
-        llvm_source = str(context.module)
-    with profiler.span("LLVM parse and verify"):
-        ref = target_machine.parse_and_verify(llvm_source)
+        glue = str(context.module)
+    # The glue module (the wrappers, see kernel_cache.py) first, then each distinct body.
+    llvm_source = [glue, *context.bodies.values()]
     light = context.all_loops_written_on_vectors()
-    with profiler.span("LLVM optimize", args={"pipeline": "light" if light else "O3"}):
-        target_machine.optimize(ref, light=light)
-    routines = gemm_library.routines_in(context.module)
+    routines = sorted(context.routines.values(), key=lambda r: r.name)
     # Loop strength reduction tunes address arithmetic, which cannot matter in a
     # kernel bound by memory bandwidth, and is a third of the code generator's time
     # on one (softmax f32[4096,4096]: ~9 -> ~5.5 ms): kernels that all stream skip it.
     strength_reduction = not context.only_streaming_kernels
     target = targets.current()
+    info = {"pipeline": "light" if light else "O3"}     # the span's args, completed below
+    with profiler.span("LLVM compile", args=info):
+        objects, counts = kernel_cache.objects(
+            glue, context.bodies, light=light, strength_reduction=strength_reduction,
+            threads=options.compile_threads, memory=options.cache,
+            disk=disk_cache.kernels if use_disk_cache else None)
+        info.update(counts, kernel_thunks=context.kernel_count)
     jit = None
     if target.runs_on_host:     # otherwise compile and print only: nothing is JIT'd
         with profiler.span("GEMM library", args={"routines": len(routines)}):
-            gemm_library.ensure_compiled(routines, disk_cache if use_disk_cache else None)
-        with profiler.span("LLVM codegen"):
-            jit = machine_code.jit_module(ref, strength_reduction=strength_reduction)
+            gemm_library.ensure_compiled(routines, disk_cache.gemm if use_disk_cache else None)
         with profiler.span("link"):
+            jit = machine_code.jit_object(objects)
             program.link(jit.lookup, _device_threads(replicas * partitions,
                                                      options.distributed))
     params = [(p.name, p.shape) for p in module.entry.parameters]
@@ -362,7 +387,7 @@ def _compile_module(module, start: float, use_disk_cache: bool = False,
                                target=target, kernel_strategies=context.kernel_choices,
                                devices=(replicas, partitions), distributed=options.distributed)
     payload = {"program": program, "params": params, "llvm_source": llvm_source,
-               "hlo_text": hlo_text, "object": jit and jit.object_code, "gemm_routines": routines,
+               "hlo_text": hlo_text, "object": objects if jit else None, "gemm_routines": routines,
                "strength_reduction": strength_reduction, "light_pipeline": light}
     return executable, payload
 
@@ -405,23 +430,28 @@ def _symbol(name: str) -> str:
 
 
 class _Context:
-    """Module-wide state: the LLVM module and unique kernel names."""
+    """Module-wide state: the glue module (the kernels' wrappers), the distinct kernel
+    bodies (kernel_cache.py), unique kernel names."""
 
     def __init__(self, module: ir.Module, replicas: int = 1, partitions: int = 1):
         self.module = module
         self.replicas, self.partitions = replicas, partitions   # the module's devices
         self._count = 0
         self.kernels_not_streaming = 0     # kernels without non-temporal output stores
-        self.kernel_functions: set = set()
+        self.bodies: dict[str, str] = {}   # body symbol -> its module's text, once each
+        self.routines: dict = {}           # GEMM library routines the bodies call, by name
+        self._only_vector_loops = True     # every body is alone in its module, loops on vectors
         # How each kernel (and host sort) was emitted, in order (strategies.Choice).
         self.kernel_choices: list = []
 
+    @property
+    def kernel_count(self) -> int:
+        return self._count
+
     def all_loops_written_on_vectors(self) -> bool:
-        """True if the module defines only kernels, none of which leaves an innermost
-        loop for LLVM's vectorizer (loops.loops_left_to_llvm)."""
-        defined = [fn for fn in self.module.functions if not fn.is_declaration]
-        return bool(defined) and all(fn.name in self.kernel_functions
-                                     and loops_left_to_llvm(fn) == 0 for fn in defined)
+        """True if the kernels' modules define only kernels, none of which leaves an
+        innermost loop for LLVM's vectorizer (loops.loops_left_to_llvm)."""
+        return bool(self.bodies) and self._only_vector_loops
 
     @property
     def only_streaming_kernels(self) -> bool:
@@ -431,6 +461,20 @@ class _Context:
     def kernel_name(self, instr_name: str) -> str:
         self._count += 1
         return f"k{self._count}_{_symbol(instr_name)}"
+
+    def add_kernel(self, name: str, kernel: "kernel_cache.LocalSlotsKernelIR") -> None:
+        """Seals a kernel's own module: its body joins the distinct ones, and the glue
+        gets `name`, which calls it on the kernel's slots."""
+        module, fn = kernel.function.module, kernel.function
+        ir_policy.no_runtime_unrolling(module)
+        defined = [f for f in module.functions if not f.is_declaration]
+        if defined != [fn] or loops_left_to_llvm(fn) != 0:
+            self._only_vector_loops = False
+        for routine in gemm_library.routines_in(module):
+            self.routines.setdefault(routine.name, routine)
+        symbol, text = kernel_cache.seal(module, fn)
+        self.bodies.setdefault(symbol, text)
+        kernel_cache.emit_wrapper(self.module, name, symbol, kernel.slots)
 
 
 def _leaf_count(shape) -> int:
@@ -717,8 +761,8 @@ class ProgramBuilder:
         def scratch_slot(shape) -> int:
             scratch.append(self._new_slot("temp", shape))
             return scratch[-1]
-        kernel = KernelIR(self.context.module, name, self.constant_slot, scratch_slot)
-        self.context.kernel_functions.add(name)
+        kernel = kernel_cache.LocalSlotsKernelIR(ir.Module(name="xlapy_kernel"),
+                                                 self.constant_slot, scratch_slot)
         reads = [leaves[0] for leaves in operands]
         inputs = [kernel.buffer(s, o.shape) for s, o in zip(reads, instr.operands)]
         writes = [self._new_slot("temp", leaf) for leaf in instr.shape.leaves()]
@@ -739,6 +783,7 @@ class ProgramBuilder:
             # them in compile time: optimize such kernels for size. (A full reduction
             # is one of them: its float sums are blocked for this, elemental/reduction.py.)
             kernel.function.attributes.add("optsize")
+        self.context.add_kernel(name, kernel)
         # Memory traffic is the cost model: a reduction has a small output but reads a lot.
         work_bytes = sum(self.slots[s].nbytes for s in writes + reads)
         thunk = KernelThunk(name, extent, work_bytes, reads, writes + scratch,

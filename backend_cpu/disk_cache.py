@@ -33,6 +33,12 @@ so a changed compiler never loads stale code. Entries are written atomically
 (checked on a process's first write, then every EVICT_CHECK_EVERY writes).
 Only pipelines named by value (None, "default") are cached: a callable's
 behaviour is not part of the key.
+
+Two kinds of entries live in sub-folders of their own (same checks, same format,
+evicted apart): `kernels` (kernel_cache.py: one kernel body's object code each,
+shared by every module that has that kernel) and `gemm` (gemm/library.py: one
+GEMM library routine's object code each, shared by every module that calls it).
+`Folder(name)` is such a sub-folder, with the same `key`, `load` and `store`.
 """
 from __future__ import annotations
 
@@ -179,12 +185,14 @@ def _read_entry(folder: Path, name: str) -> bytes | None:
         os.close(folder_fd)
 
 
-def load(entry_key: str) -> dict | None:
-    """The payload stored under `entry_key`, or None (missing, untrusted, corrupt,
-    another format or key: the caller compiles)."""
+def load(entry_key: str, sub: str | None = None) -> dict | None:
+    """The payload stored under `entry_key` (in sub-folder `sub`), or None (missing,
+    untrusted, corrupt, another format or key: the caller compiles)."""
     folder = cache_dir()
     if folder is None:
         return None
+    if sub is not None:
+        folder = folder / sub
     data = _read_entry(folder, f"{entry_key}{SUFFIX}")
     if data is None:
         return None
@@ -205,13 +213,17 @@ def _writable_folder(folder: Path) -> bool:
     return _trusted_folder(folder, os.stat(folder))
 
 
-def store(entry_key: str, payload: dict) -> None:
-    """Writes `payload` under `entry_key`. A payload that is not plain data raises
-    cache_format.FormatError (a bug to fix: a new field or thunk kind); a read-only
-    or full disk only costs the next compile."""
+def store(entry_key: str, payload: dict, sub: str | None = None) -> None:
+    """Writes `payload` under `entry_key` (in sub-folder `sub`). A payload that is not
+    plain data raises cache_format.FormatError (a bug to fix: a new field or thunk
+    kind); a read-only or full disk only costs the next compile."""
     folder = cache_dir()
     if folder is None:
         return
+    if sub is not None:
+        if not _writable_folder(folder):      # the parent is checked and made private too
+            return
+        folder = folder / sub
     data = cache_format.dumps(payload, key=entry_key, format=FORMAT)
     try:
         if not _writable_folder(folder):
@@ -244,7 +256,7 @@ _writes_until_check = 0
 
 def _evict(folder: Path) -> None:
     """Keeps about MAX_ENTRIES entries (checked every EVICT_CHECK_EVERY writes of this
-    process): the least recently written go first."""
+    process, whichever folder they went to): the least recently written go first."""
     global _writes_until_check
     if _writes_until_check > 0:
         _writes_until_check -= 1
@@ -258,3 +270,25 @@ def _evict(folder: Path) -> None:
     entries.sort(key=lambda e: (not e.name.endswith(_LEGACY_SUFFIXES), e.stat().st_mtime))
     for entry in entries[:len(entries) - MAX_ENTRIES * 9 // 10]:
         _unlink(entry.path)
+
+
+class Folder:
+    """A sub-folder of the cache for one kind of entry (see the module docstring), with
+    the module-level `key`, `load` and `store`."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    @staticmethod
+    def key(text: str, options_fingerprint: str) -> str:
+        return key(text, options_fingerprint)
+
+    def load(self, entry_key: str) -> dict | None:
+        return load(entry_key, self.name)
+
+    def store(self, entry_key: str, payload: dict) -> None:
+        store(entry_key, payload, self.name)
+
+
+kernels = Folder("kernels")
+gemm = Folder("gemm")

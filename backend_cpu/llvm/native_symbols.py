@@ -20,27 +20,38 @@ from llvmlite import binding as llvm
 from . import half_runtime
 
 
-def undefined_symbols(object_code: bytes) -> list[str]:
-    """The undefined symbols of an ELF64 little-endian relocatable object (what the
-    backend's x86-64 and AArch64 targets produce); [] for other formats."""
+def _symbols(object_code: bytes):
+    """(name, section index, binding) of each named symbol of an ELF64 little-endian
+    relocatable object (what the backend's x86-64 and AArch64 targets produce);
+    nothing for other formats."""
     if object_code[:4] != b"\x7fELF" or object_code[4] != 2 or object_code[5] != 1:
-        return []
+        return
     (shoff,) = struct.unpack_from("<Q", object_code, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", object_code, 0x3A)
     sections = [struct.unpack_from("<IIQQQQIIQQ", object_code, shoff + i * shentsize)
                 for i in range(shnum)]
-    names = []
     for _name, kind, _flags, _addr, offset, size, link, _info, _align, entsize in sections:
         if kind != 2 or not entsize:             # SHT_SYMTAB
             continue
         strtab = sections[link]
         strings = object_code[strtab[4]:strtab[4] + strtab[5]]
         for at in range(offset + entsize, offset + size, entsize):    # entry 0 is null
-            st_name, _st_info, _other, st_shndx = struct.unpack_from("<IBBH", object_code, at)
-            if st_shndx == 0 and st_name:        # SHN_UNDEF
+            st_name, st_info, _other, st_shndx = struct.unpack_from("<IBBH", object_code, at)
+            if st_name:
                 end = strings.index(b"\0", st_name)
-                names.append(strings[st_name:end].decode())
-    return names
+                yield strings[st_name:end].decode(), st_shndx, st_info >> 4
+
+
+def undefined_symbols(object_code: bytes) -> list[str]:
+    """The undefined symbols of an ELF object ([] for other formats)."""
+    return [name for name, section, _ in _symbols(object_code) if section == 0]  # SHN_UNDEF
+
+
+def defined_symbols(object_code: bytes) -> list[str]:
+    """The global (or weak) symbols an ELF object defines ([] for other formats): what
+    other objects loaded into the same engine may call."""
+    return [name for name, section, binding in _symbols(object_code)
+            if section != 0 and binding in (1, 2)]          # STB_GLOBAL, STB_WEAK
 
 
 @functools.lru_cache(maxsize=None)
@@ -52,11 +63,12 @@ def _resolvable(name: str) -> bool:
     return bool(llvm.address_of_symbol(name)) or hasattr(_process(), name)
 
 
-def ensure_resolvable(object_code: bytes) -> None:
+def ensure_resolvable(object_code: bytes, provided=()) -> None:
     """Makes every symbol the object needs available, or raises NotImplementedError
-    naming the first one that cannot be."""
+    naming the first one that cannot be. `provided`: names that objects loaded into
+    the same engine define."""
     for name in undefined_symbols(object_code):
-        if _resolvable(name):
+        if name in provided or _resolvable(name):
             continue
         if name in half_runtime.ROUTINES:
             half_runtime.ensure()

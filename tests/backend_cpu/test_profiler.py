@@ -167,7 +167,9 @@ def test_compile_phases_are_spans_of_the_host():
     (whole,) = [e for e in host if e.name == "compile loop"]
     (passes,) = [e for e in host if e.name == "HLO passes"]
     for e in host:
-        assert _contains(whole, e)
+        # (a kernel's LLVM phases may run on a compile thread: within the compile's time)
+        assert _contains(whole, e) or e.tid != whole.tid and whole.start <= e.start \
+            and e.end <= whole.end, e
     pass_spans = [e for e in host if e.args and "changed" in e.args]
     assert {"dce", "cse", "instruction-fusion"} <= {e.name for e in pass_spans}
     assert all(_contains(passes, e) for e in pass_spans)

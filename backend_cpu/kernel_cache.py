@@ -1,0 +1,187 @@
+"""Kernels compiled one LLVM module each, named by their content, and cached by it.
+
+Every kernel the compiler emits (a fusion, an unfused op, a relayout copy) gets an
+LLVM module of its own, and is compiled -- optimized and code-generated -- apart
+from the others: on several threads at once (llvm/machine_code.compile_objects),
+and only once per distinct kernel. Identical kernels are common: the N layers of a
+transformer compute the same fusions on the same shapes, and only the slots they
+read and write differ.
+
+So that the slots do not make them differ, a kernel's body (`LocalSlotsKernelIR`)
+reads its buffers from a table of its own, numbered in the order it first asks for
+them, and a small wrapper of the usual ABI (`void name(ptr buffers, i64 begin, i64
+end)`, in the compile's "glue" module) copies the slots' pointers into such a table
+on its stack and calls the body. The body's text then depends only on what it
+computes, and its symbol is a hash of that text (`xk_<hash>`): two kernels with the
+same body are one function, compiled once, which both wrappers call.
+
+Object code of a body is cached under its symbol, the target and the LLVM pipeline
+(`light`, loop strength reduction): in memory, an LRU of MEMORY_BYTES, when the
+compile uses the in-memory cache (CompileOptions.cache), and in the disk cache
+(disk_cache.py, keyed with the compiler's sources like every entry) when it uses
+that one. A compile loads the bodies it finds there and compiles the others; every
+executable loads its own copies of the objects into its own engine.
+
+`compile_counts()` says how often each body was compiled in this process (tests).
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import Counter, OrderedDict
+
+import llvmlite.ir as ir
+
+from . import target as targets
+from .llvm import machine_code
+from .llvm.kernel_ir import Buffer, KernelIR
+from .llvm.loops import i64
+from .llvm.types import I64, PTR, VOID
+
+# The body's name while it is emitted; replaced by `xk_<hash of the text>` after.
+PLACEHOLDER = "xlapy_kernel_body"
+KERNEL_TYPE = ir.FunctionType(VOID, [PTR, I64, I64])
+MEMORY_BYTES = 256 << 20       # object code kept in memory (the least recently used goes)
+
+
+class LocalSlotsKernelIR(KernelIR):
+    """A KernelIR whose buffer table is the kernel's own: slot `slots[j]` is entry j
+    (see the module docstring). The alias metadata names the local entries too."""
+
+    def __init__(self, module: ir.Module, constant_slot, scratch_slot=None):
+        super().__init__(module, PLACEHOLDER, constant_slot, scratch_slot)
+        self.slots: list[int] = []
+        self._local: dict[int, int] = {}
+
+    def local(self, slot: int) -> int:
+        j = self._local.get(slot)
+        if j is None:
+            j = self._local[slot] = len(self.slots)
+            self.slots.append(slot)
+        return j
+
+    def slot_pointer(self, slot: int) -> ir.Value:
+        return KernelIR.slot_pointer(self, self.local(slot))
+
+    def buffer(self, slot: int, shape) -> Buffer:
+        j = self.local(slot)
+        return Buffer(KernelIR.slot_pointer(self, j), shape,
+                      lambda inst: self._accesses.append((j, inst)))
+
+
+def seal(module: ir.Module, body: ir.Function) -> tuple[str, str]:
+    """(symbol, text) of a kernel's module once emitted, the body renamed after a hash
+    of its text. Helpers named after the kernel (a GEMM driver `<kernel>_gemm0`) are
+    renamed with it, so keep their linkage (and the code LLVM makes of them); any other
+    exported definition is made internal: each body's module has its own copy, and
+    the objects of one engine must not define a name twice."""
+    for value in module.global_values:
+        if value is body or PLACEHOLDER in value.name:
+            continue
+        defined = not value.is_declaration if isinstance(value, ir.Function) \
+            else value.initializer is not None
+        if defined and value.linkage in ("", "external"):
+            value.linkage = "internal"
+    text = str(module)
+    symbol = "xk_" + hashlib.sha256(text.encode()).hexdigest()[:32]
+    return symbol, text.replace(PLACEHOLDER, symbol)
+
+
+def emit_wrapper(glue: ir.Module, name: str, symbol: str, slots: list[int]) -> None:
+    """`name` with the kernel ABI in `glue`: the table of `slots`' pointers, then the
+    body `symbol` called on it."""
+    fn = ir.Function(glue, KERNEL_TYPE, name)
+    body = glue.globals.get(symbol) or ir.Function(glue, KERNEL_TYPE, symbol)
+    buffers, begin, end = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    table_type = ir.ArrayType(PTR, max(1, len(slots)))
+    table = b.alloca(table_type, name="slots")
+    for j, slot in enumerate(slots):
+        pointer = b.load(b.gep(buffers, [i64(slot)], inbounds=True, source_etype=PTR),
+                         typ=PTR, align=8)
+        b.store(pointer, b.gep(table, [i64(0), i64(j)], inbounds=True), align=8)
+    b.call(body, [b.bitcast(table, PTR), begin, end])
+    b.ret_void()
+
+
+_lock = threading.Lock()
+_memory: "OrderedDict[str, bytes]" = OrderedDict()
+_memory_bytes = 0
+_compiled: Counter = Counter()        # symbol -> times its body was compiled
+
+
+def compile_counts() -> dict[str, int]:
+    """How many times each kernel body was optimized and code-generated in this process."""
+    with _lock:
+        return dict(_compiled)
+
+
+def clear_memory() -> None:
+    """Forgets the in-memory object code (tests)."""
+    global _memory_bytes
+    with _lock:
+        _memory.clear()
+        _memory_bytes = 0
+
+
+def _remember(key: str, code: bytes) -> None:
+    global _memory_bytes
+    with _lock:
+        if key in _memory:
+            return
+        _memory[key] = code
+        _memory_bytes += len(code)
+        while _memory_bytes > MEMORY_BYTES and len(_memory) > 1:
+            _, old = _memory.popitem(last=False)
+            _memory_bytes -= len(old)
+
+
+def objects(glue: str, kernels: dict[str, str], *, light: bool, strength_reduction: bool,
+            threads: int | None = None, memory: bool = True, disk=None) -> tuple[list[bytes], dict]:
+    """The object code of the glue module and of every body in `kernels` (symbol ->
+    text), in that order, and counts {"kernels", "compiled", "memory", "disk"}. Bodies
+    come from the memory cache (if `memory`), then `disk` (disk_cache, or None), else
+    are compiled, with the glue, on `threads` threads."""
+    target = targets.current()
+    flags = f"light={light};lsr={strength_reduction}"
+    memory_key = {s: f"{s};{flags};{target.fingerprint()}" for s in kernels}
+    found: dict[str, bytes] = {}
+    counts = {"kernels": len(kernels), "compiled": 0, "memory": 0, "disk": 0}
+    if memory:
+        with _lock:
+            for symbol in kernels:
+                code = _memory.get(memory_key[symbol])
+                if code is not None:
+                    _memory.move_to_end(memory_key[symbol])
+                    found[symbol] = code
+        counts["memory"] = len(found)
+    disk_keys = {}
+    if disk is not None:
+        for symbol, text in kernels.items():
+            if symbol in found:
+                continue
+            disk_keys[symbol] = disk.key(text, f"kernel;{flags}")
+            payload = disk.load(disk_keys[symbol])
+            if payload is not None and payload.get("symbol") == symbol \
+                    and isinstance(payload.get("object"), bytes):
+                found[symbol] = payload["object"]
+                counts["disk"] += 1
+                if memory:
+                    _remember(memory_key[symbol], payload["object"])
+    missing = [s for s in kernels if s not in found]
+    # The glue is loads, stores and calls: the light pipeline is all it needs (O3 costs
+    # milliseconds per function, however small).
+    codes = machine_code.compile_objects([glue] + [kernels[s] for s in missing],
+                                         light=[True] + [light] * len(missing),
+                                         strength_reduction=strength_reduction,
+                                         threads=threads, target=target)
+    counts["compiled"] = len(missing)
+    with _lock:
+        _compiled.update(missing)
+    for symbol, code in zip(missing, codes[1:]):
+        found[symbol] = code
+        if memory:
+            _remember(memory_key[symbol], code)
+        if disk is not None:
+            disk.store(disk_keys[symbol], {"symbol": symbol, "object": code})
+    return [codes[0]] + [found[s] for s in kernels], counts

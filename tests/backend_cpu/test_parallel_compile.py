@@ -1,0 +1,102 @@
+"""LLVM on several threads (backend_cpu/llvm/machine_code.compile_objects, kernel_cache.py):
+each kernel is a module of its own, optimized and code-generated on the compile
+threads (CompileOptions(compile_threads=), $XLAPY_COMPILE_THREADS). The object code,
+and so every result, is the same whatever the thread count."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from xlapy import backend_cpu, hlo
+from xlapy.backend_cpu import kernel_cache
+from xlapy.backend_cpu.llvm import machine_code
+from xlapy.runtime import profiler
+from tests.corpus_util import assert_close
+
+# Kernels of several kinds (elementwise, transcendental, reduction, GEMM, transpose).
+TEXT = """HloModule several
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[48,40] parameter(0)
+  w = f32[40,56] parameter(1)
+  d = f32[48,56] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t = f32[48,56] tanh(d)
+  e = f32[48,56] exponential(t)
+  zero = f32[] constant(0)
+  r = f32[48] reduce(e, zero), dimensions={1}, to_apply=add
+  b = f32[48,56] broadcast(r), dimensions={0}
+  q = f32[48,56] divide(e, b)
+  tr = f32[56,48] transpose(q), dimensions={1,0}
+  ROOT out = (f32[56,48], f32[48]) tuple(tr, r)
+}"""
+
+
+def _args():
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal((48, 40)).astype(np.float32),
+            (rng.standard_normal((40, 56)) / 6).astype(np.float32)]
+
+
+def _compile(threads: int, pipeline="default"):
+    kernel_cache.clear_memory()           # compile every kernel, not take it from memory
+    options = backend_cpu.CompileOptions(pipeline=pipeline, cache=False, disk_cache=False,
+                                         compile_threads=threads)
+    return backend_cpu.compile(hlo.parse_module(TEXT), options)
+
+
+@pytest.mark.parametrize("pipeline", [None, "default"])
+def test_one_and_two_threads_give_the_same_code_and_numbers(pipeline):
+    one, two = _compile(1, pipeline), _compile(2, pipeline)
+    assert one._jit.object_code == two._jit.object_code          # byte for byte
+    args = _args()
+    got1, got2 = one.run(*args), two.run(*args)
+    for a, b in zip(got1, got2):
+        np.testing.assert_array_equal(a, b)
+    expected = hlo.evaluate(hlo.parse_module(TEXT), args)
+    for g, e in zip(got1, expected):
+        assert_close(g, e, "f32")
+
+
+def test_compile_objects_is_independent_of_the_thread_count():
+    exe = _compile(1)
+    texts = list(exe._llvm_source)
+    assert len(texts) > 2                  # the glue and several kernels
+    one = machine_code.compile_objects(texts, threads=1)
+    for threads in (2, 3):
+        assert machine_code.compile_objects(texts, threads=threads) == one
+
+
+def test_each_kernel_is_compiled_on_a_compile_thread_as_spans():
+    rec = profiler.start()
+    try:
+        _compile(2)
+    finally:
+        profiler.stop()
+    (whole,) = [e for e in rec.events if e.name == "LLVM compile"]
+    assert whole.args["compiled"] == whole.args["kernels"] >= 2
+    optimize = [e for e in rec.events if e.name == "LLVM optimize"]
+    codegen = [e for e in rec.events if e.name == "LLVM codegen"]
+    # one per module (the glue and each kernel), inside the compile's time
+    assert len(optimize) == len(codegen) == whole.args["compiled"] + 1
+    assert all(whole.start <= e.start and e.end <= whole.end for e in optimize + codegen)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
+def test_a_bad_thread_count_is_a_clear_error(bad):
+    with pytest.raises(ValueError, match="compile_threads must be an integer >= 1"):
+        _compile(bad)
+
+
+def test_the_environment_sets_the_default(monkeypatch):
+    monkeypatch.setenv("XLAPY_COMPILE_THREADS", "3")
+    assert machine_code.default_threads() == 3
+    monkeypatch.setenv("XLAPY_COMPILE_THREADS", "many")
+    with pytest.raises(ValueError, match="XLAPY_COMPILE_THREADS must be an integer"):
+        machine_code.default_threads()
+    monkeypatch.delenv("XLAPY_COMPILE_THREADS")
+    from xlapy import runtime
+    assert machine_code.default_threads() == max(1, runtime.get_options().intra_op_threads)
