@@ -18,9 +18,13 @@ are kept out of line anyway (one call per micro-tile or per packed block).
 
 A `Routine` is a recipe of plain data: the disk cache stores the ones a
 module needs next to its object code (cache_format.py), so loading a cached
-module first ensures them. The library's own object code is a disk-cache
-entry too (the compiler hands `ensure_compiled` the disk cache), keyed by the
-routines' recipes and checked against them on load.
+module first ensures them. Each routine's object code is a disk-cache entry of
+its own (disk_cache.gemm, keyed by the recipe and the target like every entry,
+and checked against the recipe on load; the compiler hands `ensure_compiled`
+that folder): a process compiles a routine only if no earlier process did for
+its target, whichever module needed it. Routines it does compile are one LLVM
+module each, optimized and code-generated on the compile threads
+(llvm/machine_code.compile_objects), and loaded into one engine.
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ from dataclasses import dataclass
 from llvmlite import binding as llvm
 from llvmlite import ir
 
-from ..llvm import machine_code, target_machine
+from ..llvm import machine_code
 from ..llvm.ir_toolkit import I1, I64, PTR, VOID
 
 from .microkernel import MicroTile, emit_microkernel
@@ -109,19 +113,51 @@ def compiled_names() -> list[str]:
         return sorted(_ready)
 
 
-def _load_or_compile(routines: list[Routine], cache):
-    recipe = "\n".join(repr(r) for r in routines)
-    key = cache.key(recipe, "gemm-library") if cache is not None else None
-    payload = cache.load(key) if key else None
-    if payload is not None and payload.get("routines") == recipe:
-        return machine_code.jit_object(payload["object"])
-    module = ir.Module(name="xlapy_gemm_library")
-    for r in routines:
-        r.emit(module)
-    ref = target_machine.parse_and_verify(str(module))
-    target_machine.optimize(ref)
-    jit = machine_code.jit_module(ref)
-    if key:
-        cache.store(key, {"routines": recipe, "object": jit.object_code})
-    return jit
+def built_names() -> list[str]:
+    """The routines this process optimized and code-generated itself (not loaded from
+    the disk cache), for tests and diagnostics."""
+    with _lock:
+        return sorted(_built)
 
+
+_built: set = set()
+
+
+def _routine_module(routine: Routine) -> str:
+    """The LLVM IR text of a module holding `routine` alone (any other exported
+    definition made internal: every routine's module has its own copy, and all are
+    loaded into one engine)."""
+    module = ir.Module(name="xlapy_gemm_routine")
+    fn = routine.emit(module)
+    for value in module.global_values:
+        if value is fn:
+            continue
+        defined = not value.is_declaration if isinstance(value, ir.Function) \
+            else value.initializer is not None
+        if defined and value.linkage in ("", "external"):
+            value.linkage = "internal"
+    return str(module)
+
+
+def _load_or_compile(routines: list[Routine], cache):
+    """One engine holding `routines`: each routine's object code from the cache (one
+    entry per routine and target: any module calling it, in any process, finds it),
+    the others compiled, one module each, on the compile threads, and stored."""
+    objects: dict[str, bytes] = {}
+    keys = {}
+    if cache is not None:
+        for r in routines:
+            keys[r.name] = cache.key(repr(r), "gemm-routine")
+            payload = cache.load(keys[r.name])
+            if payload is not None and payload.get("routine") == repr(r) \
+                    and isinstance(payload.get("object"), bytes):
+                objects[r.name] = payload["object"]
+    missing = [r for r in routines if r.name not in objects]
+    if missing:
+        codes = machine_code.compile_objects([_routine_module(r) for r in missing])
+        for r, code in zip(missing, codes):
+            objects[r.name] = code
+            _built.add(r.name)
+            if cache is not None:
+                cache.store(keys[r.name], {"routine": repr(r), "object": code})
+    return machine_code.jit_object([objects[r.name] for r in routines])

@@ -1,6 +1,7 @@
 """The process-wide GEMM library (backend_cpu/gemm/library.py): kernels declare the
 micro-kernel and packing routines, which are compiled once per process (and kept in
-the disk cache), and a module loaded from the disk cache brings its routines back."""
+the disk cache, one entry per routine and target), and a module loaded from the disk
+cache brings its routines back."""
 from __future__ import annotations
 
 import re
@@ -66,10 +67,11 @@ from xlapy import backend_cpu, hlo
 from xlapy.backend_cpu.gemm import library
 module = hlo.parse_module({text!r})
 exe = backend_cpu.compile(module)
-a = np.full((40, 96), 0.5, np.float32)
+a = np.full((module.entry.parameters[0].shape.dims[0], 96), 0.5, np.float32)
 b = np.full((96, 80), 0.25, np.float32)
 out = exe.run(a, b)[0]
-print(float(np.abs(out - 96 * 0.125).max()), len(library.compiled_names()))
+print(float(np.abs(out - 96 * 0.125).max()), len(library.compiled_names()),
+      len(library.built_names()))
 """
 
 
@@ -81,6 +83,24 @@ def test_a_module_from_the_disk_cache_brings_its_routines(tmp_path):
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               env=env, timeout=120)
         assert done.returncode == 0, done.stderr[-2000:]
-        error, routines = done.stdout.split()
+        error, routines, _ = done.stdout.split()
         assert float(error) == 0.0 and int(routines) >= 2
-    assert len(list(tmp_path.glob("*.xlc"))) == 2       # the module and its library
+    assert len(list(tmp_path.glob("*.xlc"))) == 1       # the module
+    assert len(list((tmp_path / "gemm").glob("*.xlc"))) == int(routines)   # one per routine
+
+
+def test_a_second_process_builds_no_routine_another_module_needs(tmp_path):
+    """The routines are cached one by one, by recipe and target: a second process
+    compiling another dot (its module not cached) loads them all and builds none."""
+    env = {"XLAPY_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    built = []
+    for m in (40, 56):
+        code = _CHILD.format(root=str(ROOT), text=DOT.format(name=f"lib_other{m}", m=m))
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env=env, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        error, routines, n_built = done.stdout.split()
+        assert float(error) == 0.0
+        built.append((int(routines), int(n_built)))
+    assert built[0][1] == built[0][0] >= 2          # the first process built its routines
+    assert built[1] == (built[0][0], 0)              # the second loaded the same, built none
