@@ -171,6 +171,8 @@ def compile(module, options: CompileOptions | None = None, *,
     """
     options = options or CompileOptions()
     options.devices(module)               # a bad device count fails before any work
+    if options.compile_threads is not None:
+        machine_code.check_threads(options.compile_threads)
     _refuse_dynamic_shapes(module)
     text = module.to_text()
     # The kernels depend on the intra-op thread count too: GEMMs and convolutions cut

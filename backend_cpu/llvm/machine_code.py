@@ -111,6 +111,13 @@ def default_threads() -> int:
     return max(1, runtime.get_options().intra_op_threads)
 
 
+def check_threads(threads) -> int:
+    """`threads` if it is a thread count, else a ValueError saying so."""
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"compile_threads must be an integer >= 1, got {threads!r}")
+    return threads
+
+
 def _unlocked(name: str):
     """The library function `name` without llvmlite's process-wide lock (same argtypes:
     llvmlite sets them on this very ctypes object)."""
@@ -224,9 +231,7 @@ def compile_objects(texts: list[str], *, light=False, strength_reduction: bool =
     the thread that ran them."""
     target = target or targets.current()
     lights = list(light) if isinstance(light, (list, tuple)) else [light] * len(texts)
-    threads = default_threads() if threads is None else threads
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"compile_threads must be an integer >= 1, got {threads!r}")
+    threads = default_threads() if threads is None else check_threads(threads)
     trace = profiler.active is not None
     # Biggest first, so that no thread is left with a big module at the end.
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
