@@ -4,7 +4,7 @@ simplified).
 First JAX's Shardy annotations are read (passes/sharding_maps.import_shardy). The
 instructions annotated then are the user's choices and never change. The others
 get a sharding carried along the dimension correspondences of sharding_maps.dim_map
-(elementwise ops, broadcast, reshape of whole dimensions, transpose, slice, pad,
+(elementwise ops, broadcast, reshape (passes/spmd_reshape.py), transpose, slice, pad,
 reverse, concatenate off its axis, dot's batch and free dimensions, reduce's kept
 dimensions, convolution's batch, spatial (lhs) and output feature (kernel) dimensions,
 reduce-window's dimensions (the partitioner exchanges halos for windowed ones,
@@ -44,6 +44,10 @@ The partitioner (spmd-partitioner) turns any sharding into any other, so a choic
 here only changes the communication, never the numbers.
 """
 from __future__ import annotations
+
+from math import prod
+
+import numpy as np
 
 from ..hlo import HloModule, HloSharding
 from .pass_base import HloModulePass, register_pass
@@ -86,6 +90,45 @@ def _merge(old: HloSharding | None, new: HloSharding | None) -> HloSharding | No
     if new.is_tuple or old.is_tuple:
         return None
     return new if _tiles(new) > _tiles(old) else None
+
+
+def merge_compatible(a: HloSharding | None, b: HloSharding | None) -> HloSharding | None:
+    """One sharding that splits every dimension `a` splits as `a` does and every one `b`
+    splits as `b` does, when the devices allow it (each device's tile under `a` and
+    under `b` pick one tile of the merged grid, every merged tile held by as many
+    devices); None otherwise. A dot's lhs splitting its rows over mesh axis x (rows
+    replicated over y) and its rhs splitting its columns over y give the result split
+    both ways, [x, y]: the local dot then needs no communication, as XLA's merge of
+    operand shardings does."""
+    if a is None or b is None or a.kind != "tiled" or b.kind != "tiled":
+        return None
+    if a.data_rank != b.data_rank or any(k != "replicated" for k in a.subgroups + b.subgroups):
+        return None
+    if a.device_set() != b.device_set():
+        return None
+    rank = a.data_rank
+    ca, cb = a.tile_counts(rank), b.tile_counts(rank)
+    if any(x > 1 and y > 1 and x != y for x, y in zip(ca, cb)):
+        return None
+    counts = [max(x, y) for x, y in zip(ca, cb)]
+    devices = sorted(a.device_set())
+    tiles = prod(counts)
+    if tiles <= max(a.num_tiles, b.num_tiles) or len(devices) % tiles:
+        return None
+    groups: dict[tuple, list] = {}
+    for dev in devices:
+        ia, ib = a.tile_index(dev), b.tile_index(dev)
+        if any(x > 1 and y > 1 and i != j for x, y, i, j in zip(ca, cb, ia, ib)):
+            return None
+        groups.setdefault(tuple(i if x > 1 else j for x, i, j in zip(ca, ia, ib)),
+                          []).append(dev)
+    rep = len(devices) // tiles
+    if len(groups) != tiles or any(len(g) != rep for g in groups.values()):
+        return None
+    grid = np.zeros(counts + [rep], dtype=np.int64)
+    for index, g in groups.items():
+        grid[index] = g
+    return HloSharding.tiled(grid, replicate_last=True)
 
 
 def _fits(s: HloSharding, shape) -> bool:
@@ -206,6 +249,11 @@ def _forward_candidates(instr, current, region: _Region):
         d = derive(s, m)
         if d is not None:
             out.append(d)
+    if code == "dot" and len(out) == 2:
+        # the lhs's free dimensions split one way, the rhs's another: both at once
+        merged = merge_compatible(out[0], out[1])
+        if merged is not None:
+            out.insert(0, merged)
     return out
 
 

@@ -39,7 +39,7 @@ def _labels(instr):
 
 def _reshard_cost(v: rs.PVal, target: HloSharding) -> int:
     if v.sharding == target or v.sharding.is_replicated or \
-            (v.sharding.is_replicated and target.is_replicated):
+            rs.same_placement(v.sharding, target):
         return 0
     return prod(v.shape.dims)
 

@@ -30,7 +30,9 @@ cases it declines fall back); while, conditional and call: their computations
 are partitioned too, each call site its own copy, from the shardings their
 parameters arrive with (a loop's state keeps one sharding across iterations: the
 body's root is resharded to it; a conditional's branch index is replicated).
-Everything else (reshape, gather, scatter, sort, ...) falls back: operands
+reshape: a local reshape of each tile when the split carries over (it is on the
+major dimension of a merged or split group and divides it: passes/spmd_reshape.py).
+Everything else (other reshapes, gather, scatter, sort, ...) falls back: operands
 resharded to replicated, the op computed whole on every device, the result
 resharded to its sharding -- correct, slower; each fallback is noted in the
 pass's explain log.

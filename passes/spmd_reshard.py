@@ -195,7 +195,8 @@ class Ctx:
         src = v.sharding
         if src.kind in ("maximal", "unknown"):
             src = HloSharding.replicate()
-        if src == target or (src.is_replicated and target.is_replicated):
+        if src == target or (src.is_replicated and target.is_replicated) or \
+                same_placement(src, target):
             return PVal(v.instr, target, v.shape)
         if src.is_replicated:
             return PVal(self._slice_to(v.instr, v.shape, target), target, v.shape)
@@ -321,6 +322,18 @@ class Ctx:
         pairs = [(a, b) for a, b in pairs]
         return self.emit("collective-permute", [v.instr], source_target_pairs=tuple(pairs),
                          channel_id=self.channel())
+
+
+def same_placement(a: HloSharding, b: HloSharding) -> bool:
+    """Two tiled shardings that give every device the same tile, written with the
+    devices of a replicated subgroup in another order."""
+    if a.kind != "tiled" or b.kind != "tiled" or a.data_tile_dims != b.data_tile_dims:
+        return False
+    if a.subgroups != b.subgroups or any(k != "replicated" for k in a.subgroups):
+        return False
+    if a.device_set() != b.device_set() or a.replication != b.replication:
+        return False
+    return all(a.tile_index(d) == b.tile_index(d) for d in a.device_set())
 
 
 def _same(a: HloSharding, b: HloSharding) -> bool:
