@@ -128,8 +128,7 @@ def lower(builder, instr, operands) -> list[int] | None:
     if op in _PASS_THROUGH:
         return operands[0]
     if op == "after-all":
-        builder.slots.append(Slot("temp", 0, instr.shape))
-        return [len(builder.slots) - 1]
+        return [_token_slot(builder, instr.shape)]
     if op == "async-start":
         return _async_start(builder, instr, operands)
     if op == "async-done":
@@ -170,10 +169,16 @@ def _expanded(builder, instr, operands) -> list[int]:
     return writes
 
 
+def _token_slot(builder, shape) -> int:
+    """A token's slot: no bytes. A constant (an empty array), not a temp: no thunk
+    writes it, and a temp nothing writes would never get its place in the arena."""
+    builder.slots.append(Slot("constant", 0, shape, array=np.zeros((0,), np.uint8)))
+    return len(builder.slots) - 1
+
+
 def _zeros(builder, shape) -> int:
     if not shape.is_array:
-        builder.slots.append(Slot("temp", 0, shape))
-        return len(builder.slots) - 1
+        return _token_slot(builder, shape)
     array = np.zeros(physical_dims(shape), numpy_dtype(shape.element_type))
     return builder._new_slot("constant", shape, array=array)
 

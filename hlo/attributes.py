@@ -63,6 +63,14 @@ ENUM_ATTRS = {
     "transpose_a": ("NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"),
 }
 
+# A dot's `algorithm=` (PrecisionConfig.Algorithm, lower case without ALG_): the operand
+# types, the accumulation type and the passes of a split product (x3, x6, x9).
+DOT_ALGORITHMS = ("unset", "dot_any_f8_any_f8_f32", "dot_any_f8_any_f8_f32_fast_accum",
+                  "dot_f16_f16_f16", "dot_f16_f16_f32", "dot_bf16_bf16_bf16",
+                  "dot_bf16_bf16_f32", "dot_bf16_bf16_f32_x3", "dot_bf16_bf16_f32_x6",
+                  "dot_bf16_bf16_f32_x9", "dot_tf32_tf32_f32", "dot_tf32_tf32_f32_x3",
+                  "dot_f32_f32_f32", "dot_f64_f64_f64")
+
 _INT = r"-?[0-9]+"
 _INT_LIST_RE = re.compile(rf"\{{\s*(?:{_INT}\s*(?:,\s*{_INT}\s*)*)?\}}")
 _DIM_LABELS_RE = re.compile(r"[0-9a-z?]+_[0-9a-z?]+->[0-9a-z?]+")   # XLA writes ? for an unused slot
@@ -74,8 +82,14 @@ _PAD_DIM_RE = re.compile(rf"({_INT})_({_INT})(?:_({_INT}))?")
 
 # --- decoding ---------------------------------------------------------------------
 
-def decode_attribute(key: str, text: str) -> Any:
-    """The structured value of attribute `key` written as `text`; RawAttr if unknown."""
+def decode_attribute(key: str, text: str, opcode: str | None = None) -> Any:
+    """The structured value of attribute `key` written as `text` (on an instruction of
+    `opcode`, for the keys whose meaning depends on it); RawAttr if unknown."""
+    if key == "algorithm" and opcode == "dot":
+        if text not in DOT_ALGORITHMS:
+            raise AttributeValueError(f"a dot's algorithm must be one of "
+                                      f"{', '.join(DOT_ALGORITHMS)}, got {text!r}")
+        return text
     if key in INT_LIST_ATTRS:
         return _decode_int_list(key, text)
     if key in INT_ATTRS:

@@ -83,3 +83,9 @@ def _expansion(instr, ctx):
 @reference("rng-get-and-update-state")
 def unsupported(instr, operands, ctx):
     raise EvaluationError(f"{instr.name}: {instr.opcode} is not supported by the evaluator")
+
+
+@reference("send", "send-done", "recv", "recv-done", "infeed", "outfeed")
+def transfer(instr, operands, ctx):
+    raise EvaluationError(f"{instr.name}: {instr.opcode} exchanges data with another program "
+                          f"or the host, which the evaluator does not model")

@@ -43,8 +43,29 @@ def _finish(value: np.ndarray, instr, ctx) -> np.ndarray:
     return flush(to_result(value, instr), ctx)
 
 
+def algorithm_refusal(instr) -> str | None:
+    """Why a dot's `algorithm=` is not computed, else None. We compute a dot in its own
+    types; an algorithm that names exactly those (dot_f32_f32_f32 on f32 operands and
+    result, dot_bf16_bf16_f32 on bf16 operands into f32, ...) or `unset` is that, any
+    other (tf32, split x3/x6/x9 products, f8 fast accumulation) would round differently."""
+    algorithm = instr.attrs.get("algorithm")
+    if algorithm is None or algorithm == "unset":
+        return None
+    # The instruction's own types, also when the evaluator sees it widened (a bf16 dot
+    # computed in f32: widening is exact, so bf16 x bf16 -> f32 is what it computes).
+    instr = getattr(instr, "_instr", instr)
+    types = [o.shape.element_type for o in instr.operands] + [instr.shape.element_type]
+    if algorithm == "dot_" + "_".join(types):
+        return None
+    return (f"dot algorithm {algorithm} is not supported on {'/'.join(types[:2])} -> "
+            f"{types[2]} (only the dot's own types or unset)")
+
+
 @reference("dot")
 def dot(instr, operands, ctx):
+    refusal = algorithm_refusal(instr)
+    if refusal is not None:
+        raise EvaluationError(f"{instr.name}: {refusal}")
     lhs, rhs = operands
     result = np_dtype_of(instr)
     lb, lc = instr.dims("lhs_batch_dims"), instr.dims("lhs_contracting_dims")

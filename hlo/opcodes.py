@@ -150,6 +150,14 @@ def _rows():
         OpInfo("rng", None, "other", side_effect=True),
         OpInfo("rng-bit-generator", 1, "other", side_effect=True),
         OpInfo("rng-get-and-update-state", 0, "other", side_effect=True),
+        # Transfers to another program or the host: parsed, verified and printed;
+        # nothing here computes them (no peer, no host queue).
+        OpInfo("send", 2, "other", side_effect=True),
+        OpInfo("send-done", 1, "other", side_effect=True),
+        OpInfo("recv", 1, "other", side_effect=True),
+        OpInfo("recv-done", 1, "other", side_effect=True),
+        OpInfo("infeed", 1, "other", side_effect=True),
+        OpInfo("outfeed", 2, "other", side_effect=True),
         # --- library ops, randomness, scheduling (issue 17) ---------------------
         # Computed by numpy on the host in both the evaluator (eval_library.py,
         # eval_random.py) and the CPU backend (backend_cpu/library_ops.py).

@@ -52,13 +52,15 @@ from .aliasing import AliasingError, check_aliasing
 from .attributes import (AttributeValueError, OriginalValue, check_origin, decode_attribute,
                          layout_constraints_problem, result_accuracy_opcodes)
 from .dtypes import DTYPES
-from .ir import HloComputation, HloInstruction, HloModule
+from .ir import HloComputation, HloInstruction, HloModule, RawAttr
 from .ir import LiteralAttr, Window
 from .layout import LayoutError, parse_layout
 from .literal import Elided, LiteralError, LiteralList, LiteralTuple, build_literal
 from .opcodes import CALLED_COMPUTATION_ATTRS, CALLED_COMPUTATION_LIST_ATTRS, OPCODES
 from .parse_errors import ParseError, describe_lark_error, error_at
 from .shape import UNBOUNDED, Shape
+from .shape_inference import infer_shape
+from .shape_rules_common import ShapeError
 
 __all__ = ["ParseError", "parse_module"]
 
@@ -80,7 +82,7 @@ class _AttrSyntax:
 class _InstrSyntax:
     is_root: bool
     name: Token | None        # None: an instruction nested as an operand
-    shape: Shape
+    shape: Shape | None       # None: left out, inferred from the operands
     opcode: Token
     args: list                # tokens and literal nodes inside the parentheses
     lpar: Token
@@ -162,7 +164,10 @@ class _ToSyntax(Transformer):
 
     def instruction(self, children):
         is_root = isinstance(children[0], Token) and children[0].type == "ROOT"
-        name, shape, opcode, (lpar, args), *attrs = children[1:] if is_root else children
+        rest = children[1:] if is_root else children
+        if not isinstance(rest[1], Shape):            # no result shape: inferred
+            rest = [rest[0], None, *rest[1:]]
+        name, shape, opcode, (lpar, args), *attrs = rest
         return _InstrSyntax(is_root, name, shape, opcode, args, lpar, attrs)
 
     def args(self, children):
@@ -172,6 +177,8 @@ class _ToSyntax(Transformer):
         return _TypedOperand(children[0], children[1])
 
     def nested_instruction(self, children):
+        if len(children) == 2:                        # `multiply(a, b)`: shape inferred
+            children = [None, *children]
         shape, opcode, (lpar, args) = children
         return _InstrSyntax(False, None, shape, opcode, args, lpar)
 
@@ -356,6 +363,8 @@ class _ModuleBuilder:
         # Work left for when all computations exist: (instruction, its syntax, its computation).
         self.pending: list[tuple[HloInstruction, _InstrSyntax, HloComputation]] = []
         self.nested_count = 0
+        # async-starts written as `<opcode>-start`: id -> the opcode they wrap.
+        self.async_wrapped: dict[int, str] = {}
 
     def build(self, syntax: _ModuleSyntax) -> HloModule:
         config = {str(a.key): self._value_text(a) for a in syntax.config}
@@ -450,6 +459,17 @@ class _ModuleBuilder:
     def _instruction(self, syntax: _InstrSyntax, params: dict[int, Token],
                      name: str) -> HloInstruction:
         opcode = str(syntax.opcode)
+        sugar = _async_sugar(opcode)
+        if sugar is not None:
+            # `custom-call-start(x), custom_call_target="f"`: an async-start whose called
+            # computation is that one instruction (built once its operands are known).
+            role, wrapped = sugar
+            instr = HloInstruction(f"async-{role}", syntax.shape, name=name)
+            if role == "start":
+                self.async_wrapped[id(instr)] = wrapped
+            return instr
+        if syntax.shape is None and opcode in ("constant", "parameter"):
+            raise _Located(f"a {opcode} needs its shape written", syntax.opcode)
         if opcode not in OPCODES:
             close = difflib.get_close_matches(opcode, OPCODES, n=3)
             hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
@@ -500,13 +520,59 @@ class _ModuleBuilder:
                 instr.attrs[key] = self._shape_attr(key, attr)
                 continue
             try:
-                value = decode_attribute(key, text)
+                value = decode_attribute(key, text, instr.opcode)
             except AttributeValueError as e:
                 raise _Located(str(e), attr.start) from None
             instr.attrs[key] = self._resolve_computations(key, value, attr)
         self._check_attribute_fit(instr, {str(a.key): a for a in syntax.attrs})
         if instr.opcode in WINDOWED_OPCODES and "window" not in instr.attrs:
             instr.attrs["window"] = Window(())   # XLA omits an empty window
+        if id(instr) in self.async_wrapped:
+            self._wrap_async(instr, self.async_wrapped[id(instr)], syntax)
+        if instr.shape is None:
+            self._infer_shape(instr, syntax)
+
+    def _infer_shape(self, instr: HloInstruction, syntax: _InstrSyntax) -> None:
+        """The shape of an instruction written without one, from its operands (which
+        must be known by now: defined before it in the text)."""
+        for o in instr.operands:
+            if o.shape is None:
+                raise _Located(f"the shape of {instr.opcode} cannot be inferred: operand "
+                               f"{o.name!r} has no shape yet (write the shape)", syntax.opcode)
+        try:
+            instr.shape = infer_shape(instr.opcode, [o.shape for o in instr.operands],
+                                      instr.attrs)
+        except ShapeError as e:
+            raise _Located(f"the shape of {instr.opcode} cannot be inferred ({e}); write it",
+                           syntax.opcode) from None
+
+    def _wrap_async(self, instr: HloInstruction, opcode: str, syntax: _InstrSyntax) -> None:
+        """Moves the attributes of `<opcode>-start(...)` onto `opcode` alone in a new
+        computation, which the async-start calls (XLA's parser does the same)."""
+        shape = instr.shape
+        if shape is None or not shape.is_tuple or len(shape.tuple_shapes) < 2:
+            raise _Located(f"{opcode}-start must declare its shape ((operands), result, "
+                           f"context...)", syntax.opcode)
+        name, n = f"{instr.name}.{opcode}", 0
+        while name in self.comps:
+            n += 1
+            name = f"{instr.name}.{opcode}.{n}"
+        comp = HloComputation(name)
+        params = [comp.add_instruction(HloInstruction("parameter", o.shape,
+                                                      name=f"{name}.param_{i}",
+                                                      parameter_number=i))
+                  for i, o in enumerate(instr.operands)]
+        attrs = dict(instr.attrs)
+        thread = attrs.pop("async_execution_thread", None)
+        wrapped = HloInstruction(opcode, shape.tuple_shapes[1], params, attrs,
+                                 name=f"{name}.{opcode}")
+        comp.root = comp.add_instruction(wrapped)
+        self.comps[name] = comp
+        instr.attrs = {"calls": comp}
+        if thread is not None:
+            instr.attrs["async_execution_thread"] = thread
+            text = thread.text if isinstance(thread, RawAttr) else str(thread)
+            comp.attrs["execution_thread"] = text.strip('"')
 
     @staticmethod
     def _check_attribute_fit(instr: HloInstruction, attrs: dict) -> None:
@@ -640,6 +706,18 @@ class _ModuleBuilder:
         for instr in module.instructions():
             if instr.opcode == "fusion" and "calls" in instr.attrs:
                 instr.attrs["calls"].is_fusion_computation = True
+
+
+def _async_sugar(opcode: str) -> tuple[str, str] | None:
+    """("start" | "update" | "done", the wrapped opcode) for XLA's async spelling of an
+    opcode that has no async form of its own (`custom-call-start`), else None."""
+    if opcode in OPCODES:
+        return None
+    for role in ("start", "update", "done"):
+        base = opcode[:-len(role) - 1]
+        if opcode.endswith("-" + role) and base in OPCODES:
+            return role, base
+    return None
 
 
 # Attributes whose value is a shape (or a shape and a literal), read with the grammar.

@@ -109,9 +109,8 @@ def opt_barrier_shape(opcode, shapes, attrs, hint):
 
 @rule("after-all")
 def after_all_shape(opcode, shapes, attrs, hint):
-    for s in shapes:
-        if s.element_type != "token":
-            fail(f"operands must be tokens, got {s}")
+    """A token; the operands, of any shape, only order it after them (XLA's verifier
+    takes `after-all(%neg)`: an edge from a value into a token chain)."""
     return Shape("token")
 
 
@@ -140,6 +139,71 @@ def rng_bit_generator_shape(opcode, shapes, attrs, hint):
 @rule("rng-get-and-update-state")
 def rng_state_shape(opcode, shapes, attrs, hint):
     return Shape("u64", (2,))
+
+
+def _token(shape, what: str):
+    if shape.element_type != "token":
+        fail(f"{what} must be a token, got {shape}")
+
+
+def _transfer_state(shape, what: str):
+    """(data, u32[] context, token[]): the value a send or recv starts."""
+    if not (shape.is_tuple and len(shape.tuple_shapes) == 3
+            and shape.tuple_shapes[1] == Shape.scalar("u32")
+            and shape.tuple_shapes[2].element_type == "token"):
+        fail(f"{what} {shape} must be (data, u32[], token[])")
+    return shape.tuple_shapes[0]
+
+
+@rule("send")
+def send_shape(opcode, shapes, attrs, hint):
+    """send(data, token) -> (data, u32[] context, token[])."""
+    data, token = shapes
+    _token(token, "operand 1")
+    return Shape.tuple_of([data, Shape.scalar("u32"), Shape("token")])
+
+
+@rule("send-done")
+def send_done_shape(opcode, shapes, attrs, hint):
+    _transfer_state(shapes[0], "operand")
+    return Shape("token")
+
+
+@rule("recv")
+def recv_shape(opcode, shapes, attrs, hint):
+    """recv(token) -> (data of the declared shape, u32[] context, token[])."""
+    _token(shapes[0], "operand")
+    out = need_hint(hint, "the received shape")
+    _transfer_state(out, "result")
+    return out
+
+
+@rule("recv-done")
+def recv_done_shape(opcode, shapes, attrs, hint):
+    data = _transfer_state(shapes[0], "operand")
+    return Shape.tuple_of([data, Shape("token")])
+
+
+@rule("infeed")
+def infeed_shape(opcode, shapes, attrs, hint):
+    """infeed(token) -> (data of the declared shape, token[])."""
+    _token(shapes[0], "operand")
+    out = need_hint(hint, "the fed shape")
+    if not (out.is_tuple and len(out.tuple_shapes) == 2
+            and out.tuple_shapes[1].element_type == "token"):
+        fail(f"result {out} must be (data, token[])")
+    return out
+
+
+@rule("outfeed")
+def outfeed_shape(opcode, shapes, attrs, hint):
+    """outfeed(data, token) -> token[]; `outfeed_shape`, when given, is the data's."""
+    data, token = shapes
+    _token(token, "operand 1")
+    declared = attrs.get("outfeed_shape")
+    if declared is not None and declared != data:
+        fail(f"outfeed_shape {declared} differs from the operand {data}")
+    return Shape("token")
 
 
 @rule("partition-id", "replica-id")

@@ -197,6 +197,15 @@ OK = [
     ("partition-id", "partition-id", [], {}, None, "u32[]"),
     ("replica-id", "replica-id", [], {}, None, "u32[]"),
     ("after-all", "after-all", ["token[]", "token[]"], {}, None, "token[]"),
+    # XLA's verifier takes any operand: an ordering edge from a value into a token chain.
+    ("after-all-value", "after-all", ["f32[]", "token[]"], {}, None, "token[]"),
+    ("send", "send", ["f32[4]", "token[]"], {"channel_id": 1}, None, "(f32[4], u32[], token[])"),
+    ("send-done", "send-done", ["(f32[4], u32[], token[])"], {}, None, "token[]"),
+    ("recv", "recv", ["token[]"], {}, "(f32[4], u32[], token[])", "(f32[4], u32[], token[])"),
+    ("recv-done", "recv-done", ["(f32[4], u32[], token[])"], {}, None, "(f32[4], token[])"),
+    ("infeed", "infeed", ["token[]"], {}, "((u32[3], pred[]), token[])",
+     "((u32[3], pred[]), token[])"),
+    ("outfeed", "outfeed", ["(u32[3], pred[])", "token[]"], {}, None, "token[]"),
     ("rng", "rng", ["f32[]", "f32[]"], {"distribution": "rng_uniform"}, "f32[3,4]", "f32[3,4]"),
     ("rng-bit-generator", "rng-bit-generator", ["u64[2]"], {}, "(u64[2], u32[8])",
      "(u64[2], u32[8])"),
@@ -277,6 +286,13 @@ BAD_REDUCER = scalar_fn("add", ["s32", "s32"], "bad")
 
 # (id, opcode, operand shapes, attrs, hint, fragment of the error message)
 ERRORS = [
+    ("send-no-token", "send", ["f32[4]", "f32[]"], {}, None, "operand 1 must be a token"),
+    ("recv-result", "recv", ["token[]"], {}, "(f32[4], token[])", "must be (data, u32[], token[])"),
+    ("recv-done-operand", "recv-done", ["(f32[4], token[])"], {}, None,
+     "must be (data, u32[], token[])"),
+    ("infeed-result", "infeed", ["token[]"], {}, "f32[4]", "must be (data, token[])"),
+    ("outfeed-shape", "outfeed", ["f32[4]", "token[]"], {"outfeed_shape": S("f32[3]")}, None,
+     "outfeed_shape f32[3] differs from the operand f32[4]"),
     ("add-dims", "add", ["f32[4]", "f32[5]"], {}, None, "add: operand shapes f32[4] and f32[5] differ"),
     ("add-types", "add", ["f32[4]", "s32[4]"], {}, None, "differ in element type"),
     ("add-no-implicit-broadcast", "add", ["f32[4]", "f32[]"], {}, None, "differ"),
