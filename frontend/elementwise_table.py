@@ -102,8 +102,8 @@ class BinaryOp:
 
 
 def _pow_dy(ops, g, x, y, out):
-    """d(x^y)/dy = x^y log x, taken as 0 where x <= 0."""
-    positive = x > 0
+    """d(x^y)/dy = x^y log x, taken as 0 where x <= 0 (complex x: where x == 0, as TF)."""
+    positive = ops.not_equal(x, 0) if x.dtype.kind == "c" else x > 0
     log_x = ops.where(positive, ops.log(ops.where(positive, x, ops.ones_like(x))), 0.0)
     return g * out * log_x
 

@@ -8,12 +8,13 @@ walks a traced graph backwards through them; `grad` / `value_and_grad` are
 the user API. Modules: registry, backprop, api, util, and the gradients by op
 family: grads_math (elementwise, activations), grads_array (reductions,
 shapes, indexing), grads_nn (contractions, softmax, losses, normalization,
-convolution, pooling), grads_control_flow (cond, while), grads_collective
+convolution, pooling), grads_complex (complex numbers and Fourier transforms, TF's
+conjugate convention), grads_control_flow (cond, while), grads_collective
 (the collectives: none, and why), grad_kernels (the gradient-only kernels such as
 Conv2DBackpropInput).
 """
-from . import (grad_kernels, grads_array, grads_collective, grads_control_flow,  # noqa: F401
-               grads_math, grads_nn)
+from . import (grad_kernels, grads_array, grads_collective, grads_complex,  # noqa: F401
+               grads_control_flow, grads_math, grads_nn)
 from .api import grad, value_and_grad
 from .backprop import vjp
 from .registry import (NON_DIFFERENTIABLE, NO_GRADIENT, NoGradientError, gradient_function,

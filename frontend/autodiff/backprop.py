@@ -9,20 +9,42 @@ through its registered gradient function:
     backward:  ct[y] = seed;  ct[e] = Sum'(ct[y]);  ct[x] = Exp'(ct[e])
 
 Only nodes on a path from the `wrt` tensors to the outputs are visited, and
-only floating-point tensors carry cotangents. The gradient ops are recorded
-in the current trace, next to the forward ops, so one HLO module computes
-both.
+only floating-point and complex tensors carry cotangents. The gradient ops are
+recorded in the current trace, next to the forward ops, so one HLO module
+computes both.
+
+Complex tensors follow TF's convention (grads_complex.py): the gradient
+functions are written for reals (g * f'(x)); for an op with a complex input or
+output that is not in grads_complex.HANDLES_COMPLEX (a holomorphic one: add,
+multiply, exp, matmul, reshape, ...) the step conjugates the cotangents going in
+and coming out, which gives g * conj(f'(z)).
 """
 from __future__ import annotations
 
 from .. import dtypes, ops
 from ..tensor import Tensor
+from .grads_complex import HANDLES_COMPLEX
 from .registry import gradient_function
 
 
 def is_differentiable(t: Tensor) -> bool:
-    """Float tensors (bfloat16 included: numpy does not count it as np.floating)."""
-    return dtypes.kind(t.dtype) == "float"
+    """Float and complex tensors (bfloat16 included: numpy does not count it as
+    np.floating)."""
+    return dtypes.kind(t.dtype) in ("float", "complex")
+
+
+def _is_complex(t: Tensor) -> bool:
+    return dtypes.kind(t.dtype) == "complex"
+
+
+def _conjugated(fn):
+    """The gradient of a holomorphic op in TF's convention (grads_complex.py) from its
+    real-valued gradient function: conj(fn(conj(g))), i.e. g * conj(f'(z))."""
+    def gradient(node, grads):
+        flip = [ops.math.conj(g) if g is not None and _is_complex(g) else g for g in grads]
+        return [ops.math.conj(g) if g is not None and _is_complex(ops.to_tensor(g)) else g
+                for g in fn(node, flip)]
+    return gradient
 
 
 def active_nodes(graph, outputs, wrt) -> tuple[list, set]:
@@ -90,6 +112,8 @@ def _backward_step(node, cotangent: dict, active: set) -> None:
     fn = gradient_function(node.op, node.source)
     if fn is None:
         return
+    if node.op not in HANDLES_COMPLEX and any(map(_is_complex, [*node.inputs, *node.outputs])):
+        fn = _conjugated(fn)
     out_grads = [g if g is not None or not is_differentiable(t) else ops.zeros_like(t)
                  for g, t in zip(out_grads, node.outputs)]
     in_grads = list(fn(node, out_grads))

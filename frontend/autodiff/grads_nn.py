@@ -40,7 +40,9 @@ def _matmul_grad(node, grads):
 @register_gradient("BatchMatMul")
 def _batch_matmul_grad(node, grads):
     x, y = node.inputs
-    mm = lambda p, q, tp, tq: ops.batch_matmul(p, q, adj_x=tp, adj_y=tq)  # noqa: E731
+    # the kernel itself: its adj_x/adj_y only transpose (backprop conjugates complex)
+    mm = lambda p, q, tp, tq: ops.apply("BatchMatMul", [p, q], adj_x=tp,  # noqa: E731
+                                        adj_y=tq)
     gx, gy = _matmul_grads(x, y, grads[0], node.attrs.get("adj_x", False),
                            node.attrs.get("adj_y", False), mm)
     return [unbroadcast(gx, x.shape), unbroadcast(gy, y.shape)]

@@ -43,14 +43,22 @@ def binary_kernel(row: BinaryOp):
     return register_xla_op(name)(Binary)
 
 
+# Float rows that take complex numbers too, as TF's ops do (and XLA's opcodes): the
+# holomorphic functions. Their gradients conjugate (autodiff/backprop.py). Not Sigmoid
+# yet: the evaluator's logistic drops the imaginary part of a complex input.
+COMPLEX_ROWS = frozenset({"Exp", "Log", "Log1p", "Expm1", "Sqrt", "Rsqrt", "Tanh",
+                          "Sin", "Cos", "Tan"})
+
+
 def unary_kernel(row: UnaryOp):
     """Registers the kernel of a row of the unary table: `row.opcode(x)`."""
     name, opcode, float_only = row.name, row.opcode, row.inputs != NUMBER
+    complex_ok = name in COMPLEX_ROWS
 
     class Unary(XlaOpKernel):
         def compile(self, ctx):
             x = ctx.input(0)
-            if float_only:
+            if float_only and not (complex_ok and x.shape.element_type in ("c64", "c128")):
                 require_float(x)
             elif x.shape.element_type == "pred":
                 raise TypeError("input must be a number, got bool")

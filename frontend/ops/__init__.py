@@ -11,7 +11,7 @@ Each function records one (or a few) op nodes in the current trace; inside a
 from .core import apply, apply_multi, cast, constant, promote, to_tensor
 from .math import (BINARY_FUNCTIONS, UNARY_FUNCTIONS, acos, acosh, argmax, argmin, asin,
                    asinh, atan, atanh, clip_by_global_norm, clip_by_norm, clip_by_value,
-                   count_nonzero, cosh, cumprod, cumsum, cumulative_logsumexp, digamma,
+                   complex, count_nonzero, cosh, cumprod, cumsum, cumulative_logsumexp, digamma,
                    divide_no_nan, erfc, erfinv, floordiv, floormod, is_inf, is_nan, lgamma,
                    log_sigmoid, logical_not, logical_xor, mod, neg, reciprocal, reduce_all,
                    reduce_any, reduce_euclidean_norm, reduce_logsumexp, reduce_max,
@@ -31,6 +31,7 @@ from .nn import (avg_pool2d, bias_add, conv2d, depthwise_conv2d, elu, gelu, laye
                  softmax, softmax_cross_entropy_with_logits, softplus,
                  sparse_softmax_cross_entropy_with_logits, swish)
 from . import image           # tf.image.resize
+from . import signal          # tf.signal's Fourier transforms: ops.signal.fft, ...
 
 from . import collective      # TF's collective ops: ops.collective.all_reduce, ...
 from ..sharding import with_sharding_constraint   # a sharding= annotation (SPMD partitioning)

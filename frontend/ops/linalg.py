@@ -13,16 +13,17 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
            grad_b=False, name=None):
     """a @ b. Rank 2: MatMul; higher ranks: BatchMatMul with broadcast batch dims;
     a 1-D operand is a row (a) or column (b) vector that is dropped from the result.
-    adjoint_a/b transpose (and would conjugate complex values); output_type (int8
+    adjoint_a/b transpose (and conjugate complex values); output_type (int8
     inputs, an int32 result, as TF) computes in that type; the sparsity and grad_a/b
     hints are accepted and change nothing."""
     a, b = promote(a, b)
     if (transpose_a and adjoint_a) or (transpose_b and adjoint_b):
         raise user_error(ValueError, "matmul: transpose_a and adjoint_a (transpose_b and "
                                      "adjoint_b) cannot both be True")
-    if dtypes.kind(a.dtype) == "complex" and (adjoint_a or adjoint_b):
-        raise user_error(NotImplementedError, "matmul: adjoint of complex matrices is not "
-                                              "supported")
+    if dtypes.kind(a.dtype) == "complex":          # the adjoint conjugates, then transposes
+        from .math import conj
+        a = conj(a) if adjoint_a else a
+        b = conj(b) if adjoint_b else b
     transpose_a = bool(transpose_a or adjoint_a)
     transpose_b = bool(transpose_b or adjoint_b)
     if output_type is not None:
@@ -50,8 +51,14 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
 
 
 def batch_matmul(x, y, adj_x=False, adj_y=False, name=None):
-    """tf.raw_ops.BatchMatMulV2: x @ y over the last two dims, batch dims broadcast."""
-    return apply("BatchMatMul", promote(x, y), adj_x=bool(adj_x), adj_y=bool(adj_y))
+    """tf.raw_ops.BatchMatMulV2: x @ y over the last two dims, batch dims broadcast;
+    adj_x/adj_y transpose (and conjugate complex values)."""
+    x, y = promote(x, y)
+    if dtypes.kind(x.dtype) == "complex":
+        from .math import conj
+        x = conj(x) if adj_x else x
+        y = conj(y) if adj_y else y
+    return apply("BatchMatMul", [x, y], adj_x=bool(adj_x), adj_y=bool(adj_y))
 
 
 def einsum(equation, *inputs, **kwargs):

@@ -560,3 +560,53 @@ def bincount(arr, weights=None, minlength=None, maxlength=None, dtype="int32", n
     if binary_output:
         out = cast(out > 0, out.dtype)
     return out
+
+
+# --- complex numbers ----------------------------------------------------------------------------
+
+def complex(real, imag, name=None):
+    """real + i imag: float32 parts give complex64, float64 parts complex128 (integer or
+    Python number parts become float32 first); the two broadcast."""
+    re, im = promote_for("complex", real, imag)
+    if not dtypes.is_float(re.dtype):
+        re, im = to_float(re), to_float(im)
+    if re.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise user_error(TypeError, f"complex: real and imag must be float32 or float64, "
+                                    f"got {re.dtype.name}")
+    return apply("Complex", [re, im])
+
+
+def _is_complex(x) -> bool:
+    return dtypes.kind(x.dtype) == "complex"
+
+
+def real(input, name=None):
+    """The real part of a complex tensor (complex64 -> float32); a real tensor as it is."""
+    x = to_tensor(input)
+    return apply("Real", [x]) if _is_complex(x) else x
+
+
+def imag(input, name=None):
+    """The imaginary part of a complex tensor; zeros for a real tensor."""
+    x = to_tensor(input)
+    if _is_complex(x):
+        return apply("Imag", [x])
+    from .array import zeros_like
+    return zeros_like(x)
+
+
+def conj(x, name=None):
+    """The complex conjugate a - bi; a real tensor as it is."""
+    x = to_tensor(x)
+    return apply("Conj", [x]) if _is_complex(x) else x
+
+
+def angle(input, name=None):
+    """The argument of a complex number, atan2(imag, real) in (-pi, pi]; for a real
+    tensor pi where it is negative and 0 elsewhere (as TF)."""
+    x = to_tensor(input)
+    if _is_complex(x):
+        return apply("Angle", [x])
+    from .array import zeros_like
+    x = to_float(x)
+    return where(x < 0, zeros_like(x) + np.pi, zeros_like(x))

@@ -200,6 +200,14 @@ TF = {
     **{f: [("input", R), ("ksize", R), ("strides", R), ("padding", R),
            ("data_format", "NDHWC"), ("name", None)] for f in ("nn.max_pool3d",
                                                                "nn.avg_pool3d")},
+    # --- complex numbers and tf.signal ------------------------------------------------------------
+    "complex": [("real", R), ("imag", R), ("name", None)],
+    **{f: [("input", R), ("name", None)] for f in ("math.real", "math.imag", "math.angle")},
+    "math.conj": [("x", R), ("name", None)],
+    **{f: [("input", R), ("name", None)] for f in ("signal.fft", "signal.ifft",
+                                                   "signal.fft2d", "signal.ifft2d")},
+    **{f: [("input_tensor", R), ("fft_length", None), ("name", None)]
+       for f in ("signal.rfft", "signal.irfft", "signal.rfft2d", "signal.irfft2d")},
     # --- tf.image -----------------------------------------------------------------------------------
     "image.resize": [("images", R), ("size", R), ("method", "bilinear"),
                      ("preserve_aspect_ratio", False), ("antialias", False), ("name", None)],
@@ -261,7 +269,7 @@ def test_the_table_lists_no_function_twice_and_not_yet_is_honest():
     assert not NOT_YET & {p for p in TF if _function(p) is not None}, "now implemented"
 
 
-@pytest.mark.parametrize("module", ["", "math", "nn", "linalg", "image"])
+@pytest.mark.parametrize("module", ["", "math", "nn", "linalg", "image", "signal"])
 def test_every_public_ops_function_is_in_a_table(module):
     mod = _function(module) if module else ops
     if mod is None:
