@@ -18,6 +18,8 @@ adds. So the forward pass of a block has one all-reduce after attention and one 
 the feed-forward network, which the SPMD partitioner inserts from the specs alone
 (jit_compile(step, mesh=..., in_shardings=..., out_shardings=...)); embeddings, layer
 norms and the output layer are replicated. Adam's slots take the parameters' specs.
+The backward pass adds two more per block (the input gradients of the column-parallel
+layers: query, key and value's summed before their one all-reduce).
 
 The same step runs unpartitioned on one device; the script trains both from the same
 initial parameters on the same batches and prints the two loss curves side by side and
@@ -142,9 +144,25 @@ def forward_module(devices: int = 2):
     return forward.compile(params, next(stream)).module, config
 
 
-def collectives_per_block(devices: int = 2) -> dict:
-    """Collective opcodes in the partitioned forward pass, per transformer block."""
-    module, config = forward_module(devices)
+def train_step_module(devices: int = 2):
+    """The partitioned HLO of the whole training step (forward, backward, Adam)."""
+    config, stream = data()
+    optimizer = optimizers.Adam(3e-3)
+    params = init_params(config, 0)
+    state = optimizer.init(params)
+    specs = param_specs(params)
+    st = state_specs(state, specs)
+    step = xlapy.jit_compile(make_train_step(config, optimizer),
+                             mesh=Mesh(np.arange(devices), ("model",)),
+                             in_shardings=(specs, st, None, None), out_shardings=(specs, st, None),
+                             backend="interpreter")
+    return step.compile(params, state, next(stream), np.zeros(2, np.int32)).module, config
+
+
+def collectives_per_block(devices: int = 2, whole_step: bool = False) -> dict:
+    """Collective opcodes in the partitioned forward pass (or the whole training step),
+    per transformer block."""
+    module, config = (train_step_module if whole_step else forward_module)(devices)
     counts: dict = {}
     for instr in module.instructions():
         if instr.opcode in ("all-reduce", "all-gather", "all-to-all", "collective-permute",

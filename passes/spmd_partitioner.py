@@ -35,7 +35,8 @@ major dimension of a merged or split group and divides it: passes/spmd_reshape.p
 Everything else (other reshapes, gather, scatter, sort, ...) falls back: operands
 resharded to replicated, the op computed whole on every device, the result
 resharded to its sharding -- correct, slower; each fallback is noted in the
-pass's explain log.
+pass's explain log. Last, all-reduces that are only added together become one
+(passes/spmd_all_reduce.py).
 """
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ from ..hlo.ir import ReplicaGroups
 from .pass_base import HloModulePass, PassError, register_pass
 from .dce import remove_unreachable_computations
 from .sharding_maps import derive, import_shardy, is_elementwise
+from .spmd_all_reduce import combine_all_reduces
 from .sharding_propagation import branches
 from . import spmd_reshard as rs
 
@@ -82,6 +84,8 @@ class SpmdPartitioner(HloModulePass):
         self._partition_computation(ctx, entry, None, entry.root.attrs.get("sharding"))
         module.replace_entry(ctx.comp)
         remove_unreachable_computations(module)
+        for comp in module.computations_post_order():
+            combine_all_reduces(comp, ctx.channel)
         module.num_partitions = n
         module.config.pop("entry_computation_layout", None)
         return True

@@ -40,6 +40,12 @@ def test_one_all_reduce_per_block_in_forward():
     assert all(i.shape.dims[-1] == config.d_model for i in reduces)
 
 
+def test_two_all_reduces_per_block_in_backward():
+    # forward 2; backward: the attention input's gradient (query, key and value's
+    # partial sums added, then one all-reduce) and the feed-forward input's
+    assert load_example().collectives_per_block(2, whole_step=True) == {"all-reduce": 4.0}
+
+
 def test_model_is_train_transformers():
     """The same parameter tree as examples/train_transformer.py's model, every block's
     kernels split as Megatron's layout says."""
