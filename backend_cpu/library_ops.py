@@ -122,6 +122,8 @@ def lower(builder, instr, operands) -> list[int] | None:
                                     instr.shape.leaves(), instr.name)
         if target in custom_calls.ONEDNN_TARGETS:
             return _expanded(builder, instr, operands)
+        if target == "AllocateBuffer":             # undefined contents: zeros
+            return [_zeros(builder, leaf) for leaf in instr.shape.leaves()]
         return _host(builder, instr, operands, "host_topk")
     if op in HOST_OPCODES:
         return _host(builder, instr, operands, f"host_{op.replace('-', '_')}")

@@ -34,6 +34,9 @@ The rows, in the order the backend tries them (most specific first, the fallback
     block_transpose         a transpose of an array in memory, by register blocks
     column_reduce_epilogue  column reduces under pointwise ops: a mean, a variance
                             (emitters/column_reduce.py)
+    column_normalize        a row fusion's column form (softmax over axis 0): blocks of
+                            columns, a pass over the reduced dim per reduce
+                            (emitters/column_normalize.py)
     row_normalize           e / sum(e) over the minor dimension: softmax (emitters/row_normalize.py)
     column_reduces          a tuple of column reduces sharing one walk
     scatter                 a scatter root (emitters/scatter.py)
@@ -69,7 +72,7 @@ from .conv.on_gemm import emit_conv_gemm, why_not_conv, why_not_conv_gemm
 from .conv.stencil import try_emit_depthwise_spatial, why_not_depthwise_spatial
 from .elemental import complex_ops, generators
 from .elemental.hoisting import make_hoister, plan_hoisting
-from .emitters import loop_nest, row_normalize, streaming
+from .emitters import column_normalize, loop_nest, row_normalize, streaming
 from .emitters.column_reduce import (emit_column_reduce, try_emit_column_reduces,
                                      try_emit_reduce_epilogue, why_not_column_reduce,
                                      why_not_column_reduces, why_not_reduce_epilogue)
@@ -285,6 +288,17 @@ def _emit_reduce_epilogue(c: Candidate, _: Decision) -> int | None:
     return try_emit_reduce_epilogue(c.kernel, c.comp, c.operand_gens, c.outputs)
 
 
+def _match_column_normalize(c: Candidate) -> Decision:
+    if not c.fused:
+        return Decision("not a fusion")
+    return _decision(column_normalize.why_not(c.comp, c.outputs))
+
+
+def _emit_column_normalize(c: Candidate, _: Decision) -> int:
+    # Blocks of columns: one pass over the reduced dimension per reduce, then the output.
+    return column_normalize.emit(c.kernel, c.comp, c.operand_gens, c.outputs[0])
+
+
 def _match_row_normalize(c: Candidate) -> Decision:
     if not c.fused:
         return Decision("not a fusion")
@@ -380,6 +394,7 @@ STRATEGIES: list[Strategy] = [
     Strategy("row_shuffle", _match_row_shuffle, _emit_row_shuffle),
     Strategy("block_transpose", _match_block_transpose, _emit_block_transpose),
     Strategy("column_reduce_epilogue", _match_reduce_epilogue, _emit_reduce_epilogue),
+    Strategy("column_normalize", _match_column_normalize, _emit_column_normalize),
     Strategy("row_normalize", _match_row_normalize, _emit_row_normalize),
     Strategy("column_reduces", _match_column_reduces, _emit_column_reduces),
     Strategy("scatter", _in_place("scatter"), _emit_in_place),

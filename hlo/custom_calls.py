@@ -13,6 +13,8 @@ and in the backend alike:
   `MoveToDevice`, `PinToDevice`, `annotate_device_placement`), which on a CPU
   move nothing (host and device memory are one). A mark whose result shape
   differs from its operand's (a manual sharding that really splits) is refused.
+- `AllocateBuffer`: a buffer of the result's shape with no operands, whose contents
+  XLA leaves undefined (a loop slot nothing reads before writing); we give zeros.
 - `TopK` (XLA's TopkRewriter; the CPU runtime's TopK routine): x[..., n] ->
   (values[..., k], s32 indices[..., k]), the k largest of each row, ties by the
   lower index. The comparator it may carry (`to_apply`) says which end: a plain
@@ -57,7 +59,7 @@ IDENTITY_TARGETS = frozenset({
     "MoveToHost", "MoveToDevice", "PinToDevice", "annotate_device_placement"})
 ONEDNN_TARGETS = frozenset({"__onednn$matmul", "__onednn$softmax", "__onednn$layernorm"})
 DYNAMIC_TARGETS = frozenset({"SliceToDynamic", "PadToStatic"})
-KNOWN_TARGETS = IDENTITY_TARGETS | ONEDNN_TARGETS | {"TopK"}
+KNOWN_TARGETS = IDENTITY_TARGETS | ONEDNN_TARGETS | {"TopK", "AllocateBuffer"}
 
 # OneDnnFusionConfig.FusionKind, by number as well (a JSON printer may write either).
 _FUSION_KINDS = {1: "BIAS", 2: "RELU", 3: "TANH", 4: "GELU_ERF", 5: "GELU_TANH",
@@ -100,6 +102,10 @@ def check(instr: HloInstruction) -> None:
                                   f"(one device has nothing to split)")
     elif target == "TopK":
         topk_largest(instr)
+    elif target == "AllocateBuffer":
+        if instr.operands or not all(leaf.is_array for leaf in instr.shape.leaves()):
+            raise CustomCallError("custom-call 'AllocateBuffer' takes no operands and makes "
+                                  "arrays")
     else:
         expansion(instr)            # builds it: a config or shape that does not fit fails
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from . import custom_calls, eval_library
 from .eval_common import EvaluationError
+from .dtypes import numpy_dtype
 from .opcodes import reference
 
 
@@ -58,16 +59,28 @@ def conditional(instr, operands, ctx):
 # Custom-call targets: hlo/custom_calls.py says which we compute and how.
 @reference("custom-call")
 def custom_call(instr, operands, ctx):
+    target = custom_calls.target_of(instr)
+    if target in custom_calls.ONEDNN_TARGETS:      # checked as its expansion is built
+        try:
+            comp = _expansion(instr, ctx)
+        except custom_calls.CustomCallError as e:
+            raise EvaluationError(f"{instr.name}: {e}") from None
+        return ctx.call(comp, list(operands))
     refusal = custom_calls.refusal(instr)
     if refusal is not None:
         raise EvaluationError(f"{instr.name}: {refusal}")
-    target = instr.attrs["custom_call_target"]
     if target == "TopK":
         return eval_library.topk(operands[0], instr.shape.tuple_shapes[0].dims[-1],
                                  custom_calls.topk_largest(instr))
-    if target in custom_calls.ONEDNN_TARGETS:
-        return ctx.call(_expansion(instr, ctx), list(operands))
+    if target == "AllocateBuffer":
+        return _zeros(instr.shape)
     return operands[0]
+
+
+def _zeros(shape):
+    if shape.is_tuple:
+        return tuple(_zeros(s) for s in shape.tuple_shapes)
+    return np.zeros(shape.dims, numpy_dtype(shape.element_type))
 
 
 def _expansion(instr, ctx):

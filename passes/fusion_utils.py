@@ -43,6 +43,14 @@ row (`kind=kCustom, backend_config={"fusion_kind":"row"}`, "row")
     j = 0..N-1 of its operand's element generator at (r, j) -- then write the
     root's N elements of row r. The row's inputs stay in cache between passes.
     `row_reduces(fusion)` lists the reduces in the order to evaluate them.
+    Column form (`backend_config={"fusion_kind":"row","row_dim":a}`): the same
+    with the reduced dimension `a` not the last one (softmax over axis 0): row
+    scalars have dimensions S without `a` (or with `a` of size 1), every reduce
+    has `dimensions={a}`, and broadcasts back have every dimension but `a`; the
+    root is in the default layout. `row_dim(fusion)` gives `a` (None for the
+    plain form). Emission: for each block of columns (the dimensions other than
+    `a`, split over threads), one pass over `a` per reduce, then the output
+    pass, while the block stays in cache (backend_cpu/emitters/column_normalize.py).
 
 Control edges (`control-predecessors`) never enter a fused computation: an
 instruction moved (or cloned) into a fusion hands its control predecessors to
@@ -86,6 +94,22 @@ def fusion_kind(instr: HloInstruction) -> str:
         text = config.text if isinstance(config, RawAttr) else str(config or "")
         return "row" if '"fusion_kind":"row"' in text.replace(" ", "") else "custom"
     return {"kLoop": "loop", "kInput": "input", "kOutput": "output"}.get(kind, "custom")
+
+
+def row_dim(fusion: HloInstruction) -> int | None:
+    """The reduced dimension `a` of a row fusion's column form, else None."""
+    config = fusion.attrs.get("backend_config")
+    text = (config.text if isinstance(config, RawAttr) else str(config or "")).replace(" ", "")
+    if '"fusion_kind":"row"' not in text or '"row_dim":' not in text:
+        return None
+    digits = text.split('"row_dim":', 1)[1]
+    end = next((i for i, ch in enumerate(digits) if not ch.isdigit()), len(digits))
+    return int(digits[:end]) if end else None
+
+
+def set_row_dim(fusion: HloInstruction, dim: int) -> None:
+    """Tags a row fusion as the column form reducing dimension `dim`."""
+    fusion.attrs["backend_config"] = RawAttr('{"fusion_kind":"row","row_dim":%d}' % dim)
 
 
 def _kind_attrs(kind: str) -> dict:

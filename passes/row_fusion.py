@@ -27,12 +27,27 @@ An instruction joins the fusion only if all its users are already in it, so
 nothing is computed twice; the fusion must contain at least one reduce. With an
 explain log (pass_base) the pass notes each row fusion it makes, each operand it
 leaves out and why, and each row value it did not fuse for want of a row reduce.
+
+Column form (issue 19). The same normalization over a dimension `a` that is not
+the minor one (softmax over axis 0 of [R, N], a layernorm over axis 1 of
+[B, S, D]) matches the same pattern with dimension `a` in the place of the last:
+row scalars have dimensions S without `a` (or S with `a` of size 1, the keepdims
+form), every reduce reduces a row value over exactly `a`, and row scalars reach
+row values through `broadcast(dimensions=<every dimension but a>)`. The root must
+be in the default layout, the reduces f32 or f64 (the CPU backend's column
+emitter computes those; other types keep today's kernels), the root a float of
+at most that width (a mixed-precision softmax converts its f32 result to bf16). The
+fusion is tagged with its dimension, `{"fusion_kind":"row","row_dim":a}`
+(fusion_utils). A root is tried as a row first (the minor dimension), then over
+each other dimension some reduce of the computation reduces a value of the root's
+dimensions over.
 """
 from __future__ import annotations
 
 from ..hlo import HloInstruction, HloModule
 
-from .fusion_utils import ROW, control_successors, create_fusion, fuse_producer
+from .fusion_utils import ROW, control_successors, create_fusion, fuse_producer, row_dim, \
+    set_row_dim
 from .instruction_fusion import fusible_computations
 from .pass_base import HloModulePass, register_pass
 
@@ -40,12 +55,15 @@ from .pass_base import HloModulePass, register_pass
 class _RowPattern:
     """Decides membership for one candidate root of shape S."""
 
-    def __init__(self, root: HloInstruction):
+    def __init__(self, root: HloInstruction, dim: int | None = None):
         self.row = root.shape.dims
-        self.scalar = self.row[:-1]
-        self.k = len(self.scalar)
+        # The reduced dimension: the last (a row), or another one (the column form).
+        self.k = len(self.row) - 1 if dim is None else dim
+        self.scalar = self.row[:self.k] + self.row[self.k + 1:]
+        # The dimensions a row scalar is broadcast back along: all but k.
+        self.kept = tuple(d for d in range(len(self.row)) if d != self.k)
         # JAX computes on row scalars in "keepdims" form [R.., 1] between reshapes.
-        self.scalar_forms = (self.scalar, self.scalar + (1,))
+        self.scalar_forms = (self.scalar, self.row[:self.k] + (1,) + self.row[self.k + 1:])
 
     def role(self, instr: HloInstruction) -> str | None:
         """"row", "scalar" or "constant" if `instr` may be inside, else None."""
@@ -96,8 +114,9 @@ class _RowPattern:
                        f"{list(self.row)}"
             if instr.dims() != (self.k,):
                 reduced = ", ".join(str(d) for d in instr.dims())
+                which = "row" if self.k == len(self.row) - 1 else "reduced"
                 return f"reduce over dimension{'s' * (len(instr.dims()) != 1)} {reduced}, " \
-                       f"not the row dimension {self.k}"
+                       f"not the {which} dimension {self.k}"
             return "its init value is not a constant"
         if instr.info.is_elementwise:
             return f"{list(dims)} is neither a row value {list(self.row)} nor a row scalar " \
@@ -112,21 +131,35 @@ class _RowPattern:
         """A broadcast may read a row scalar only along the row dimensions."""
         if user.opcode == "broadcast" and operand.shape.dims == self.scalar \
                 and user.shape.dims == self.row:
-            return user.dims() == tuple(range(self.k))
+            return user.dims() == self.kept
         return True
 
 
-def grow_row_region(root: HloInstruction, refused: list | None = None
-                    ) -> list[HloInstruction] | None:
+# The element types of the column form's reduces and root (module docstring).
+COLUMN_TYPES = ("f32", "f64")
+COLUMN_ROOT_TYPES = ("f16", "bf16", "f32", "f64")
+
+
+def grow_row_region(root: HloInstruction, refused: list | None = None,
+                    dim: int | None = None) -> list[HloInstruction] | None:
     """The instructions of a row fusion rooted at `root` (users before operands),
     or None if the pattern does not apply. `refused`: None, or a list that gets
-    (operand, reason) for each operand the region reaches but leaves out."""
+    (operand, reason) for each operand the region reaches but leaves out. `dim`:
+    the reduced dimension of the column form (None: the last, a row)."""
     if not root.shape.is_array or root.shape.rank < 1 or root.opcode == "fusion":
         return None
-    pattern = _RowPattern(root)
+    pattern = _RowPattern(root, dim)
     if pattern.role(root) != "row":
         return None
-    if root.shape.minor_to_major()[0] != root.shape.rank - 1:
+    column = dim is not None and dim != root.shape.rank - 1
+    if column:
+        if not root.shape.has_default_layout() \
+                or root.shape.element_type not in COLUMN_ROOT_TYPES:
+            if refused is not None:
+                refused.append((root, f"a column form needs a float root in the default "
+                                      f"layout, not {root.shape}"))
+            return None
+    elif root.shape.minor_to_major()[0] != root.shape.rank - 1:
         if refused is not None:
             refused.append((root, "the row dimension is not the minor one (a row must be "
                                   "contiguous in memory to stay in cache)"))
@@ -151,6 +184,12 @@ def grow_row_region(root: HloInstruction, refused: list | None = None
                 if refused is not None and operand.opcode != "parameter":
                     refused.append((operand, pattern.why_not(operand)))
                 continue
+            if column and operand.opcode == "reduce" \
+                    and operand.shape.element_type not in COLUMN_TYPES:
+                if refused is not None:
+                    refused.append((operand, f"a {operand.shape.element_type} reduce (the "
+                                             f"column form takes f32 and f64)"))
+                continue
             if role != "constant" and any(id(u) not in members for u in operand.users):
                 # Someone outside needs it: leave it as a fusion operand.
                 if refused is not None:
@@ -172,12 +211,28 @@ def grow_row_region(root: HloInstruction, refused: list | None = None
     return [i for i in reversed(root.parent.post_order()) if id(i) in members]
 
 
-def fuse_row_region(region: list[HloInstruction]) -> HloInstruction:
-    """One row fusion of `region` (root first, users before operands)."""
+def fuse_row_region(region: list[HloInstruction], dim: int | None = None) -> HloInstruction:
+    """One row fusion of `region` (root first, users before operands); `dim`: the
+    reduced dimension of a column form (tagged in the fusion's backend_config)."""
     fusion = create_fusion(region[0], ROW)
+    if dim is not None and dim != region[0].shape.rank - 1:
+        set_row_dim(fusion, dim)
     for producer in region[1:]:
         fuse_producer(fusion, producer)
     return fusion
+
+
+def column_dims(comp) -> dict:
+    """{root dimensions: the dimensions some reduce of `comp` reduces a value of
+    those dimensions over, alone}: the candidates of the column form."""
+    found: dict = {}
+    for instr in comp.instructions:
+        if instr.opcode == "reduce" and len(instr.operands) == 2 \
+                and instr.operands[0].shape.is_array and len(instr.dims()) == 1:
+            dims = instr.operands[0].shape.dims
+            if instr.dims()[0] != len(dims) - 1:
+                found.setdefault(dims, set()).add(instr.dims()[0])
+    return found
 
 
 @register_pass
@@ -193,14 +248,23 @@ class RowFusion(HloModulePass):
     def run(self, module: HloModule) -> bool:
         changed = False
         for comp in fusible_computations(module):
+            columns = column_dims(comp)
             for root in reversed(comp.post_order()):
                 if root.parent is not comp:
                     continue
                 refused = [] if self.explain_log is not None else None
-                region = grow_row_region(root, refused)
+                region, dim = grow_row_region(root, refused), None
+                if region is None and root.shape.is_array:
+                    # The column form, over each dimension some reduce reduces.
+                    for dim in sorted(columns.get(root.shape.dims, ())):
+                        tried = [] if refused is not None else None
+                        region = grow_row_region(root, tried, dim)
+                        if region is not None:
+                            refused = tried
+                            break
                 fusion = None
                 if region is not None:
-                    fusion = fuse_row_region(region)
+                    fusion = fuse_row_region(region, dim)
                     changed = True
                 if refused is not None:
                     self._explain(root, region, refused, fusion)
@@ -210,7 +274,10 @@ class RowFusion(HloModulePass):
         """Notes one region: fused with what it left out, or not fused when a reduce
         was reached but could not join (a row value alone is no candidate)."""
         if region is not None:
-            self.note(root, None, None, f"fused {len(region)} instructions into {fusion.name}")
+            dim = row_dim(fusion)
+            form = "" if dim is None else f" (the column form, reducing dimension {dim})"
+            self.note(root, None, None, f"fused {len(region)} instructions into {fusion.name}"
+                                        f"{form}")
         elif not any(operand.opcode == "reduce" or operand is root for operand, _ in refused):
             return
         # An operand refused while some of its users were still outside may have

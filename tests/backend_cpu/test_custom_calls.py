@@ -16,8 +16,8 @@ from xlapy import hlo
 from xlapy.backend_cpu import CompileOptions, compile
 from xlapy.frontend import hlo_opt
 from tests.corpus_util import assert_close
-from tests.hlo.test_custom_calls import (COMPUTING, IDENTITY, REFUSED, TOPK_CMP, module,
-                                         random_args)
+from tests.hlo.test_custom_calls import (ALLOCATE, COMPUTING, IDENTITY, REFUSED, TOPK_CMP,
+                                         module, random_args)
 
 
 def run_both(text, args):
@@ -67,6 +67,13 @@ def test_annotation_targets_bind_their_operand(target):
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     (got,) = run_both(text, [x])
     np.testing.assert_array_equal(got, -x)
+
+
+def test_allocate_buffer_compiles_to_zeros():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    y, z = run_both(ALLOCATE, [x])
+    np.testing.assert_array_equal(y, x)
+    np.testing.assert_array_equal(z, np.zeros(4, np.int32))
 
 
 @pytest.mark.parametrize("operands,direction", [("a, b", "GT"), ("a, b", "LT"), ("b, a", "GE")])

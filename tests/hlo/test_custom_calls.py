@@ -272,6 +272,9 @@ REFUSED = [
         'f32[3,6] custom-call(x), custom_call_target="__onednn$layernorm", '
         'backend_config={"onednn_layer_norm_config":{"rescale":"SCALE_AND_SHIFT"}}'),
      "with rescale SCALE_AND_SHIFT takes 3 operands, not 1"),
+    ("allocate_buffer_with_operand", module(
+        "x = f32[4] parameter(0)", 'f32[4] custom-call(x), custom_call_target="AllocateBuffer"'),
+     "custom-call 'AllocateBuffer' takes no operands and makes arrays"),
     ("topk_comparator_not_a_compare", TOPK_CMP.replace(
         "ROOT c = pred[] compare(%s), direction=%s",
         "d = f32[] add(a, b)\n  ROOT c = pred[] compare(d, b), direction=GT"),
@@ -333,6 +336,20 @@ def test_topk_without_comparator_is_largest_ties_by_index():
     values, indices = hlo.evaluate(hlo.parse_module(text), [x])
     np.testing.assert_array_equal(indices[0], [1, 2, 4])
     np.testing.assert_array_equal(values[0], [3, 3, 3])
+
+
+ALLOCATE = module("x = f32[2,3] parameter(0)\n"
+                  "b = (f32[2,3], s32[4]) custom-call(), custom_call_target=\"AllocateBuffer\"\n"
+                  "y = f32[2,3] get-tuple-element(b), index=0\n"
+                  "z = s32[4] get-tuple-element(b), index=1",
+                  "(f32[2,3], s32[4]) tuple(add(x, y), z)")
+
+
+def test_allocate_buffer_is_zeros():
+    x = RNG.standard_normal((2, 3)).astype(np.float32)
+    got = hlo.evaluate(hlo.parse_module(ALLOCATE), [x])
+    np.testing.assert_array_equal(got[0], x)
+    np.testing.assert_array_equal(got[1], np.zeros(4, np.int32))
 
 
 @pytest.mark.parametrize("name,text,message", REFUSED, ids=[c[0] for c in REFUSED])

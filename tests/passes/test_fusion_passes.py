@@ -181,7 +181,11 @@ def test_row_region_requires_a_minor_dimension_reduce():
     }
     """)
     assert grow_row_region(module.entry.root) is None
-    assert RowFusion().run(module) is False
+    # Over dimension 0 it is the column form (issue 19), tagged with its dimension.
+    assert [i.name for i in grow_row_region(module.entry.root, dim=0)] == ["d", "sb", "s", "z"]
+    assert RowFusion().run(module) is True
+    assert module.entry.root.attrs["backend_config"].text == \
+        '{"fusion_kind":"row","row_dim":0}'
 
 
 def test_row_fusion_leaves_values_needed_outside_as_operands():

@@ -1,0 +1,449 @@
+"""Column normalization: a row fusion's column form (softmax over axis 0) as one kernel.
+
+The column form of a row fusion (passes/row_fusion.py, fusion_utils) reduces a
+dimension `a` that is not the minor one: softmax over axis 0 of x:[A, N] is
+
+    m[j] = max_i x[i, j];   s[j] = sum_i exp(x[i, j] - m[j]);   out[i, j] = exp(x[i, j] - m[j]) / s[j]
+
+Computed as a plain loop nest, each output element would redo its column's
+reductions; XLA's CPU backend makes four kernels, each streaming the whole
+tensor through memory. This kernel takes a *block* of columns (the dimensions
+other than `a`) at a time and makes, for that block, one pass over `a` per
+reduce and then the output pass; the block is sized so that its A rows stay in
+the L2 cache between the passes (the first pass reads memory, the others the cache):
+
+    for each block [lo, hi) of columns (split over the thread pool):
+      m[lo:hi] = -inf;  for i: m[lo:hi] = max(m[lo:hi], x[i, lo:hi])       # pass 1
+      s[lo:hi] = 0;     for i: s[lo:hi] += exp(x[i, lo:hi] - m[lo:hi])     # pass 2
+      for i: out[i, lo:hi] = exp(x[i, lo:hi] - m[lo:hi]) / s[lo:hi]        # output
+
+Each vector lane is a different column (lanes run along the minor dimension,
+which is kept): a reduction along `a` is lane-wise, with no horizontal reduce.
+The reduces' block values live in small arrays on the stack (`_BlockArray`);
+the fusion's element generators read them there instead of reducing, and so
+does every value computed from them alone that is broadcast back over `a` (a
+layernorm's rsqrt(var + eps), computed once per column, not once per element).
+A pass combines a few rows per step, as a balanced tree (fewer loads and stores
+of the block's accumulators; column_reduce.rows_per_step picks how many).
+
+Blocks: columns are the dimensions other than `a` in row-major order; a block is
+a range of one of them (`bd`) with every dimension after it whole. The block holds
+about half the target's L2 (`l2_bytes`) of input and output rows, at least one
+cache line of the minor dimension, and there are at least MIN_BLOCKS of them
+when the tensor has that many lines of columns (the thread pool's partitions).
+
+Which fusions: the column form with f32/f64 reduces of one input and a scalar
+init, every value depending on a reduce being a row value read elementwise, a
+row scalar (elementwise, reshapes between the two scalar forms) or a broadcast
+back over every dimension but `a` (`why_not` checks it: the block arrays hold
+only the block's columns, so no other read of them is correct). Lanes need the
+f32/f64 types vector generators compute (elemental/vector_gen.py); any other
+piece (a bf16 root, a minor dimension shorter than a vector, a reducer that is
+not one op) is emitted on scalars in the same loops.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from ...hlo.shape import Shape
+
+from .. import target as targets
+from ..elemental import generators
+from ..elemental.reduction import make_reducer, simple_reducer
+from ..elemental.vector_gen import vector_generator
+from ..llvm.ir_toolkit import splat
+from ..llvm.kernel_ir import Buffer
+from ..llvm.loops import for_range, i64
+from ..llvm.types import PTR, element_bytes, lanes_for, storage_type
+
+from .column_reduce import rows_per_step
+
+_TYPES = ("f32", "f64")
+# Partitions for the thread pool: at least this many blocks when the columns allow
+# (a few per core of a small machine; a block never narrower than a cache line).
+MIN_BLOCKS = 8
+# The most columns in one block (its stack arrays: this many elements per reduce).
+MAX_BLOCK_COLUMNS = 2048
+LINE_BYTES = 64
+# When the target states no L2 size.
+DEFAULT_L2_BYTES = 1 << 20
+
+
+def reduced_dim(comp) -> int | None:
+    """The dimension `a` every reduce of the fusion computation reduces (the column
+    form), or None when the reduces disagree or reduce the root's minor dimension."""
+    root = comp.root
+    reduces = [i for i in comp.instructions if i.opcode == "reduce"]
+    if not reduces or not root.shape.is_array or root.shape.rank < 2:
+        return None
+    dims = {tuple(r.dims()) for r in reduces}
+    if len(dims) != 1 or len(next(iter(dims))) != 1:
+        return None
+    a = next(iter(dims))[0]
+    return None if a == root.shape.rank - 1 else a
+
+
+def why_not(comp, outputs) -> str | None:
+    """Why the fusion computation `comp` (output buffers `outputs`) is not a column
+    normalization (module docstring), or None."""
+    root = comp.root
+    if root.opcode == "tuple" or len(outputs) != 1:
+        return "several outputs"
+    shape = root.shape
+    if not shape.is_array or shape.rank < 2:
+        return "not an array of rank 2 or more"
+    if not shape.has_default_layout():
+        return "the root is not in the default layout"
+    reduces = [i for i in comp.post_order() if i.opcode == "reduce"]
+    if not reduces:
+        return "no reduce in the fusion"
+    a = reduced_dim(comp)
+    if a is None:
+        return "the reduces do not all reduce one dimension that is not the minor one"
+    for r in reduces:
+        if len(r.operands) != 2:
+            return f"{r.name} is a variadic reduce"
+        source, init = r.operands
+        if source.shape.dims != shape.dims:
+            return f"{r.name} reduces {list(source.shape.dims)}, not the root's dimensions"
+        if source.shape.element_type not in _TYPES or r.shape.element_type not in _TYPES:
+            return f"{r.name} reduces {source.shape.element_type} (f32 and f64 only)"
+        if init.shape.rank != 0:
+            return f"{r.name}'s init is not a scalar"
+    return _why_not_reads(comp, a)
+
+
+def _scalar_forms(shape, a: int) -> tuple:
+    dims = shape.dims
+    return dims[:a] + dims[a + 1:], dims[:a] + (1,) + dims[a + 1:]
+
+
+def _dependent(comp) -> set:
+    """ids of the instructions that read a reduce's result, directly or not (and the
+    reduces)."""
+    dep: set = set()
+    for instr in comp.post_order():
+        if instr.opcode == "reduce" or any(id(o) in dep for o in instr.operands):
+            dep.add(id(instr))
+    return dep
+
+
+def _why_not_reads(comp, a: int) -> str | None:
+    """Every value computed from a reduce is read at its own column only."""
+    root = comp.root
+    row = root.shape.dims
+    forms = _scalar_forms(root.shape, a)
+    kept = tuple(d for d in range(len(row)) if d != a)
+    dep = _dependent(comp)
+    for instr in comp.post_order():
+        if id(instr) not in dep:
+            continue
+        if instr.opcode == "reduce":
+            if any(id(o) in dep for o in instr.operands[1:]):
+                return f"{instr.name}'s init depends on a reduce"
+            continue
+        if not instr.shape.is_array:
+            return f"{instr.name} is not an array"
+        dims, op = instr.shape.dims, instr.opcode
+        deps = [o for o in instr.operands if id(o) in dep]
+        if dims == row and op == "broadcast":
+            if deps[0].shape.dims != forms[0] or instr.dims() != kept:
+                return f"{instr.name} broadcasts a reduce's result along other dimensions " \
+                       f"than the columns"
+            continue
+        if instr.info.is_elementwise and (dims == row or dims in forms):
+            if all(o.shape.dims == dims or o.shape.rank == 0 for o in instr.operands):
+                continue
+        if op in ("reshape", "bitcast") and dims in forms and deps[0].shape.dims in forms \
+                and instr.shape.has_default_layout() and deps[0].shape.has_default_layout():
+            continue
+        return f"{instr.name} ({op}) reads a reduce's result at other indices than its column"
+    if id(root) not in dep:
+        return "the root reads no reduce"
+    return None
+
+
+class _Blocks:
+    """The blocks of columns (module docstring): the split dimension `bd`, its width
+    `width`, the dimensions inside a block (`inner`: after bd, whole) and around it
+    (`outer`: before bd, one index per block), the partition extent."""
+
+    def __init__(self, shape, a: int, read_bytes: int, lanes: int, l2_bytes: int):
+        dims = shape.dims
+        self.kept = [d for d in range(shape.rank) if d != a]
+        esize = element_bytes(shape.element_type)
+        line = max(lanes, LINE_BYTES // esize)
+        total = 1
+        for d in self.kept:
+            total *= dims[d]
+        # About half of L2 holds the block's rows of every array the passes read.
+        columns = (l2_bytes // 2) // max(1, dims[a] * read_bytes)
+        # Enough blocks for the thread pool, when there are enough lines of columns.
+        columns = min(columns, -(-total // MIN_BLOCKS))
+        columns = max(line, min(columns, MAX_BLOCK_COLUMNS))
+        columns -= columns % lanes
+        j = len(self.kept) - 1
+        inner_size = 1
+        while j > 0 and inner_size * dims[self.kept[j]] <= columns:
+            inner_size *= dims[self.kept[j]]
+            j -= 1
+        self.bd = self.kept[j]
+        self.inner = self.kept[j + 1:]
+        self.outer = self.kept[:j]
+        self.inner_size = inner_size
+        self.width = max(1, min(dims[self.bd], columns // inner_size))
+        self.count = -(-dims[self.bd] // self.width)       # blocks along bd
+        self.extent = self.count
+        for d in self.outer:
+            self.extent *= dims[d]
+        self.columns = self.width * inner_size             # elements of a block array
+
+
+class _BlockArray(Buffer):
+    """A value per column of the current block (a reduce's, or one computed from the
+    reduces), on the stack. It is read at the value's own index: the columns' form
+    (the root's dimensions but `a`) or the keepdims form (`a` of size 1)."""
+
+    def __init__(self, pointer, instr, blocks: _Blocks, a: int, shape):
+        super().__init__(pointer, Shape(instr.shape.element_type, instr.shape.dims))
+        self.blocks, self.lo = blocks, None
+        rank = shape.rank
+        # Where each dimension of the root sits in this value's index (None: absent).
+        if instr.shape.rank == rank:
+            self.at = list(range(rank))
+        else:
+            self.at = [None if d == a else (d if d < a else d - 1) for d in range(rank)]
+        self.dims = shape.dims
+
+    def address(self, b: ir.IRBuilder, index: list) -> ir.Value:
+        blocks = self.blocks
+        offset = b.sub(index[self.at[blocks.bd]], self.lo, flags=("nsw",))
+        if blocks.inner_size > 1:
+            offset = b.mul(offset, i64(blocks.inner_size), flags=("nsw",))
+        stride = blocks.inner_size
+        for d in blocks.inner:
+            stride //= self.dims[d]
+            term = index[self.at[d]]
+            if self.dims[d] == 1:
+                continue
+            offset = b.add(offset, term if stride == 1 else b.mul(term, i64(stride), flags=("nsw",)),
+                           flags=("nsw",))
+        return b.gep(self.pointer, [offset], inbounds=True, source_etype=self.llvm_type)
+
+    def minor_dim(self) -> int | None:
+        # The root's minor dimension is kept, and the last of this value's dimensions.
+        return self.shape.rank - 1
+
+
+def emit(kernel, comp, operand_gens, output) -> int:
+    """Emits the column normalization of the fusion computation `comp` (why_not is
+    None) into `output`; returns the partition extent."""
+    root = comp.root
+    shape = root.shape
+    a = reduced_dim(comp)
+    b = kernel.b
+    if shape.numel == 0:
+        return 1
+    lanes = lanes_for(shape.element_type)
+    read_bytes = element_bytes(output.etype) + sum(
+        element_bytes(p.shape.element_type) for p in comp.parameters
+        if p.shape.is_array and p.shape.dims == shape.dims)
+    l2 = getattr(targets.current(), "l2_bytes", DEFAULT_L2_BYTES)
+    blocks = _Blocks(shape, a, read_bytes, lanes, l2)
+    dep = _dependent(comp)
+    # What lives in block arrays: the reduces, and the values broadcast back over `a`.
+    kept_dims = tuple(blocks.kept)
+    held = [i for i in comp.post_order() if i.opcode == "reduce" or (
+        id(i) in dep and any(u.opcode == "broadcast" and u.shape.dims == shape.dims
+                             and u.dims() == kept_dims for u in i.users))]
+    arrays = {}
+    for instr in held:
+        cell = kernel.alloca(ir.ArrayType(storage_type(instr.shape.element_type),
+                                          blocks.columns), f"{instr.name}.block")
+        cell.align = 64
+        cell.type = PTR      # llvmlite types it `[n x T]*`; it is addressed by element
+        arrays[instr] = _BlockArray(cell, instr, blocks, a, shape)
+    gens: dict = {}
+    compute: dict = {}
+    for instr in comp.post_order():
+        if instr.opcode == "parameter":
+            gens[instr] = operand_gens[instr.parameter_number]
+            continue
+        if instr.opcode != "reduce":
+            compute[instr] = generators.make_generator(kernel, instr,
+                                                       [gens[o] for o in instr.operands])
+        gens[instr] = generators.buffer_reader(arrays[instr]) if instr in arrays \
+            else compute[instr]
+
+    m = shape.rank - 1
+    dims = shape.dims
+    with for_range(b, kernel.begin, kernel.end, "cn.block", unroll=False) as block:
+        with kernel.scope():
+            q = b.urem(block, i64(blocks.count)) if blocks.count > 1 else i64(0)
+            rest = b.udiv(block, i64(blocks.count)) if blocks.count > 1 else block
+            index: list = [None] * shape.rank
+            for d in reversed(blocks.outer):
+                index[d] = b.urem(rest, i64(dims[d])) if dims[d] > 1 else i64(0)
+                rest = b.udiv(rest, i64(dims[d])) if dims[d] > 1 else rest
+            lo = b.mul(q, i64(blocks.width), flags=("nsw", "nuw"))
+            hi = b.add(lo, i64(blocks.width), flags=("nsw", "nuw"))
+            if dims[blocks.bd] % blocks.width:
+                hi = b.select(b.icmp_signed("<", hi, i64(dims[blocks.bd])), hi,
+                              i64(dims[blocks.bd]))
+            for array in arrays.values():
+                array.lo = lo
+            cols = _Columns(kernel, shape, blocks, index, lo, hi, lanes)
+            for instr in held:
+                if instr.opcode == "reduce":
+                    _reduce_pass(kernel, cols, instr, gens, arrays[instr], a)
+                else:
+                    _scalar_pass(kernel, cols, instr, compute[instr], gens, arrays[instr], a)
+            _output_pass(kernel, cols, root, gens, output, a)
+    return blocks.extent
+
+
+class _Columns:
+    """Loops over the columns of the current block, with `a` at a given row index:
+    vectors along the minor dimension where a body on vectors is given, scalars for
+    the rest."""
+
+    def __init__(self, kernel, shape, blocks, index, lo, hi, lanes):
+        self.kernel, self.shape, self.blocks = kernel, shape, blocks
+        self.index, self.lo, self.hi, self.lanes = index, lo, hi, lanes
+
+    def walk(self, row, vector_body, scalar_body, name: str) -> None:
+        """body(b, index) for every column of the block; index[a] = `row` (None: the
+        dimension is absent, the caller fills it)."""
+        kernel, b, blocks, shape = self.kernel, self.kernel.b, self.blocks, self.shape
+        dims = shape.dims
+        loops = [blocks.bd] + blocks.inner
+        index = list(self.index)
+        minor = shape.rank - 1
+
+        def nest(level):
+            d = loops[level]
+            lo, hi = (self.lo, self.hi) if d == blocks.bd else (i64(0), i64(dims[d]))
+            if d != minor:
+                with for_range(b, lo, hi, f"{name}{d}", unroll=False) as i:
+                    index[d] = i
+                    nest(level + 1)
+                return
+            lanes = self.lanes
+            end = lo
+            if vector_body is not None and (d != blocks.bd or blocks.width >= lanes) \
+                    and dims[d] >= lanes:
+                if isinstance(lo, ir.Constant) and isinstance(hi, ir.Constant):
+                    end = i64(lo.constant + (hi.constant - lo.constant) // lanes * lanes)
+                else:
+                    count = b.sub(hi, lo, flags=("nsw",))
+                    end = b.add(lo, b.sub(count, b.urem(count, i64(lanes))), flags=("nsw",))
+                with for_range(b, lo, end, f"{name}.v", step=lanes, vectorized=True) as i:
+                    index[d] = i
+                    with kernel.scope():
+                        vector_body(b, self._at(index, row))
+            with for_range(b, end, hi, f"{name}.s") as i:
+                index[d] = i
+                with kernel.scope():
+                    scalar_body(b, self._at(index, row))
+        nest(0)
+
+    def _at(self, index, row):
+        return [row if v is None else v for v in index]
+
+
+def _kept_index(index: list, a: int) -> list:
+    return index[:a] + index[a + 1:]
+
+
+def _value_index(instr, index: list, a: int, shape) -> list:
+    """The index of a held value (either scalar form) at the root's index."""
+    if instr.shape.rank == shape.rank:
+        return index[:a] + [i64(0)] + index[a + 1:]
+    return _kept_index(index, a)
+
+
+def _reduce_pass(kernel, cols, reduce, gens, array, a: int) -> None:
+    """array[block] = reduce over `a` of the reduce's input, rows a few at a time."""
+    b = kernel.b
+    source, init = reduce.operands
+    etype = source.shape.element_type
+    size = source.shape.dims[a]
+    shape = cols.shape
+    step = make_reducer(kernel, reduce.to_apply, [etype])
+    simple = simple_reducer(reduce.to_apply) is not None
+    vgen = vector_generator(kernel, gens, source, shape.rank - 1, cols.lanes) if simple else None
+    start = gens[init](b, [])
+
+    def init_scalar(b, index):
+        array.store(b, _kept_index(index, a), start)
+
+    def init_vector(b, index):
+        array.store_vector(b, _kept_index(index, a), splat(b, start, cols.lanes))
+    cols.walk(i64(0), init_vector if vgen is not None else None, init_scalar, "cn.init")
+
+    per_step = max(1, min(rows_per_step(reduce) if simple else 1, size))
+    main = size - size % per_step
+
+    def fold(values):
+        while len(values) > 1:
+            paired = [step(b, [values[k]], [values[k + 1]])[0]
+                      for k in range(0, len(values) - 1, 2)]
+            values = paired + ([values[-1]] if len(values) % 2 else [])
+        return values[0]
+
+    def rows_body(rows):
+        def with_rows(read, load, store):
+            def body(b, index):
+                at = _kept_index(index, a)
+                values = []
+                for r in rows:
+                    full = list(index)
+                    full[a] = r
+                    values.append(read(b, full))
+                store(b, at, step(b, [load(b, at)], [fold(values)])[0])
+            return body
+        vector = None
+        if vgen is not None:
+            vector = with_rows(vgen, lambda b, at: array.load_vector(b, at, cols.lanes),
+                               array.store_vector)
+        scalar = with_rows(gens[source], array.load, array.store)
+        cols.walk(None, vector, scalar, f"cn.{reduce.name}")
+
+    if main:
+        with for_range(b, 0, main, f"cn.{reduce.name}.rows", step=per_step, unroll=False) as i:
+            rows_body([i] + [b.add(i, i64(k), flags=("nsw", "nuw")) for k in range(1, per_step)])
+    if main < size:
+        with for_range(b, main, size, f"cn.{reduce.name}.rest", unroll=False) as i:
+            rows_body([i])
+
+
+def _scalar_pass(kernel, cols, instr, compute, gens, array, a: int) -> None:
+    """array[block] = the value of `instr` (computed from held values) per column."""
+    shape = cols.shape
+    vgen = vector_generator(kernel, {**gens, instr: compute}, instr, instr.shape.rank - 1,
+                            cols.lanes)
+
+    def scalar(b, index):
+        at = _value_index(instr, index, a, shape)
+        array.store(b, at, compute(b, at))
+
+    def vector(b, index):
+        at = _value_index(instr, index, a, shape)
+        array.store_vector(b, at, vgen(b, at))
+    cols.walk(i64(0), vector if vgen is not None else None, scalar, f"cn.{instr.name}")
+
+
+def _output_pass(kernel, cols, root, gens, output, a: int) -> None:
+    """out[i, block] = the root, for every row i."""
+    b = kernel.b
+    minor = root.shape.rank - 1
+    vgen = None
+    if output.minor_dim() == minor:
+        vgen = vector_generator(kernel, gens, root, minor, cols.lanes)
+    scalar = lambda b, index: output.store(b, index, gens[root](b, index))     # noqa: E731
+    vector = None
+    if vgen is not None:
+        def vector(b, index):
+            output.store_vector(b, index, vgen(b, index))
+    with for_range(b, 0, root.shape.dims[a], "cn.out.rows", unroll=False) as i:
+        cols.walk(i, vector, scalar, "cn.out")
