@@ -81,11 +81,20 @@ def flush(value: np.ndarray, ctx) -> np.ndarray:
     """Denormal f32/f64 values replaced by a zero of the same sign (XLA CPU's FTZ/DAZ).
 
     f16 is not flushed: XLA computes it in f32, where every f16 value is normal,
-    and the conversion back to f16 keeps f16 denormals.
+    and the conversion back to f16 keeps f16 denormals. A complex value is flushed
+    part by part (XLA's kernels compute on the parts as floats).
     """
     if not ctx.flush_denormals:
         return value
     value = np.asarray(value)
+    if value.dtype.kind == "c":
+        re, im = value.real, value.imag
+        flushed = flush(re, ctx), flush(im, ctx)
+        if flushed[0] is re and flushed[1] is im:
+            return value
+        z = np.empty(value.shape, value.dtype)
+        z.real, z.imag = flushed
+        return z
     tiny = _TINY.get(value.dtype)
     if tiny is None:
         return value

@@ -52,8 +52,10 @@ def compare(instr, operands, ctx):
             a, b = total_order_key(a), total_order_key(b)
         else:
             a, b = flush_all((a, b), ctx)
-    elif a.dtype.kind == "c" and direction not in ("EQ", "NE"):
-        raise EvaluationError(f"{instr.name}: complex numbers only compare EQ or NE")
+    elif a.dtype.kind == "c":
+        if direction not in ("EQ", "NE"):
+            raise EvaluationError(f"{instr.name}: complex numbers only compare EQ or NE")
+        a, b = flush_all((a, b), ctx)     # part by part, as floats are
     return fn(a, b)
 
 
@@ -104,13 +106,20 @@ def convert(instr, operands, ctx):
     with np.errstate(all="ignore"):
         if x.dtype.kind == "c" and target.kind != "c":
             x = np.real(x)
-        if x.dtype.kind == "f" and target.kind == "f":
+        # Floats, and complex parts, change precision with DAZ/FTZ (f32 -> c64 does not:
+        # the part is kept as it is).
+        if x.dtype.kind in "fc" and target.kind in "fc" and _part(x.dtype) != _part(target):
             (x,) = flush_all((x,), ctx)
             y = x.astype(target)
             (y,) = flush_all((y,), ctx)
         else:
             y = x.astype(target)
     return y
+
+
+def _part(dt: np.dtype) -> np.dtype:
+    """The real type of a float or complex dtype (float32 for complex64)."""
+    return np.zeros((), dt).real.dtype
 
 
 def float_to_int(x: np.ndarray, target: np.dtype) -> np.ndarray:

@@ -60,8 +60,10 @@ def _is_float(value: np.ndarray) -> bool:
 @reference(*FLOAT_MATH)
 def float_math(instr, operands, ctx):
     (x,) = operands
-    if x.dtype.kind == "c":
-        return to_result(FLOAT_MATH[instr.opcode](x), instr)
+    if x.dtype.kind == "c":          # numpy's complex functions, on flushed parts
+        with np.errstate(all="ignore"):
+            y = FLOAT_MATH[instr.opcode](flush(x, ctx))
+        return flush(to_result(y, instr), ctx)
     if not _is_float(x):
         raise EvaluationError(f"{instr.name}: {instr.opcode} needs a float operand, got {x.dtype}")
     x = flush(x, ctx)
@@ -75,10 +77,14 @@ def float_math(instr, operands, ctx):
 
 @reference("abs", "negate")
 def abs_negate(instr, operands, ctx):
-    # abs and negate only touch the sign bit: denormals pass through, ints wrap.
+    # abs and negate only touch the sign bit: denormals pass through, ints wrap. The
+    # abs of a complex number is arithmetic (a hypot): its parts are flushed, as XLA's.
+    x = operands[0]
     fn = np.abs if instr.opcode == "abs" else np.negative
+    complex_abs = instr.opcode == "abs" and x.dtype.kind == "c"
     with np.errstate(all="ignore"):
-        return to_result(fn(operands[0]), instr)
+        y = to_result(fn(flush(x, ctx) if complex_abs else x), instr)
+    return flush(y, ctx) if complex_abs else y
 
 
 @reference("copy")
@@ -101,6 +107,9 @@ def sign(instr, operands, ctx):
         one = x.dtype.type(1)
         # +-0 and NaN are their own sign.
         return to_result(np.where(x > 0, one, np.where(x < 0, -one, x)), instr)
+    if x.dtype.kind == "c":      # z / |z|, on flushed parts
+        with np.errstate(all="ignore"):
+            return flush(to_result(np.sign(flush(x, ctx)), instr), ctx)
     return to_result(np.sign(x), instr)
 
 
@@ -237,9 +246,9 @@ def _float_binary(instr, a, b, ctx):
     fn = _FLOAT_BINARY.get(instr.opcode)
     if fn is None:
         raise EvaluationError(f"{instr.name}: {instr.opcode} is not defined for {a.dtype}")
-    if a.dtype.kind == "c":
-        return to_result(fn(a, b), instr)
     a, b = flush_all((a, b), ctx)
+    if a.dtype.kind == "c":
+        return flush(to_result(fn(a, b), instr), ctx)
     if OPCODES[instr.opcode].transcendental:      # power, atan2: in f64, as the unary ones
         y = fn(a.astype(np.float64), b.astype(np.float64)).astype(compute_dtype(a))
     else:
