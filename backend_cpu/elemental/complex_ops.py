@@ -1,43 +1,29 @@
-"""Complex numbers (c64, c128) in compiled kernels: the elementwise recipes, the
-reducer and dot steps, and which complex instructions a kernel can compute.
+"""Complex numbers (c64, c128) in compiled kernels: which instructions a kernel can
+compute on them, and the dispatch of their elementwise ops, reducer and dot steps.
 
 Representation: a complex element is one LLVM value, the struct `{re, im}` of two
 floats (`{float, float}` for c64, `{double, double}` for c128; llvm/types.py). In
 memory that is numpy's layout (real part first), so a buffer of complex numbers is
-loaded and stored element by element like any other; movement ops (broadcast,
-transpose, slice, concatenate, pad, reshape, copy, gather, dynamic slices) and
-`select` never look inside it: they move or select whole structs. The recipes here
-take the two parts apart (`extractvalue`), compute on them as floats, and put the
-result together (`insertvalue`); LLVM's SROA/instcombine then keeps the parts in
-registers. Vector generators (vector_gen.py) and the streaming, GEMM, transpose and
-column-reduce emitters work on vectors of scalars and decline complex kernels
-(strategies.py keeps them to the loop-nest rows), so complex loops are scalar code
-that LLVM's vectorizer may still widen.
+loaded and stored element by element like any other (aligned to the part's size,
+as numpy aligns them); movement ops (broadcast, transpose, slice, concatenate, pad,
+reshape, copy, gather, dynamic slices) and `select` never look inside it: they move
+or select whole structs. The recipes (complex_math.py) take the two parts apart
+(`extractvalue`), compute on them as floats, and put the result together
+(`insertvalue`); LLVM's SROA/instcombine keeps the parts in registers. Vector
+generators (vector_gen.py) and the streaming, GEMM, transpose and column-reduce
+emitters work on vectors of scalars and decline complex kernels (strategies.py keeps
+them to the rows made of element generators), so complex loops are scalar code that
+LLVM's vectorizer may still widen.
 
-Semantics are the reference evaluator's, which is numpy's (hlo/eval_elementwise.py):
+Here: real, imag, complex(re, im); compare EQ / NE (both parts equal, ordered / not
+that); convert: real -> complex (imaginary part 0), complex <-> complex per part,
+complex -> float takes the real part (the evaluator's rule); a reduce with add or
+multiply keeps one accumulator, in order; a dot adds l * r per step, in order.
+Like every kernel these run with denormals flushed (DESIGN.md); the evaluator
+flushes complex parts the same way.
 
-- add, subtract, negate: per part; multiply: (fma(a, c, -bd), fma(a, d, bc)), as
-  numpy's vector loops on an FMA machine (where numpy has no FMA its results differ
-  from these by the rounding of one product: only a cancelling sum shows it);
-- divide: numpy's algorithm (Smith's scaling by the larger part of the divisor, and
-  x / 0 as (re / 0, im / 0)), so inf and NaN come out where numpy's do;
-- abs: hypot without overflow or underflow, inf when a part is inf (even with a NaN);
-- sqrt, log, exp, expm1, log1p, sine, cosine, tan, tanh, rsqrt (1 / sqrt) and sign
-  (z / |z|): the C99 formulas numpy's libm uses, with the special values of C99's
-  Annex G (csqrt(x + inf i) = inf + inf i, cexp(-inf + NaN i) = 0, ...). They are
-  computed in f64 for both c64 and c128 (so c64 never overflows inside), with the
-  f64 vector-math routines (vecmath/); c128 scales where an intermediate could
-  overflow (sqrt, exp, cosh/sinh);
-- compare EQ / NE: both parts equal (ordered) / not that;
-- convert: real -> complex (imaginary part 0), complex <-> complex per part,
-  complex -> float takes the real part (the evaluator's rule);
-- reduce with add or multiply: one accumulator, in order; dot: acc + l * r per step.
-
-Like every kernel, these run with denormals flushed (DESIGN.md), while numpy's
-complex arithmetic keeps them: results differ only where a part is a denormal.
-
-What is not here stays on the host (backend_cpu/library_ops.py runs it through the
-evaluator): `power`, `atan2`, `logistic`, `cbrt`, maximum/minimum and TOTALORDER
+What is not compiled stays on the host (backend_cpu/library_ops.py runs it through
+the evaluator): `power`, `atan2`, `logistic`, `cbrt`, maximum/minimum and TOTALORDER
 compares on complex, complex -> integer or pred converts, bitcast-convert, and the
 non-elementwise ops other than the movement ops, reduce, reduce-window and dot
 (fft, scatter, sort, convolution, map, ...). `why_not_compiled(instr)` says which
@@ -47,339 +33,32 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from ..llvm.types import COMPLEX_PARTS, DOUBLE, FLOAT, compute_type, is_complex
-from ..vecmath import routines
-from ..vecmath.math_builder import MathBuilder
-from .scalar_ops import call_intrinsic, emit_convert
-
-F64 = DOUBLE
-INF = float("inf")
-
-
-# --- parts ------------------------------------------------------------------------------
-
-def split(b: ir.IRBuilder, z: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """(re, im) of a complex value."""
-    return b.extract_value(z, 0), b.extract_value(z, 1)
-
-
-def join(b: ir.IRBuilder, ty: ir.Type, re: ir.Value, im: ir.Value) -> ir.Value:
-    """The complex value of type `ty` ({T, T}) with parts `re`, `im` (of type T)."""
-    return b.insert_value(b.insert_value(ir.Constant(ty, ir.Undefined), re, 0), im, 1)
-
-
-def _c(x: ir.Value, value: float) -> ir.Constant:
-    return ir.Constant(x.type, value)
-
-
-def _fabs(b, x):
-    return call_intrinsic(b, "llvm.fabs", [x])
-
-
-def _sqrt(b, x):
-    return call_intrinsic(b, "llvm.sqrt", [x])
-
-
-def _copysign(b, magnitude, sign):
-    return call_intrinsic(b, "llvm.copysign", [magnitude, sign])
-
-
-def _is_nan(b, x):
-    return b.fcmp_unordered("uno", x, x)
-
-
-def _is_inf(b, x):
-    return b.fcmp_ordered("==", _fabs(b, x), _c(x, INF))
-
-
-def _is_finite(b, x):
-    return b.fcmp_ordered("<", _fabs(b, x), _c(x, INF))
-
-
-def _eq(b, x, value: float):
-    return b.fcmp_ordered("==", x, _c(x, value))
-
-
-def _math(b, opcode: str, *args):
-    return routines.emit_math(b, opcode, list(args))
-
-
-def _wide(b, x):
-    return b.fpext(x, F64) if x.type == FLOAT else x
-
-
-def _narrow(b, x, ty):
-    return b.fptrunc(x, ty) if ty == FLOAT else x
-
-
-# --- arithmetic in the parts' own type (numpy rounds every step in it) ---------------------
-
-def multiply(b, ar, ai, br, bi):
-    """(ar br - ai bi, ar bi + ai br), each with one fused multiply-add, the way numpy's
-    vectorized loops compute it (and more accurate than two roundings)."""
-    m = MathBuilder(b, ar.type)
-    return m.fma(ar, br, b.fneg(b.fmul(ai, bi))), m.fma(ar, bi, b.fmul(ai, br))
-
-
-def divide(b, ar, ai, br, bi):
-    """numpy's complex division: scale by the larger part of the divisor (Smith); a zero
-    divisor divides each part by |re| (inf or NaN); a NaN divisor takes the last case."""
-    abr, abi = _fabs(b, br), _fabs(b, bi)
-    one = _c(ar, 1.0)
-    rat = b.fdiv(bi, br)
-    scl = b.fdiv(one, b.fadd(br, b.fmul(bi, rat)))
-    r1 = b.fmul(b.fadd(ar, b.fmul(ai, rat)), scl)
-    i1 = b.fmul(b.fsub(ai, b.fmul(ar, rat)), scl)
-    r0, i0 = b.fdiv(ar, abr), b.fdiv(ai, abr)
-    rat2 = b.fdiv(br, bi)
-    scl2 = b.fdiv(one, b.fadd(bi, b.fmul(br, rat2)))
-    r2 = b.fmul(b.fadd(b.fmul(ar, rat2), ai), scl2)
-    i2 = b.fmul(b.fsub(b.fmul(ai, rat2), ar), scl2)
-    real_larger = b.fcmp_ordered(">=", abr, abi)
-    zero = b.and_(_eq(b, abr, 0.0), _eq(b, abi, 0.0))
-    re = b.select(real_larger, b.select(zero, r0, r1), r2)
-    im = b.select(real_larger, b.select(zero, i0, i1), i2)
-    return re, im
-
-
-# --- functions, computed in f64 --------------------------------------------------------------
-
-def hypot(b, x, y, scaled: bool):
-    """|x + iy| in f64; `scaled`: without overflow or underflow for any f64 parts (c128),
-    else the plain sqrt(x^2 + y^2), exact enough and safe for parts widened from f32.
-    inf when a part is inf (NaN or not), else NaN when a part is NaN."""
-    if scaled:
-        ax, ay = _fabs(b, x), _fabs(b, y)
-        x_larger = b.fcmp_ordered(">=", ax, ay)
-        big, small = b.select(x_larger, ax, ay), b.select(x_larger, ay, ax)
-        t = b.fdiv(small, big)
-        r = b.fmul(big, _sqrt(b, b.fadd(_c(t, 1.0), b.fmul(t, t))))
-        r = b.select(_eq(b, big, 0.0), _c(r, 0.0), r)
-        r = b.select(b.or_(_is_nan(b, x), _is_nan(b, y)), _c(r, float("nan")), r)
-    else:
-        r = _sqrt(b, b.fadd(b.fmul(x, x), b.fmul(y, y)))
-    return b.select(b.or_(_is_inf(b, x), _is_inf(b, y)), _c(r, INF), r)
-
-
-def _abs(b, x, y, part):
-    return _narrow(b, hypot(b, _wide(b, x), _wide(b, y), part == DOUBLE), part)
-
-
-def _sqrt_z(b, x, y, part):
-    """csqrt: t = sqrt((|x| + |z|) / 2); x >= 0: (t, y / 2t), else (|y| / 2t, +-t)."""
-    x, y = _wide(b, x), _wide(b, y)
-    scaled = part == DOUBLE
-    if scaled:      # |x| + |z| may overflow: sqrt(z) = 2 sqrt(z / 4)
-        big = b.or_(b.fcmp_ordered(">", _fabs(b, x), _c(x, 2.0 ** 1020)),
-                    b.fcmp_ordered(">", _fabs(b, y), _c(y, 2.0 ** 1020)))
-        s = b.select(big, _c(x, 0.25), _c(x, 1.0))
-        xs, ys = b.fmul(x, s), b.fmul(y, s)
-    else:
-        xs, ys = x, y
-    h = hypot(b, xs, ys, scaled)
-    t = _sqrt(b, b.fmul(b.fadd(_fabs(b, xs), h), _c(x, 0.5)))
-    two_t = b.fadd(t, t)
-    re = b.select(b.fcmp_ordered(">=", xs, _c(x, 0.0)), t, b.fdiv(_fabs(b, ys), two_t))
-    im = b.select(b.fcmp_ordered(">=", xs, _c(x, 0.0)), b.fdiv(ys, two_t), _copysign(b, t, ys))
-    if scaled:
-        back = b.select(big, _c(x, 2.0), _c(x, 1.0))
-        re, im = b.fmul(re, back), b.fmul(im, back)
-    zero = b.and_(_eq(b, x, 0.0), _eq(b, y, 0.0))
-    re = b.select(zero, _c(x, 0.0), re)
-    im = b.select(zero, y, im)
-    y_inf = _is_inf(b, y)                       # csqrt(x + inf i) = inf + inf i, any x
-    re = b.select(y_inf, _c(x, INF), re)
-    im = b.select(y_inf, y, im)
-    return _narrow(b, re, part), _narrow(b, im, part)
-
-
-def _log(b, x, y, part):
-    """clog: (log |z|, atan2(y, x)); log 0 = -inf, log of an inf part = inf."""
-    xw, yw = _wide(b, x), _wide(b, y)
-    re = _math(b, "log", hypot(b, xw, yw, part == DOUBLE))
-    im = _math(b, "atan2", yw, xw)
-    return _narrow(b, re, part), _narrow(b, im, part)
-
-
-def _log1p(b, x, y, part):
-    """numpy's log1p of a complex: log(z + 1), with z + 1 formed first."""
-    xw, yw = _wide(b, x), _wide(b, y)
-    x1 = b.fadd(xw, _c(xw, 1.0))
-    re = _math(b, "log", hypot(b, x1, yw, part == DOUBLE))
-    im = _math(b, "atan2", yw, x1)
-    return _narrow(b, re, part), _narrow(b, im, part)
-
-
-def _exp_factors(b, x, part):
-    """e^x as a product of two factors that do not overflow where e^x * cos y does not:
-    e^(x/2) twice for c128, (e^x, None) for c64 (f64 holds e^x of any f32 x)."""
-    if part == DOUBLE:
-        h = _math(b, "exponential", b.fmul(x, _c(x, 0.5)))
-        return h, h
-    return _math(b, "exponential", x), None
-
-
-def _scale(b, factors, v):
-    first, second = factors
-    v = b.fmul(first, v)
-    return v if second is None else b.fmul(v, second)
-
-
-def _exp(b, x, y, part):
-    """cexp: e^x (cos y, sin y); y = 0 gives (e^x, y); -inf with a non-finite y gives 0,
-    +inf with a non-finite y gives (inf, NaN)."""
-    xw, yw = _wide(b, x), _wide(b, y)
-    factors = _exp_factors(b, xw, part)
-    re = _scale(b, factors, _math(b, "cosine", yw))
-    im = _scale(b, factors, _math(b, "sine", yw))
-    y_zero = _eq(b, yw, 0.0)
-    re = b.select(y_zero, _scale(b, factors, _c(xw, 1.0)), re)
-    im = b.select(y_zero, yw, im)
-    y_bad = b.not_(_is_finite(b, yw))
-    low = b.and_(y_bad, _eq(b, xw, -INF))
-    high = b.and_(y_bad, _eq(b, xw, INF))
-    re = b.select(low, _c(xw, 0.0), b.select(high, _c(xw, INF), re))
-    im = b.select(low, _c(xw, 0.0), b.select(high, _c(xw, float("nan")), im))
-    return _narrow(b, re, part), _narrow(b, im, part)
-
-
-def _expm1(b, x, y, part):
-    """numpy's expm1 of a complex: (expm1(x) cos y - 2 sin^2(y/2), e^x sin y)."""
-    xw, yw = _wide(b, x), _wide(b, y)
-    a = _math(b, "sine", b.fmul(yw, _c(yw, 0.5)))
-    re = b.fsub(b.fmul(_math(b, "exponential-minus-one", xw), _math(b, "cosine", yw)),
-                b.fmul(_c(yw, 2.0), b.fmul(a, a)))
-    im = b.fmul(_math(b, "exponential", xw), _math(b, "sine", yw))
-    return _narrow(b, re, part), _narrow(b, im, part)
-
-
-def _cosh_sinh(b, y):
-    """(cosh y, sinh y) in f64: from expm1 near 0 (no cancellation), from e^(|y|/2)
-    squared for large |y| (finite as long as the result is)."""
-    ay = _fabs(b, y)
-    e2 = _math(b, "exponential", b.fmul(ay, _c(y, 0.5)))
-    e = b.fmul(e2, e2)
-    large = b.fcmp_ordered(">", ay, _c(y, 20.0))
-    half_e = b.fmul(b.fmul(_c(y, 0.5), e2), e2)
-    cosh = b.select(large, half_e,
-                    b.fmul(_c(y, 0.5), b.fadd(e, b.fdiv(_c(y, 1.0), e))))
-    em = _math(b, "exponential-minus-one", ay)
-    sinh_small = b.fmul(_c(y, 0.5), b.fadd(em, b.fdiv(em, b.fadd(em, _c(y, 1.0)))))
-    sinh = _copysign(b, b.select(large, half_e, sinh_small), y)
-    return cosh, sinh
-
-
-def _sin_cos(b, x, y, part, cosine: bool):
-    """csin: (sin x cosh y, cos x sinh y); ccos: (cos x cosh y, -sin x sinh y); with
-    C99's values at x = 0, y = 0 and a non-finite x with an infinite y."""
-    xw, yw = _wide(b, x), _wide(b, y)
-    sx, cx = _math(b, "sine", xw), _math(b, "cosine", xw)
-    ch, sh = _cosh_sinh(b, yw)
-    zero = _c(xw, 0.0)
-    x_zero, y_zero = _eq(b, xw, 0.0), _eq(b, yw, 0.0)
-    x_bad_y_inf = b.and_(b.not_(_is_finite(b, xw)), _is_inf(b, yw))
-    if cosine:
-        re = b.fmul(cx, ch)
-        im = b.fneg(b.fmul(sx, sh))
-        im = b.select(b.or_(x_zero, y_zero), zero, im)
-        re = b.select(x_bad_y_inf, _c(xw, INF), re)
-        im = b.select(x_bad_y_inf, _c(xw, float("nan")), im)
-    else:
-        re = b.select(x_zero, xw, b.fmul(sx, ch))
-        im = b.select(y_zero, yw, b.fmul(cx, sh))
-        re = b.select(x_bad_y_inf, _c(xw, float("nan")), re)
-        im = b.select(x_bad_y_inf, _c(xw, INF), im)      # +inf for either sign of y
-    return _narrow(b, re, part), _narrow(b, im, part)
-
-
-def _tanh_wide(b, x, y):
-    """ctanh in f64 (Kahan): t = tan y, s = sinh x, beta = 1 + t^2,
-    ((beta sqrt(1 + s^2) s, t) / (1 + beta s^2)); for |x| > 22 tanh x is +-1 in f64 and
-    the imaginary part 4 sin y cos y e^(-2|x|); an infinite x gives (+-1, 0)."""
-    t = _math(b, "tan", y)
-    _, s = _cosh_sinh(b, x)
-    one = _c(x, 1.0)
-    beta = b.fadd(one, b.fmul(t, t))
-    rho = _sqrt(b, b.fadd(one, b.fmul(s, s)))
-    denom = b.fadd(one, b.fmul(beta, b.fmul(s, s)))
-    re = b.fdiv(b.fmul(b.fmul(beta, rho), s), denom)
-    im = b.fdiv(t, denom)
-    ax = _fabs(b, x)
-    large = b.fcmp_ordered(">", ax, _c(x, 22.0))
-    far = _math(b, "exponential", b.fmul(ax, _c(x, -2.0)))
-    im_large = b.fmul(b.fmul(_c(x, 4.0), b.fmul(_math(b, "sine", y), _math(b, "cosine", y))), far)
-    re = b.select(large, _copysign(b, one, x), re)
-    im = b.select(large, im_large, im)
-    x_inf = _is_inf(b, x)
-    im = b.select(x_inf, _c(x, 0.0), im)
-    # A finite x with an infinite or NaN y: NaN (not the +-1 of the large-|x| branch).
-    y_bad = b.and_(b.not_(_is_finite(b, y)), _is_finite(b, x))
-    re = b.select(y_bad, _c(x, float("nan")), re)
-    re = b.select(_eq(b, x, 0.0), x, re)        # tanh(iy) = i tan y
-    im = b.select(_eq(b, y, 0.0), y, im)        # tanh(x) is real
-    return re, im
-
-
-def _tanh(b, x, y, part):
-    re, im = _tanh_wide(b, _wide(b, x), _wide(b, y))
-    return _narrow(b, re, part), _narrow(b, im, part)
-
-
-def _tan(b, x, y, part):
-    # tan z = -i tanh(iz), iz = -y + ix
-    xw, yw = _wide(b, x), _wide(b, y)
-    re, im = _tanh_wide(b, b.fneg(yw), xw)
-    return _narrow(b, im, part), _narrow(b, b.fneg(re), part)
-
-
-def _rsqrt(b, x, y, part):
-    # The evaluator's 1 / sqrt(z): a complex division, as numpy divides.
-    sr, si = _sqrt_z(b, x, y, part)
-    return divide(b, _c(sr, 1.0), _c(sr, 0.0), sr, si)
-
-
-def _sign(b, x, y, part):
-    """z / |z| (numpy 2): 0 at 0; one infinite part gives its unit direction (even with
-    a NaN beside it); two infinite parts or a NaN otherwise give NaN."""
-    xw, yw = _wide(b, x), _wide(b, y)
-    h = hypot(b, xw, yw, part == DOUBLE)
-    re, im = b.fdiv(xw, h), b.fdiv(yw, h)
-    zero = _eq(b, h, 0.0)
-    re = b.select(zero, _c(xw, 0.0), re)
-    im = b.select(zero, _c(xw, 0.0), im)
-    x_inf, y_inf = _is_inf(b, xw), _is_inf(b, yw)
-    only_x = b.and_(x_inf, b.not_(y_inf))       # (inf, NaN) too: numpy gives (1, 0)
-    only_y = b.and_(y_inf, b.not_(x_inf))
-    one, nought = _c(xw, 1.0), _c(xw, 0.0)
-    re = b.select(only_x, _copysign(b, one, xw), b.select(only_y, _copysign(b, nought, xw), re))
-    im = b.select(only_x, _copysign(b, nought, yw), b.select(only_y, _copysign(b, one, yw), im))
-    return _narrow(b, re, part), _narrow(b, im, part)
-
-
-def _negate(b, x, y, part):
-    return b.fneg(x), b.fneg(y)
-
-
+from ..llvm.types import COMPLEX_PARTS, compute_type, is_complex
+from . import complex_math as cm
+from .complex_math import join, split
+from .scalar_ops import emit_convert
+
+# The recipes, by opcode: (b, re, im, part type) -> (re, im) of the result.
 _UNARY = {
-    "negate": _negate,
-    "sqrt": _sqrt_z,
-    "rsqrt": _rsqrt,
-    "log": _log,
-    "log-plus-one": _log1p,
-    "exponential": _exp,
-    "exponential-minus-one": _expm1,
-    "sine": lambda b, x, y, p: _sin_cos(b, x, y, p, cosine=False),
-    "cosine": lambda b, x, y, p: _sin_cos(b, x, y, p, cosine=True),
-    "tan": _tan,
-    "tanh": _tanh,
-    "sign": _sign,
+    "negate": cm.negate,
+    "sqrt": cm.sqrt,
+    "rsqrt": cm.rsqrt,
+    "log": cm.log,
+    "log-plus-one": cm.log1p,
+    "exponential": cm.exp,
+    "exponential-minus-one": cm.expm1,
+    "sine": lambda b, x, y, p: cm.sin_cos(b, x, y, p, cosine=False),
+    "cosine": lambda b, x, y, p: cm.sin_cos(b, x, y, p, cosine=True),
+    "tan": cm.tan,
+    "tanh": cm.tanh,
+    "sign": cm.sign,
 }
 
 _BINARY = {
     "add": lambda b, ar, ai, br, bi: (b.fadd(ar, br), b.fadd(ai, bi)),
     "subtract": lambda b, ar, ai, br, bi: (b.fsub(ar, br), b.fsub(ai, bi)),
-    "multiply": multiply,
-    "divide": divide,
+    "multiply": cm.multiply,
+    "divide": cm.divide,
 }
 
 # Elementwise opcodes computed here; `copy` and `select` move whole values.
@@ -426,7 +105,7 @@ def emit_elementwise(b, instr, args, operand_types) -> ir.Value:
         return _compare(b, args, instr.attrs["direction"])
     part = compute_type(COMPLEX_PARTS[t])
     if op == "abs":
-        return _abs(b, *split(b, args[0]), part)
+        return cm.abs_(b, *split(b, args[0]), part)
     if op in _UNARY:
         return join(b, args[0].type, *_UNARY[op](b, *split(b, args[0]), part))
     if op in _BINARY:
@@ -515,5 +194,5 @@ def _why_not_comp(comp) -> str | None:
     return None
 
 
-__all__ = ["ELEMENTWISE", "convert", "divide", "emit_elementwise", "handles", "hypot", "join",
-           "multiply", "multiply_add", "split", "why_not_compiled", "zero"]
+__all__ = ["ELEMENTWISE", "binary", "convert", "emit_elementwise", "handles", "multiply_add",
+           "why_not_compiled", "zero"]
