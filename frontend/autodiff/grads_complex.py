@@ -27,10 +27,13 @@ from .registry import register_gradient
 from .util import unbroadcast
 
 # Ops whose gradient functions handle complex cotangents themselves (backprop.py
-# conjugates around every other op with a complex input or output).
+# conjugates around every other op with a complex input or output). Cond and While
+# too: their gradients run backprop over the branch or body, which already follows the
+# convention (conjugating around them as well would undo it).
 HANDLES_COMPLEX = frozenset({
     "Complex", "Real", "Imag", "Conj", "Angle", "Abs", "Cast",
-    "FFT", "IFFT", "RFFT", "IRFFT", "FFT2D", "IFFT2D", "RFFT2D", "IRFFT2D"})
+    "FFT", "IFFT", "RFFT", "IRFFT", "FFT2D", "IFFT2D", "RFFT2D", "IRFFT2D",
+    "Cond", "While"})
 
 
 def _as_complex(g, like):

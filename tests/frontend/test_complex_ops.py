@@ -275,6 +275,18 @@ def test_gradients_by_finite_differences(case):
     check_complex_grads(f, args, tuple(range(len(args))))
 
 
+def test_gradients_through_control_flow():
+    """cond and a loop with a static trip count carry complex values: their gradients
+    run backprop on the body, which conjugates per op (not twice)."""
+    from xlapy.frontend import cond, fori_loop
+    rng = np.random.default_rng(10)
+    check_complex_grads(lambda z: cond(ops.reduce_sum(ops.math.real(z)) > -100.0,
+                                       lambda a: a * a * ops.complex(0.5, 1.0),
+                                       lambda a: a, z), [_c128(rng, (3,))])
+    check_complex_grads(lambda z: fori_loop(0, 3, lambda i, a: a * z + 1.0, z),
+                        [_c128(rng, (2,), 0.3, 0.9)])
+
+
 def test_abs_gradient_at_zero_is_zero():
     z = np.array([0j, 3 + 4j], np.complex128)
     g = interpret(grad(lambda a: ops.reduce_sum(ops.abs(a))), z)
