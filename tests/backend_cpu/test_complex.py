@@ -536,3 +536,24 @@ def test_matches_xla(case, optimized):
         assert len(got) == len(outs)
         for k, (g, e) in enumerate(zip(got, outs)):
             assert_close(g, e, f"{case} pipeline={pipeline} output {k}")
+
+
+def test_complex_constants_and_the_disk_cache(tmp_path, monkeypatch):
+    """An array constant of c128 read by a kernel; the executable stored on disk and
+    loaded back computes the same numbers."""
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
+    text = """HloModule m_complex_disk_cache
+ENTRY e {
+  x = c128[3] parameter(0)
+  k = c128[3] constant({(1, 2), (3, -4), (0, 0.5)})
+  m = c128[3] multiply(x, k)
+  ROOT s = c128[3] sqrt(m)
+}"""
+    module = hlo.parse_module(text)
+    x = random("c128", (3,))
+    expected = hlo.evaluate(module, [x])[0]
+    first = compile(module, CompileOptions(cache=False)).run(x)[0]
+    assert list(tmp_path.rglob("*")), "nothing was stored"
+    again = compile(module, CompileOptions(cache=False)).run(x)[0]
+    assert_close(first, np.asarray(expected), "compiled")
+    np.testing.assert_array_equal(again, first)
