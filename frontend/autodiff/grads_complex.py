@@ -16,7 +16,7 @@ here are not holomorphic (real, imag, conj, abs, angle) or mix real and complex
     FFT             n ifft(g)               IFFT      fft(g) / n
     RFFT            real(n ifft(g padded with zeros to n))
     IRFFT           rfft(g) w / n, w = 2 but 1 at frequency 0 and (n even) n/2
-and the 2-D forms with n the product of the two lengths.
+and the 2-D and 3-D forms with n the product of the lengths.
 """
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ from .util import unbroadcast
 # convention (conjugating around them as well would undo it).
 HANDLES_COMPLEX = frozenset({
     "Complex", "Real", "Imag", "Conj", "Angle", "Abs", "Cast",
-    "FFT", "IFFT", "RFFT", "IRFFT", "FFT2D", "IFFT2D", "RFFT2D", "IRFFT2D",
+    *(f"{kind}{rank}" for kind in ("FFT", "IFFT", "RFFT", "IRFFT")
+      for rank in ("", "2D", "3D")),
     "Cond", "While"})
 
 
@@ -90,12 +91,13 @@ def _fft_grads(forward: str, inverse: str, rank: int):
 
 _fft_grads("FFT", "IFFT", 1)
 _fft_grads("FFT2D", "IFFT2D", 2)
+_fft_grads("FFT3D", "IFFT3D", 3)
 
 
 def _rfft_grad(rank: int):
     # X_k = sum_j x_j e^(-2 pi i jk/n) for k <= n/2: dL/dx_j = re(sum_k G_k e^(2 pi i jk/n)),
     # the inverse transform of G with the missing frequencies zero, times n.
-    inverse = "IFFT" if rank == 1 else "IFFT2D"
+    inverse = {1: "IFFT", 2: "IFFT2D", 3: "IFFT3D"}[rank]
 
     def gradient(node, grads):
         x, g = node.inputs[0], grads[0]
@@ -108,7 +110,7 @@ def _rfft_grad(rank: int):
 def _irfft_grad(rank: int):
     # x_j = (1/n) [re X_0 + sum_{0<k<n/2} 2 re(X_k e^(2 pi i jk/n)) + re(X_{n/2} (-1)^j)]:
     # the cotangent of X_k is w_k rfft(g)_k / n.
-    forward = "RFFT" if rank == 1 else "RFFT2D"
+    forward = {1: "RFFT", 2: "RFFT2D", 3: "RFFT3D"}[rank]
 
     def gradient(node, grads):
         g = grads[0]
@@ -124,7 +126,6 @@ def _irfft_grad(rank: int):
     return gradient
 
 
-register_gradient("RFFT")(_rfft_grad(1))
-register_gradient("RFFT2D")(_rfft_grad(2))
-register_gradient("IRFFT")(_irfft_grad(1))
-register_gradient("IRFFT2D")(_irfft_grad(2))
+for _rank, _suffix in ((1, ""), (2, "2D"), (3, "3D")):
+    register_gradient(f"RFFT{_suffix}")(_rfft_grad(_rank))
+    register_gradient(f"IRFFT{_suffix}")(_irfft_grad(_rank))

@@ -1,6 +1,6 @@
 """Complex-number kernels (TensorFlow's op names): Complex, Real, Imag, Conj, Angle,
-and the Fourier transforms FFT, IFFT, RFFT, IRFFT (the innermost dim), FFT2D, IFFT2D,
-RFFT2D, IRFFT2D (the two innermost), each one HLO `fft`.
+and the Fourier transforms FFT, IFFT, RFFT, IRFFT (the innermost dim), their 2D forms
+(FFT2D, ..., the two innermost) and 3D forms (FFT3D, ...), each one HLO `fft`.
 
     Complex(re, im)   complex(re, im), the two broadcast; f32 -> c64, f64 -> c128
     Real / Imag       real(z) / imag(z)  (complex -> its real type)
@@ -109,3 +109,4 @@ def _fourier(name: str, kind: str, rank: int):
 for _kind in ("FFT", "IFFT", "RFFT", "IRFFT"):
     _fourier(_kind, _kind, 1)
     _fourier(f"{_kind}2D", _kind, 2)
+    _fourier(f"{_kind}3D", _kind, 3)

@@ -1,5 +1,5 @@
-"""tf.signal's Fourier transforms: fft, ifft, rfft, irfft and their 2-D forms, over
-the innermost one or two dims, each lowered to one HLO `fft`.
+"""tf.signal's Fourier transforms: fft, ifft, rfft, irfft and their 2-D and 3-D forms,
+over the innermost one, two or three dims, each lowered to one HLO `fft`.
 
 fft/ifft take complex tensors (as TF: a real tensor is an error, cast it first).
 rfft takes float32/float64 and gives complex64/complex128 with n // 2 + 1 entries
@@ -14,6 +14,9 @@ from __future__ import annotations
 from .. import dtypes
 from ..tensor import Tensor
 from .core import apply, to_tensor, user_error
+
+
+_SUFFIX = {1: "", 2: "2D", 3: "3D"}     # the op names: RFFT, RFFT2D, RFFT3D
 
 
 def _complex_input(input, what: str, rank: int) -> Tensor:
@@ -87,7 +90,7 @@ def ifft2d(input, name=None):
 def _rfft(input_tensor, fft_length, rank: int, what: str):
     x = _real_input(input_tensor, what, rank)
     sizes = list(x.shape[-rank:]) if fft_length is None else _lengths(fft_length, rank, what)
-    return apply("RFFT" if rank == 1 else "RFFT2D", [_fit_inner(x, sizes)])
+    return apply(f"RFFT{_SUFFIX[rank]}", [_fit_inner(x, sizes)])
 
 
 def _irfft(input_tensor, fft_length, rank: int, what: str):
@@ -101,7 +104,7 @@ def _irfft(input_tensor, fft_length, rank: int, what: str):
         raise user_error(ValueError, f"{what}: no samples to produce (fft_length {sizes}); "
                                      f"give a positive fft_length")
     half = sizes[:-1] + [sizes[-1] // 2 + 1]
-    return apply("IRFFT" if rank == 1 else "IRFFT2D", [_fit_inner(x, half)],
+    return apply(f"IRFFT{_SUFFIX[rank]}", [_fit_inner(x, half)],
                  fft_length=tuple(sizes))
 
 
@@ -123,3 +126,20 @@ def rfft2d(input_tensor, fft_length=None, name=None):
 
 def irfft2d(input_tensor, fft_length=None, name=None):
     return _irfft(input_tensor, fft_length, 2, "irfft2d")
+
+
+def fft3d(input, name=None):
+    """The 3-D transform over the three innermost dims."""
+    return apply("FFT3D", [_complex_input(input, "fft3d", 3)])
+
+
+def ifft3d(input, name=None):
+    return apply("IFFT3D", [_complex_input(input, "ifft3d", 3)])
+
+
+def rfft3d(input_tensor, fft_length=None, name=None):
+    return _rfft(input_tensor, fft_length, 3, "rfft3d")
+
+
+def irfft3d(input_tensor, fft_length=None, name=None):
+    return _irfft(input_tensor, fft_length, 3, "irfft3d")

@@ -1,4 +1,4 @@
-"""ops.signal: fft, ifft, rfft, irfft, fft2d, ifft2d, rfft2d, irfft2d against numpy.fft
+"""ops.signal: fft, ifft, rfft, irfft and their 2d and 3d forms against numpy.fft
 (complex64 and complex128, batch dims, odd and even lengths, length 1, fft_length
 cropping and zero-padding), through the reference evaluator and the compiled CPU code;
 gradients in TF's convention by central differences (test_complex_ops.py)."""
@@ -31,7 +31,8 @@ def run(backend, name, fn, *args):
 
 
 COMPLEX_TRANSFORMS = {"fft": np.fft.fft, "ifft": np.fft.ifft, "fft2d": np.fft.fft2,
-                      "ifft2d": np.fft.ifft2}
+                      "ifft2d": np.fft.ifft2, "fft3d": lambda z: np.fft.fftn(z, axes=(-3, -2, -1)),
+                      "ifft3d": lambda z: np.fft.ifftn(z, axes=(-3, -2, -1))}
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -40,8 +41,9 @@ COMPLEX_TRANSFORMS = {"fft": np.fft.fft, "ifft": np.fft.ifft, "fft2d": np.fft.ff
                                           ((4, 1), np.complex128), ((2, 6, 7), np.complex128)])
 def test_complex_transforms(backend, fn, shape, ctype):
     z = cplx(np.random.default_rng(sum(shape)), shape, ctype)
-    if fn.endswith("2d") and len(shape) < 2:
-        z = z.reshape(2, -1)
+    rank = {"2d": 2, "3d": 3}.get(fn[-2:], 1)
+    if len(shape) < rank:
+        z = z.reshape((1,) * (rank - len(shape)) + shape)
     got = run(backend, f"{fn}_{z.shape}_{np.dtype(ctype).name}", getattr(S, fn), z)
     close(got, COMPLEX_TRANSFORMS[fn](z), ctype)
 
@@ -79,6 +81,19 @@ def test_rfft2d_irfft2d(backend, shape, lengths):
     z = cplx(rng, shape)
     got = run(backend, f"irfft2d_{key}", lambda a: S.irfft2d(a, lengths), z)
     close(got, np.fft.irfft2(z, lengths), np.float32)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("lengths", [None, [3, 2, 5]])
+def test_rfft3d_irfft3d(backend, lengths):
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-1, 1, (2, 3, 4, 6))
+    axes = (-3, -2, -1)
+    got = run(backend, f"rfft3d_{lengths}", lambda a: S.rfft3d(a, lengths), x)
+    close(got, np.fft.rfftn(x, lengths, axes=axes), np.complex128)
+    z = cplx(rng, (2, 3, 4, 6), np.complex128)
+    got = run(backend, f"irfft3d_{lengths}", lambda a: S.irfft3d(a, lengths), z)
+    close(got, np.fft.irfftn(z, lengths, axes=axes), np.float64)
 
 
 def test_round_trips():
@@ -121,6 +136,10 @@ GRADS = {
     "irfft_cropped": (lambda z: S.irfft(z, [4]), "c", (1, 5)),
     "rfft2d": (lambda x: S.rfft2d(x), "r", (3, 4)),
     "irfft2d": (lambda z: S.irfft2d(z, [2, 5]), "c", (2, 3)),
+    "fft3d": (lambda z: S.fft3d(z), "c", (2, 2, 3)),
+    "ifft3d": (lambda z: S.ifft3d(z), "c", (2, 1, 3)),
+    "rfft3d": (lambda x: S.rfft3d(x), "r", (2, 2, 4)),
+    "irfft3d": (lambda z: S.irfft3d(z, [2, 2, 3]), "c", (2, 2, 2)),
     "power_spectrum": (lambda x: ops.abs(S.rfft(x)) ** 2, "r", (2, 6)),
 }
 

@@ -204,10 +204,10 @@ TF = {
     "complex": [("real", R), ("imag", R), ("name", None)],
     **{f: [("input", R), ("name", None)] for f in ("math.real", "math.imag", "math.angle")},
     "math.conj": [("x", R), ("name", None)],
-    **{f: [("input", R), ("name", None)] for f in ("signal.fft", "signal.ifft",
-                                                   "signal.fft2d", "signal.ifft2d")},
-    **{f: [("input_tensor", R), ("fft_length", None), ("name", None)]
-       for f in ("signal.rfft", "signal.irfft", "signal.rfft2d", "signal.irfft2d")},
+    **{f"signal.{f}{d}": [("input", R), ("name", None)] for f in ("fft", "ifft")
+       for d in ("", "2d", "3d")},
+    **{f"signal.{f}{d}": [("input_tensor", R), ("fft_length", None), ("name", None)]
+       for f in ("rfft", "irfft") for d in ("", "2d", "3d")},
     # --- tf.image -----------------------------------------------------------------------------------
     "image.resize": [("images", R), ("size", R), ("method", "bilinear"),
                      ("preserve_aspect_ratio", False), ("antialias", False), ("name", None)],
