@@ -243,7 +243,10 @@ class CachingAllocator:
         interface = dict(interface)
         interface["data"] = (block.address, False)
         lease.__array_interface__ = interface
-        return np.asarray(lease), block.address
+        array = np.asarray(lease)
+        if array.dtype != dtype:       # carried as bytes (_typestr): the same bytes, viewed
+            array = array.view(dtype)
+        return array, block.address
 
     def _array_spec(self, shape, dtype) -> tuple[tuple, dict]:
         """Validates (shape, dtype) once; caches the block key and array interface."""
@@ -252,7 +255,7 @@ class CachingAllocator:
         if any(d < 0 for d in dims):
             raise ValueError(f"empty: negative dimension in shape {dims}")
         nbytes = math.prod(dims) * np_dtype.itemsize
-        interface = {"shape": dims, "typestr": np_dtype.str, "version": 3}
+        interface = {"shape": dims, "typestr": _typestr(np_dtype), "version": 3}
         if np_dtype.fields is not None:
             interface["descr"] = np_dtype.descr
         spec = ((size_class(nbytes), MIN_ALIGNMENT), interface)
@@ -263,6 +266,18 @@ class CachingAllocator:
         except TypeError:
             pass
         return spec
+
+
+def _typestr(dtype: np.dtype) -> str:
+    """The array-interface type string for `dtype`, or, for a dtype the interface cannot
+    spell (ml_dtypes' bfloat16 is "<V2", float8_e5m2 "<f1", which numpy reads as void
+    bytes or not at all), unsigned integers of its size, viewed as `dtype` afterwards."""
+    try:
+        if np.dtype(dtype.str) == dtype:
+            return dtype.str
+    except TypeError:
+        pass
+    return f"|u{dtype.itemsize}" if dtype.itemsize in (1, 2, 4, 8) else f"|V{dtype.itemsize}"
 
 
 _default_allocator: CachingAllocator | None = None
