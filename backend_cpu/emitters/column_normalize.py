@@ -24,7 +24,11 @@ the fusion's element generators read them there instead of reducing, and so
 does every value computed from them alone that is broadcast back over `a` (a
 layernorm's rsqrt(var + eps), computed once per column, not once per element).
 A pass combines a few rows per step, as a balanced tree (fewer loads and stores
-of the block's accumulators; column_reduce.rows_per_step picks how many).
+of the block's accumulators; column_reduce.rows_per_step picks how many). A float
+sum over more than BLOCK_CHAIN steps of rows is cut into blocks of rows whose sums
+are combined pairwise per column (elemental/pairwise_sum.py), like the backend's
+other float sums: the error grows like log(rows), not rows (a layernorm down 2^18
+rows was off by 6e-4 with one chain per column).
 
 Blocks: columns are the dimensions other than `a` in row-major order; a block is
 a range of one of them (`bd`) with every dimension after it whole. The block holds
@@ -49,6 +53,8 @@ from ...hlo.shape import Shape
 
 from .. import target as targets
 from ..elemental import generators
+from ..elemental.pairwise_sum import (BLOCK_CHAIN, final_levels, is_pairwise, levels_needed,
+                                      trailing_ones)
 from ..elemental.reduction import make_reducer, simple_reducer
 from ..elemental.vector_gen import vector_generator
 from ..llvm.ir_toolkit import splat
@@ -215,6 +221,8 @@ class _BlockArray(Buffer):
             self.at = [None if d == a else (d if d < a else d - 1) for d in range(rank)]
         self.dims = shape.dims
 
+    level = None      # the levels of a pairwise sum: an i64 level, set before each use
+
     def address(self, b: ir.IRBuilder, index: list) -> ir.Value:
         blocks = self.blocks
         offset = b.sub(index[self.at[blocks.bd]], self.lo, flags=("nsw",))
@@ -228,11 +236,27 @@ class _BlockArray(Buffer):
                 continue
             offset = b.add(offset, term if stride == 1 else b.mul(term, i64(stride), flags=("nsw",)),
                            flags=("nsw",))
+        if self.level is not None:
+            offset = b.add(offset, b.mul(self.level, i64(blocks.columns), flags=("nsw",)),
+                           flags=("nsw",))
         return b.gep(self.pointer, [offset], inbounds=True, source_etype=self.llvm_type)
 
     def minor_dim(self) -> int | None:
         # The root's minor dimension is kept, and the last of this value's dimensions.
         return self.shape.rank - 1
+
+
+def _pairwise_blocks(reduce) -> int:
+    """The blocks of rows a long float sum is cut into (0: summed in one chain)."""
+    if reduce.opcode != "reduce" or not is_pairwise(simple_reducer(reduce.to_apply),
+                                                    reduce.shape.element_type):
+        return 0
+    source = reduce.operands[0]
+    size = source.shape.dims[reduce.dims()[0]]
+    per_step = max(1, min(rows_per_step(reduce), size))
+    if size // per_step <= BLOCK_CHAIN:
+        return 0
+    return -(-size // (BLOCK_CHAIN * per_step))
 
 
 def emit(kernel, comp, operand_gens, output) -> int:
@@ -263,6 +287,17 @@ def emit(kernel, comp, operand_gens, output) -> int:
         cell.align = 64
         cell.type = PTR      # llvmlite types it `[n x T]*`; it is addressed by element
         arrays[instr] = _BlockArray(cell, instr, blocks, a, shape)
+    # Long float sums keep levels of pairwise partial sums per column.
+    levels = {}
+    for instr in held:
+        count = _pairwise_blocks(instr)
+        if count:
+            cell = kernel.alloca(ir.ArrayType(storage_type(instr.shape.element_type),
+                                              levels_needed(count) * blocks.columns),
+                                 f"{instr.name}.levels")
+            cell.align = 64
+            cell.type = PTR
+            levels[instr] = _BlockArray(cell, instr, blocks, a, shape)
     gens: dict = {}
     compute: dict = {}
     for instr in comp.post_order():
@@ -290,12 +325,12 @@ def emit(kernel, comp, operand_gens, output) -> int:
             if dims[blocks.bd] % blocks.width:
                 hi = b.select(b.icmp_signed("<", hi, i64(dims[blocks.bd])), hi,
                               i64(dims[blocks.bd]))
-            for array in arrays.values():
+            for array in list(arrays.values()) + list(levels.values()):
                 array.lo = lo
             cols = _Columns(kernel, shape, blocks, index, lo, hi, lanes)
             for instr in held:
                 if instr.opcode == "reduce":
-                    _reduce_pass(kernel, cols, instr, gens, arrays[instr], a)
+                    _reduce_pass(kernel, cols, instr, gens, arrays[instr], levels.get(instr), a)
                 else:
                     _scalar_pass(kernel, cols, instr, compute[instr], gens, arrays[instr], a)
             _output_pass(kernel, cols, root, gens, output, a)
@@ -362,8 +397,10 @@ def _value_index(instr, index: list, a: int, shape) -> list:
     return _kept_index(index, a)
 
 
-def _reduce_pass(kernel, cols, reduce, gens, array, a: int) -> None:
-    """array[block] = reduce over `a` of the reduce's input, rows a few at a time."""
+def _reduce_pass(kernel, cols, reduce, gens, array, levels, a: int) -> None:
+    """array[block] = reduce over `a` of the reduce's input, rows a few at a time. A float
+    sum over more than BLOCK_CHAIN steps of rows is summed in blocks of rows combined
+    pairwise per column (elemental/pairwise_sum.py), in `levels`, the init added last."""
     b = kernel.b
     source, init = reduce.operands
     etype = source.shape.element_type
@@ -373,16 +410,23 @@ def _reduce_pass(kernel, cols, reduce, gens, array, a: int) -> None:
     simple = simple_reducer(reduce.to_apply) is not None
     vgen = vector_generator(kernel, gens, source, shape.rank - 1, cols.lanes) if simple else None
     start = gens[init](b, [])
-
-    def init_scalar(b, index):
-        array.store(b, _kept_index(index, a), start)
-
-    def init_vector(b, index):
-        array.store_vector(b, _kept_index(index, a), splat(b, start, cols.lanes))
-    cols.walk(i64(0), init_vector if vgen is not None else None, init_scalar, "cn.init")
-
     per_step = max(1, min(rows_per_step(reduce) if simple else 1, size))
-    main = size - size % per_step
+
+    def fill(target, value_of) -> None:
+        """target[block] = value_of(b, load), `load(buffer)` reading a block array at
+        the column (a vector or a scalar)."""
+        def body(vector):
+            def emit(b, index):
+                at = _kept_index(index, a)
+                load = (lambda buf: buf.load_vector(b, at, cols.lanes)) if vector else \
+                    (lambda buf: buf.load(b, at))
+                value = value_of(b, load, vector)
+                (target.store_vector if vector else target.store)(b, at, value)
+            return emit
+        cols.walk(i64(0), body(True) if vgen is not None else None, body(False), "cn.fill")
+
+    def constant(value):
+        return lambda b, load, vector: splat(b, value, cols.lanes) if vector else value
 
     def fold(values):
         while len(values) > 1:
@@ -409,12 +453,62 @@ def _reduce_pass(kernel, cols, reduce, gens, array, a: int) -> None:
         scalar = with_rows(gens[source], array.load, array.store)
         cols.walk(None, vector, scalar, f"cn.{reduce.name}")
 
-    if main:
-        with for_range(b, 0, main, f"cn.{reduce.name}.rows", step=per_step, unroll=False) as i:
+    def rows_between(lo, hi, whole: bool) -> None:
+        """The rows [lo, hi) in steps of per_step, then one at a time (`whole`: hi - lo
+        is always a multiple of per_step)."""
+        if whole:
+            main = hi
+        else:
+            count = b.sub(hi, lo, flags=("nsw",)) if not isinstance(lo, int) else None
+            if isinstance(lo, int) and isinstance(hi, int):
+                main = hi - (hi - lo) % per_step
+            else:
+                main = b.sub(hi, b.urem(count, i64(per_step)), flags=("nsw",))
+        with for_range(b, lo, main, f"cn.{reduce.name}.rows", step=per_step, unroll=False) as i:
             rows_body([i] + [b.add(i, i64(k), flags=("nsw", "nuw")) for k in range(1, per_step)])
-    if main < size:
-        with for_range(b, main, size, f"cn.{reduce.name}.rest", unroll=False) as i:
-            rows_body([i])
+        if not whole:
+            with for_range(b, main, hi, f"cn.{reduce.name}.rest", unroll=False) as i:
+                rows_body([i])
+
+    if levels is None:
+        fill(array, constant(start))
+        rows_between(0, size, size % per_step == 0)
+        return
+    # A long float sum: blocks of BLOCK_CHAIN steps, each from -0.0, carried like a
+    # binary increment into the levels (level t: the sum of 2^t blocks).
+    chunk = BLOCK_CHAIN * per_step
+    blocks = -(-size // chunk)
+    add = lambda b, x, y: b.fadd(x, y)     # noqa: E731  (in this order: no reassociation)
+    with for_range(b, 0, blocks, f"cn.{reduce.name}.block", unroll=False) as q:
+        fill(array, constant(ir.Constant(start.type, -0.0)))
+        lo = b.mul(q, i64(chunk), flags=("nsw", "nuw"))
+        hi = b.add(lo, i64(chunk), flags=("nsw", "nuw"))
+        if size % chunk:
+            hi = b.select(b.icmp_signed("<", hi, i64(size)), hi, i64(size))
+        rows_between(lo, hi, size % per_step == 0)
+        carry = trailing_ones(b, q)
+        with for_range(b, i64(0), carry, f"cn.{reduce.name}.carry", unroll=False) as t:
+            def carried(b, load, vector, t=t):
+                levels.level = t
+                value = load(levels)
+                levels.level = None
+                return add(b, value, load(array))
+            fill(array, carried)
+        levels.level = carry
+        fill(levels, lambda b, load, vector: load(array))
+        levels.level = None
+
+    def total(b, load, vector):
+        parts = final_levels(blocks)
+        levels.level = i64(parts[0])
+        value = load(levels)
+        for t in parts[1:]:
+            levels.level = i64(t)
+            value = add(b, load(levels), value)
+        levels.level = None
+        first = splat(b, start, cols.lanes) if vector else start
+        return add(b, first, value)
+    fill(array, total)
 
 
 def _scalar_pass(kernel, cols, instr, compute, gens, array, a: int) -> None:

@@ -135,3 +135,19 @@ def test_frontend_softmax_axis_0_runs_one_kernel(isa):
     if isa.runs:
         e = np.exp(x - x.max(axis=0))
         assert_close(executable.run(x)[0], e / e.sum(axis=0), "softmax axis 0")
+
+
+def test_long_columns_are_summed_pairwise():
+    # A layernorm down 2^18 rows: one chain of additions per column made its mean
+    # drift and the output was off by 6e-4; blocks of rows combined pairwise (as the
+    # other float sums of the backend) keep it within 1e-6 of the exact result.
+    rows = 1 << 18
+    x = np.full((rows, 16), 0.1, np.float32)
+    x[::3] = 0.3
+    text = normalization_hlo("layernorm", (rows, 16), 0, keepdims=False)
+    executable = compile_text(text)
+    assert strategies_of(executable) == ["column_normalize"]
+    x64 = x.astype(np.float64)
+    centered = x64 - x64.mean(axis=0)
+    expected = centered / np.sqrt((centered * centered).mean(axis=0) + 1e-5)
+    assert_close(executable.run(x)[0], expected.astype(np.float32), "layernorm 2^18 rows")
