@@ -53,6 +53,12 @@ FLOAT_MATH = {
 }
 
 
+# Complex arguments take numpy's complex functions (FLOAT_MATH), but for these.
+COMPLEX_MATH = {
+    "logistic": lambda z: 1 / (1 + np.exp(-z)),     # XLA's definition; _logistic is real-only
+}
+
+
 def _is_float(value: np.ndarray) -> bool:
     return value.dtype.kind == "f"
 
@@ -62,7 +68,7 @@ def float_math(instr, operands, ctx):
     (x,) = operands
     if x.dtype.kind == "c":          # numpy's complex functions, on flushed parts
         with np.errstate(all="ignore"):
-            y = FLOAT_MATH[instr.opcode](flush(x, ctx))
+            y = COMPLEX_MATH.get(instr.opcode, FLOAT_MATH[instr.opcode])(flush(x, ctx))
         return flush(to_result(y, instr), ctx)
     if not _is_float(x):
         raise EvaluationError(f"{instr.name}: {instr.opcode} needs a float operand, got {x.dtype}")

@@ -12,8 +12,8 @@ flushed like floats (hlo/eval_elementwise.py):
 - divide: numpy's algorithm (Smith's scaling by the larger part of the divisor, and
   x / 0 as (re / 0, im / 0)), so inf and NaN come out where numpy's do;
 - abs: hypot without overflow or underflow, inf when a part is inf (even with a NaN);
-- sqrt, log, exp, expm1, log1p, sine, cosine, tan, tanh, rsqrt (1 / sqrt) and sign
-  (z / |z|): the C99 formulas numpy's libm uses, with the special values of C99's
+- sqrt, log, exp, expm1, log1p, sine, cosine, tan, tanh, rsqrt (1 / sqrt), logistic
+  (1 / (1 + e^-z)) and sign (z / |z|): the C99 formulas numpy's libm uses, with the special values of C99's
   Annex G (csqrt(x + inf i) = inf + inf i, cexp(-inf + NaN i) = 0, ...). They are
   computed in f64 for both c64 and c128 (so c64 never overflows inside), with the
   f64 vector-math routines (vecmath/); c128 scales where an intermediate could
@@ -314,6 +314,13 @@ def rsqrt(b, x, y, part):
     # The evaluator's 1 / sqrt(z): a complex division, as numpy divides.
     sr, si = sqrt(b, x, y, part)
     return divide(b, _c(sr, 1.0), _c(sr, 0.0), sr, si)
+
+
+def logistic(b, x, y, part):
+    """1 / (1 + e^-z), each step as the evaluator (numpy) takes it, in the parts' type."""
+    er, ei = exp(b, b.fneg(x), b.fneg(y), part)
+    one, nought = _c(x, 1.0), _c(x, 0.0)
+    return divide(b, one, nought, b.fadd(one, er), ei)
 
 
 def sign(b, x, y, part):

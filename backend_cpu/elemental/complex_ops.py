@@ -23,7 +23,7 @@ Like every kernel these run with denormals flushed (DESIGN.md); the evaluator
 flushes complex parts the same way.
 
 What is not compiled stays on the host (backend_cpu/library_ops.py runs it through
-the evaluator): `power`, `atan2`, `logistic`, `cbrt`, maximum/minimum and TOTALORDER
+the evaluator): `power`, `atan2`, `cbrt`, `erf`, maximum/minimum and TOTALORDER
 compares on complex, complex -> integer or pred converts, bitcast-convert, and the
 non-elementwise ops other than the movement ops, reduce, reduce-window and dot
 (fft, scatter, sort, convolution, map, ...). `why_not_compiled(instr)` says which
@@ -52,6 +52,7 @@ _UNARY = {
     "tan": cm.tan,
     "tanh": cm.tanh,
     "sign": cm.sign,
+    "logistic": cm.logistic,
 }
 
 _BINARY = {

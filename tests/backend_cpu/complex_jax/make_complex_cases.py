@@ -28,7 +28,7 @@ def complex_math(z, w):
     return (q, jnp.sqrt(z), jnp.log(w), jnp.abs(z), jnp.tanh(z), jnp.sin(z) - jnp.cos(w),
             jnp.conj(z) @ w.T, jnp.sum(z * w, axis=1), jnp.real(z) * jnp.imag(w),
             (z == w) | (jnp.abs(z) > 1.0), jnp.expm1(z), jnp.log1p(w), jax.lax.rsqrt(z),
-            jnp.tan(w), jnp.sign(z))
+            jnp.tan(w), jnp.sign(z), jax.lax.logistic(z))
 
 
 def spectral_filter(x, h):
