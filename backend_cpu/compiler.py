@@ -38,7 +38,8 @@ keeps LLVM from runtime-unrolling loops and from optimizing kernels that only
 call the (unoptimized) GEMM driver. A module whose kernels all stream large
 outputs (memory-bound) is generated without loop strength reduction. A module
 whose kernels leave no loop to LLVM's vectorizer (their minor loops are written
-on vectors, elemental/vector_gen.py) takes a light pipeline of three passes instead of O3.
+on vectors, elemental/vector_gen.py) takes a light pipeline of three passes instead of O3
+(decided per kernel: each is a module of its own).
 
 While a trace runs (runtime/profiler.py, xlapy.profiler), each phase above is a
 span of the host, and every thunk carries `profile`: its HLO instruction, op,
@@ -357,6 +358,8 @@ def _compile_module(module, start: float, use_disk_cache: bool = False,
         glue = str(context.module)
     # The glue module (the wrappers, see kernel_cache.py) first, then each distinct body.
     llvm_source = [glue, *context.bodies.values()]
+    # Per module: the glue always takes the light pipeline, each body its own.
+    lights = [True] + [context.light[symbol] for symbol in context.bodies]
     light = context.all_loops_written_on_vectors()
     routines = sorted(context.routines.values(), key=lambda r: r.name)
     # Loop strength reduction tunes address arithmetic, which cannot matter in a
@@ -364,10 +367,10 @@ def _compile_module(module, start: float, use_disk_cache: bool = False,
     # on one (softmax f32[4096,4096]: ~9 -> ~5.5 ms): kernels that all stream skip it.
     strength_reduction = not context.only_streaming_kernels
     target = targets.current()
-    info = {"pipeline": "light" if light else "O3"}     # the span's args, completed below
+    info = {"light": sum(lights) - 1}     # the span's args (bodies on the light pipeline), and below
     with profiler.span("LLVM compile", args=info):
         objects, counts = kernel_cache.objects(
-            glue, context.bodies, light=light, strength_reduction=strength_reduction,
+            glue, context.bodies, light=context.light, strength_reduction=strength_reduction,
             threads=options.compile_threads, memory=options.cache,
             disk=disk_cache.kernels if use_disk_cache else None)
         info.update(counts, kernel_thunks=context.kernel_count)
@@ -385,12 +388,12 @@ def _compile_module(module, start: float, use_disk_cache: bool = False,
     # same text every time, and printing it costs more than a cache lookup.
     executable = CpuExecutable(program, params, jit=jit, llvm_source=llvm_source,
                                hlo_text=hlo_text, compile_seconds=time.perf_counter() - start,
-                               strength_reduction=strength_reduction, light_pipeline=light,
+                               strength_reduction=strength_reduction, light_pipeline=lights,
                                target=target, kernel_strategies=context.kernel_choices,
                                devices=(replicas, partitions), distributed=options.distributed)
     payload = {"program": program, "params": params, "llvm_source": llvm_source,
                "hlo_text": hlo_text, "object": objects if jit else None, "gemm_routines": routines,
-               "strength_reduction": strength_reduction, "light_pipeline": light}
+               "strength_reduction": strength_reduction, "light_pipeline": lights}
     return executable, payload
 
 
@@ -442,6 +445,7 @@ class _Context:
         self.kernels_not_streaming = 0     # kernels without non-temporal output stores
         self.bodies: dict[str, str] = {}   # body symbol -> its module's text, once each
         self.routines: dict = {}           # GEMM library routines the bodies call, by name
+        self.light: dict[str, bool] = {}   # body symbol -> it takes the light pipeline
         self._only_vector_loops = True     # every body is alone in its module, loops on vectors
         # How each kernel (and host sort) was emitted, in order (strategies.Choice).
         self.kernel_choices: list = []
@@ -470,12 +474,13 @@ class _Context:
         module, fn = kernel.function.module, kernel.function
         ir_policy.no_runtime_unrolling(module)
         defined = [f for f in module.functions if not f.is_declaration]
-        if defined != [fn] or loops_left_to_llvm(fn) != 0:
-            self._only_vector_loops = False
+        light = defined == [fn] and loops_left_to_llvm(fn) == 0
+        self._only_vector_loops &= light
         for routine in gemm_library.routines_in(module):
             self.routines.setdefault(routine.name, routine)
         symbol, text = kernel_cache.seal(module, fn)
         self.bodies.setdefault(symbol, text)
+        self.light.setdefault(symbol, light)
         kernel_cache.emit_wrapper(self.module, name, symbol, kernel.slots)
 
 

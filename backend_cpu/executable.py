@@ -252,7 +252,8 @@ class CpuExecutable:
         """`llvm_ir`: the optimized LLVM IR; or `llvm_source`, the IR before
         optimization, which `as_llvm_ir()` optimizes again when first asked.
         `strength_reduction`: how the code generator ran (`as_asm()` runs it alike);
-        `light_pipeline`: how the optimizer ran (`as_llvm_ir()` runs it alike).
+        `light_pipeline`: how the optimizer ran (`as_llvm_ir()` runs it alike): one bool,
+        or one per module of a list `llvm_source`.
         `target`: what the code was compiled for (target.py; default the current one);
         `jit` is None when the host cannot run it, and then `run` refuses.
         `kernel_strategies`: the compiler's strategies.Choice records, or a function
@@ -269,7 +270,11 @@ class CpuExecutable:
         self._llvm_ir = llvm_ir
         self._llvm_source = llvm_source
         self._strength_reduction = strength_reduction
-        self._light_pipeline = light_pipeline
+        # (_light_pipeline: every kernel took the light pipeline; _light_modules: per module)
+        self._light_modules = list(light_pipeline) if isinstance(light_pipeline, (list, tuple)) \
+            else None
+        self._light_pipeline = all(self._light_modules[1:] or [False]) \
+            if self._light_modules is not None else light_pipeline
         self._hlo_text = hlo_text
         self._params = [shape for _, shape in params]        # (name, Shape) per parameter
         self._param_names = [name for name, _ in params]
@@ -472,8 +477,8 @@ class CpuExecutable:
                 else list(self._llvm_source)
             module = None
             for i, source in enumerate(sources):
-                # (several: the glue first, which always takes the light pipeline)
-                light = self._light_pipeline or (i == 0 and len(sources) > 1)
+                light = self._light_modules[i] if self._light_modules is not None \
+                    else self._light_pipeline
                 part = target_machine.optimize(target_machine.parse_and_verify(source, self.target),
                                                light=light, target=self.target)
                 if module is None:

@@ -16,7 +16,7 @@ computes, and its symbol is a hash of that text (`xk_<hash>`): two kernels with 
 same body are one function, compiled once, which both wrappers call.
 
 Object code of a body is cached under its symbol, the target and the LLVM pipeline
-(`light`, loop strength reduction): in memory, an LRU of MEMORY_BYTES, when the
+(the light one or O3, loop strength reduction): in memory, an LRU of MEMORY_BYTES, when the
 compile uses the in-memory cache (CompileOptions.cache), and in the disk cache
 (disk_cache.py, keyed with the compiler's sources like every entry) when it uses
 that one. A compile loads the bodies it finds there and compiles the others; every
@@ -136,15 +136,17 @@ def _remember(key: str, code: bytes) -> None:
             _memory_bytes -= len(old)
 
 
-def objects(glue: str, kernels: dict[str, str], *, light: bool, strength_reduction: bool,
+def objects(glue: str, kernels: dict[str, str], *, light, strength_reduction: bool,
             threads: int | None = None, memory: bool = True, disk=None) -> tuple[list[bytes], dict]:
     """The object code of the glue module and of every body in `kernels` (symbol ->
-    text), in that order, and counts {"kernels", "compiled", "memory", "disk"}. Bodies
+    text), in that order, and counts {"kernels", "compiled", "memory", "disk"}. `light`:
+    whether the bodies take the light pipeline (one bool, or symbol -> bool). Bodies
     come from the memory cache (if `memory`), then `disk` (disk_cache, or None), else
     are compiled, with the glue, on `threads` threads."""
     target = targets.current()
-    flags = f"light={light};lsr={strength_reduction}"
-    memory_key = {s: f"{s};{flags};{target.fingerprint()}" for s in kernels}
+    lights = light if isinstance(light, dict) else dict.fromkeys(kernels, light)
+    flags = {s: f"light={lights[s]};lsr={strength_reduction}" for s in kernels}
+    memory_key = {s: f"{s};{flags[s]};{target.fingerprint()}" for s in kernels}
     found: dict[str, bytes] = {}
     counts = {"kernels": len(kernels), "compiled": 0, "memory": 0, "disk": 0}
     if memory:
@@ -160,7 +162,7 @@ def objects(glue: str, kernels: dict[str, str], *, light: bool, strength_reducti
         for symbol, text in kernels.items():
             if symbol in found:
                 continue
-            disk_keys[symbol] = disk.key(text, f"kernel;{flags}")
+            disk_keys[symbol] = disk.key(text, f"kernel;{flags[symbol]}")
             payload = disk.load(disk_keys[symbol])
             if payload is not None and payload.get("symbol") == symbol \
                     and isinstance(payload.get("object"), bytes):
@@ -172,7 +174,7 @@ def objects(glue: str, kernels: dict[str, str], *, light: bool, strength_reducti
     # The glue is loads, stores and calls: the light pipeline is all it needs (O3 costs
     # milliseconds per function, however small).
     codes = machine_code.compile_objects([glue] + [kernels[s] for s in missing],
-                                         light=[True] + [light] * len(missing),
+                                         light=[True] + [lights[s] for s in missing],
                                          strength_reduction=strength_reduction,
                                          threads=threads, target=target)
     counts["compiled"] = len(missing)

@@ -165,3 +165,37 @@ def test_a_second_process_takes_the_kernels_from_the_disk_cache(tmp_path):
     assert compiled == kernels and disk == 0
     kernels, compiled, disk = run(3)
     assert disk == kernels and compiled == 0
+
+
+MIXED = """HloModule mixed
+fused_t {
+  x = f32[260,260] parameter(0)
+  t = f32[260,260] transpose(x), dimensions={1,0}
+  ROOT o = f32[260,260] add(t, x)
+}
+fused_e {
+  p = f32[260,260] parameter(0)
+  q = f32[260,260] parameter(1)
+  e = f32[260,260] maximum(p, q)
+  ROOT m = f32[260,260] multiply(e, q)
+}
+ENTRY main {
+  a = f32[260,260] parameter(0)
+  f = f32[260,260] fusion(a), kind=kLoop, calls=fused_t
+  ROOT g = f32[260,260] fusion(a, f), kind=kLoop, calls=fused_e
+}"""
+
+
+def test_the_light_pipeline_is_chosen_per_kernel(monkeypatch):
+    """A kernel whose loops are all on vectors (streamed: every output large enough) takes
+    the light pipeline even beside one that leaves a loop to LLVM's vectorizer (a
+    transpose), which takes O3."""
+    from xlapy.backend_cpu.emitters import streaming
+    monkeypatch.setattr(streaming, "STREAM_MIN_BYTES", 1)
+    kernel_cache.clear_memory()
+    exe, info, _ = compile_traced(MIXED, cache=False, pipeline=None)
+    assert info["kernels"] == 2 and info["light"] == 1
+    assert exe._light_modules == [True, False, True] and not exe._light_pipeline
+    a = np.random.default_rng(5).standard_normal((260, 260)).astype(np.float32) / 4
+    check(exe, MIXED, [a])
+    assert "define" in exe.as_llvm_ir()       # the modules, each optimized as compiled
