@@ -418,22 +418,28 @@ ENTRY e {
 
 # --- generated code, per target ---------------------------------------------------------------
 
-def test_complex_kernels_compile_for_every_target(isa):
-    """The IR works on the two parts: no host thunk, and the loop reads {float, float}."""
-    text = """HloModule m
-ENTRY e {
-  x = c64[64] parameter(0)
-  y = c64[64] parameter(1)
-  d = c64[64] divide(x, y)
-  ROOT l = c64[64] log(d)
-}"""
+@pytest.mark.parametrize("etype", DTYPES)
+def test_complex_kernels_compile_for_every_target(isa, etype):
+    """Every target computes complex kernels (the multiply's fused multiply-adds are
+    emulated where the target has no FMA): no host thunk, and where the host runs the
+    target, the evaluator's numbers."""
+    text = f"""HloModule m
+ENTRY e {{
+  x = T[64] parameter(0)
+  y = T[64] parameter(1)
+  d = T[64] divide(x, y)
+  m = T[64] multiply(d, y)
+  l = T[64] log(m)
+  s = T[64] sqrt(l)
+  ROOT r = T[64] exponential(s)
+}}""".replace("T[", f"{etype}[")
     module = hlo.parse_module(text)
     executable = isa.compile(module, disk_cache=False, cache=False)
     assert host_thunks(executable) == 0
     ir_text = executable.as_llvm_ir()
     assert "fdiv" in ir_text
     if isa.runs:
-        x, y = random("c64", (64,)), random("c64", (64,))
+        x, y = random(etype, (64,)), random(etype, (64,))
         (got,) = executable.run(x, y)
         assert_close(got, np.asarray(hlo.evaluate(module, [x, y])[0]), isa.level)
 
