@@ -70,11 +70,17 @@ def test_softmax_explained(capsys):
 
 
 def test_a_column_softmax_says_why_it_is_no_row_normalization(capsys, tmp_path):
+    # In f32 it is a column normalization (issue 19); in f16 both normalizations
+    # decline, each with its reason.
     path = tmp_path / "column_softmax.hlo"
     path.write_text(COLUMN_SOFTMAX)
     kernels = kernel_lines(explain([str(path), "--pipeline=O0"], capsys))
+    assert kernels[0] == "k1_f: column_normalize"
+    path.write_text(COLUMN_SOFTMAX.replace("f32", "f16"))
+    kernels = kernel_lines(explain([str(path), "--pipeline=O0"], capsys))
     assert kernels[0] == "k1_f: loop_nest"
-    assert "  row_normalize declined: reduce over dimension 0, not the minor dimension 1" in kernels
+    assert "  column_normalize declined: s reduces f16 (f32 and f64 only)" in kernels
+    assert "  row_normalize declined: f16 output (f32 and f64 only)" in kernels
 
 
 def test_transpose_dot_and_column_reduce(capsys, tmp_path):
