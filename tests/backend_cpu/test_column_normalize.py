@@ -151,3 +151,15 @@ def test_long_columns_are_summed_pairwise():
     centered = x64 - x64.mean(axis=0)
     expected = centered / np.sqrt((centered * centered).mean(axis=0) + 1e-5)
     assert_close(executable.run(x)[0], expected.astype(np.float32), "layernorm 2^18 rows")
+
+
+@pytest.mark.parametrize("form", ["softmax", "log_softmax", "layer_norm", "rms_norm"])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_frontend_ops_over_a_non_minor_axis(form, axis):
+    # What frontend.ops emits (layer_norm and rms_norm with their default gamma
+    # and beta), over axis 0 or 1 of [B, S, D]: one kernel, the evaluator's numbers.
+    x = np.random.default_rng(7).standard_normal((9, 6, 40)).astype(np.float32)
+    fn = getattr(ops.nn, form)
+    f = jit_compile(lambda v: fn(v, axis=axis))
+    text = f.lower(x).as_hlo_text()
+    check(text, [x], f"{form} axis {axis}")
