@@ -12,7 +12,11 @@ their part, so an op is never written out anywhere else:
                              (autodiff/registry.py)
 
 Unary inputs (UNARY_ROWS):
-    FLOAT     floating point; the ops function turns integers into float32 first
+    FLOAT     floating point; the ops function turns integers into float32 first;
+              `complex=True`: complex64/complex128 too (the holomorphic functions, as
+              TF; their gradients conjugate, autodiff/backprop.py). Sigmoid is not
+              marked: the evaluator's and the backend's complex logistic drop the
+              imaginary part
     NUMBER    any number but bool, kept as it is (integers wrap as in HLO)
     ROUNDING  floating point in the kernel; the ops function returns integers
               unchanged (they are already whole)
@@ -63,25 +67,28 @@ class UnaryOp:
     opcode: str                        # the HLO opcode the kernel emits
     inputs: str                        # FLOAT, NUMBER or ROUNDING
     derivative: Callable | None = None  # (ops, x, y) -> dy/dx; None: zero gradient
+    complex: bool = False              # FLOAT rows: complex inputs too (holomorphic)
 
 
 UNARY_ROWS: tuple[UnaryOp, ...] = (
     UnaryOp("Neg", "negative", "negate", NUMBER, lambda ops, x, y: -ops.ones_like(x)),
     UnaryOp("Abs", "abs", "abs", NUMBER, lambda ops, x, y: ops.sign(x)),
     UnaryOp("Sign", "sign", "sign", NUMBER),
-    UnaryOp("Exp", "exp", "exponential", FLOAT, lambda ops, x, y: y),
-    UnaryOp("Log", "log", "log", FLOAT, lambda ops, x, y: 1.0 / x),
-    UnaryOp("Log1p", "log1p", "log-plus-one", FLOAT, lambda ops, x, y: 1.0 / (x + 1.0)),
-    UnaryOp("Expm1", "expm1", "exponential-minus-one", FLOAT, lambda ops, x, y: y + 1.0),
-    UnaryOp("Sqrt", "sqrt", "sqrt", FLOAT, lambda ops, x, y: 0.5 / y),
-    UnaryOp("Rsqrt", "rsqrt", "rsqrt", FLOAT, lambda ops, x, y: -0.5 * y * y * y),
-    UnaryOp("Tanh", "tanh", "tanh", FLOAT, lambda ops, x, y: 1.0 - y * y),
+    UnaryOp("Exp", "exp", "exponential", FLOAT, lambda ops, x, y: y, complex=True),
+    UnaryOp("Log", "log", "log", FLOAT, lambda ops, x, y: 1.0 / x, complex=True),
+    UnaryOp("Log1p", "log1p", "log-plus-one", FLOAT, lambda ops, x, y: 1.0 / (x + 1.0),
+            complex=True),
+    UnaryOp("Expm1", "expm1", "exponential-minus-one", FLOAT, lambda ops, x, y: y + 1.0,
+            complex=True),
+    UnaryOp("Sqrt", "sqrt", "sqrt", FLOAT, lambda ops, x, y: 0.5 / y, complex=True),
+    UnaryOp("Rsqrt", "rsqrt", "rsqrt", FLOAT, lambda ops, x, y: -0.5 * y * y * y, complex=True),
+    UnaryOp("Tanh", "tanh", "tanh", FLOAT, lambda ops, x, y: 1.0 - y * y, complex=True),
     UnaryOp("Sigmoid", "sigmoid", "logistic", FLOAT, lambda ops, x, y: y * (1.0 - y)),
     UnaryOp("Erf", "erf", "erf", FLOAT,                # 2/sqrt(pi) e^(-x^2)
             lambda ops, x, y: (2 / math.sqrt(math.pi)) * ops.exp(-x * x)),
-    UnaryOp("Sin", "sin", "sine", FLOAT, lambda ops, x, y: ops.cos(x)),
-    UnaryOp("Cos", "cos", "cosine", FLOAT, lambda ops, x, y: -ops.sin(x)),
-    UnaryOp("Tan", "tan", "tan", FLOAT, lambda ops, x, y: 1.0 + y * y),
+    UnaryOp("Sin", "sin", "sine", FLOAT, lambda ops, x, y: ops.cos(x), complex=True),
+    UnaryOp("Cos", "cos", "cosine", FLOAT, lambda ops, x, y: -ops.sin(x), complex=True),
+    UnaryOp("Tan", "tan", "tan", FLOAT, lambda ops, x, y: 1.0 + y * y, complex=True),
     UnaryOp("IsFinite", "is_finite", "is-finite", FLOAT),    # a bool result
     UnaryOp("Floor", "floor", "floor", ROUNDING),
     UnaryOp("Ceil", "ceil", "ceil", ROUNDING),

@@ -43,17 +43,11 @@ def binary_kernel(row: BinaryOp):
     return register_xla_op(name)(Binary)
 
 
-# Float rows that take complex numbers too, as TF's ops do (and XLA's opcodes): the
-# holomorphic functions. Their gradients conjugate (autodiff/backprop.py). Not Sigmoid
-# yet: the evaluator's logistic drops the imaginary part of a complex input.
-COMPLEX_ROWS = frozenset({"Exp", "Log", "Log1p", "Expm1", "Sqrt", "Rsqrt", "Tanh",
-                          "Sin", "Cos", "Tan"})
-
-
 def unary_kernel(row: UnaryOp):
-    """Registers the kernel of a row of the unary table: `row.opcode(x)`."""
+    """Registers the kernel of a row of the unary table: `row.opcode(x)` (complex inputs
+    too where the row says so)."""
     name, opcode, float_only = row.name, row.opcode, row.inputs != NUMBER
-    complex_ok = name in COMPLEX_ROWS
+    complex_ok = row.complex
 
     class Unary(XlaOpKernel):
         def compile(self, ctx):
