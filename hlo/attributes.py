@@ -462,6 +462,15 @@ def layout_constraints_problem(constraints, operand_shapes) -> str | None:
 
 # --- encoding ---------------------------------------------------------------------
 
+def _encode_literal(shape: Shape, value) -> str:
+    """`s32[2]{0} {1, 2}`; a tuple as XLA prints it, each element with its shape:
+    `( s32[2]{0} {1, 2}, f32[] 0.5 )`."""
+    if shape.is_tuple:
+        return "( " + ", ".join(_encode_literal(s, v)
+                                for s, v in zip(shape.tuple_shapes, value)) + " )"
+    return f"{shape.to_text()} {format_literal(value, shape)}"
+
+
 def encode_attribute(key: str, value: Any) -> str:
     """The canonical text of an attribute value (the inverse of decode_attribute)."""
     if isinstance(value, RawAttr):
@@ -473,7 +482,7 @@ def encode_attribute(key: str, value: Any) -> str:
     if isinstance(value, (Shape, ResultAccuracy, OriginalValue)):
         return value.to_text()
     if isinstance(value, LiteralAttr):
-        return f"{value.shape.to_text()} {format_literal(value.value, value.shape)}"
+        return _encode_literal(value.shape, value.value)
     if key == "operand_layout_constraints":
         return "{" + ", ".join(s.to_text() for s in value) + "}"
     if key == "execution_thread":

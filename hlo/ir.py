@@ -134,6 +134,15 @@ class ReplicaGroups:
         return "iota" if self.text.startswith("[") else "list"
 
 
+def _values_equal(a, b) -> bool:
+    """Literal values equal, NaN equal to NaN; a tuple literal element by element."""
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return (isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b)
+                and all(_values_equal(x, y) for x, y in zip(a, b)))
+    a, b = np.asarray(a), np.asarray(b)
+    return np.array_equal(a, b, equal_nan=a.dtype.kind in "fc" and b.dtype.kind in "fc")
+
+
 @dataclass(frozen=True, eq=False)
 class LiteralAttr:
     """An attribute whose value is a literal with its shape: `literal=s32[2]{0} {1, 2}`."""
@@ -142,7 +151,7 @@ class LiteralAttr:
 
     def __eq__(self, other):
         return (isinstance(other, LiteralAttr) and self.shape == other.shape
-                and np.array_equal(np.asarray(self.value), np.asarray(other.value), equal_nan=True))
+                and _values_equal(self.value, other.value))
 
     def __hash__(self):
         return hash(self.shape)

@@ -647,9 +647,22 @@ class _ModuleBuilder:
             return tuple(_parse_part(text, "shape_list", offset))
         if key != "literal":
             return _parse_part(text, "shape_only", offset)
+        return self._literal_attr(text, offset, attr)
+
+    def _literal_attr(self, text: str, offset: int, attr: _AttrSyntax) -> LiteralAttr:
+        """`s32[2]{0} {1, 2}`, `f32[] 0.1`, or a tuple of them written as XLA prints it:
+        `( s32[2]{0} {1, 2}, pred[] true )`."""
+        value = text[offset:]
+        stripped = value.lstrip()
+        if stripped.startswith("("):
+            start = offset + len(value) - len(stripped)
+            elements = []
+            for lo, hi in _top_level_items(text, start):
+                elements.append(self._literal_attr(text[:hi], lo, attr))
+            return LiteralAttr(Shape.tuple_of([e.shape for e in elements]),
+                               tuple(e.value for e in elements))
         # `s32[2]{0} {1, 2}`: a shape, then its literal. Split where the shape ends: a
         # rank-r shape takes a layout only if a second brace group follows.
-        value = text[offset:]
         m = re.match(r"\s*(\([^{}]*\)|[A-Za-z0-9_]+\[[^\]]*\])\s*(\{[^{}]*\})?", value)
         if m is None:
             raise _Located("literal= must be a shape followed by its value, e.g. "
@@ -706,6 +719,26 @@ class _ModuleBuilder:
         for instr in module.instructions():
             if instr.opcode == "fusion" and "calls" in instr.attrs:
                 instr.attrs["calls"].is_fusion_computation = True
+
+
+def _top_level_items(text: str, open_at: int) -> list[tuple[int, int]]:
+    """The (start, end) offsets of the comma-separated items inside the parentheses that
+    open at `open_at` (commas inside braces, brackets or inner parentheses are skipped)."""
+    depth, items, start = 0, [], open_at + 1
+    for i in range(open_at, len(text)):
+        c = text[i]
+        if c in "({[":
+            depth += 1
+        elif c in ")}]":
+            depth -= 1
+            if depth == 0:
+                if text[start:i].strip():
+                    items.append((start, i))
+                return items
+        elif c == "," and depth == 1:
+            items.append((start, i))
+            start = i + 1
+    return items
 
 
 def _async_sugar(opcode: str) -> tuple[str, str] | None:

@@ -3,7 +3,8 @@
 Found by running parse -> verify -> print -> parse over a sample of XLA's test
 modules (kept outside the repository): async ops spelled after the op they wrap
 (`custom-call-start`), instructions written without their shape, send/recv and
-infeed/outfeed, after-all ordered after a value, and a dot's `algorithm=`. Written the
+infeed/outfeed, after-all ordered after a value, a dot's `algorithm=`, and scalar and
+tuple `literal=` values. Written the
 way hlo_parser_test.cc does: a table of texts that must parse and print back stably,
 and a table that must fail with a given message. The texts are our own.
 """
@@ -76,6 +77,20 @@ ENTRY e {
   t = token[] after-all(n, p)
   q = f32[3] add-dependency(p, t)
   ROOT r = f32[3] multiply(n, q)
+}
+""",
+    "literal_scalar": """HloModule m
+
+ENTRY e {
+  c = f32[1] constant({1})
+  ROOT r = f32[2] custom-call(c), custom_call_target="t", literal=f32[] -2.5
+}
+""",
+    "literal_tuple": """HloModule m
+
+ENTRY e {
+  c = f32[1] constant({1})
+  ROOT r = f32[2] custom-call(c), custom_call_target="t", literal=( s32[3]{0} {7, 8, 9}, pred[2]{0} {1, 0}, ( f32[] 0.5, u8[] 3 ) )
 }
 """,
     "dot_algorithm": """HloModule m
@@ -161,6 +176,19 @@ def test_async_sugar_wraps_the_op_in_a_computation():
     call = start.attrs["calls"].root
     assert call.opcode == "custom-call" and call.attrs["custom_call_target"] == "f"
     assert call.shape == Shape("f32", (20,)) and "backend_config" in call.attrs
+
+
+def test_literal_attributes_keep_their_values():
+    m = parse_and_verify(PARSES["literal_scalar"])
+    literal = m.entry.root.attrs["literal"]
+    assert literal.shape == Shape("f32", ()) and float(literal.value) == -2.5
+    m = parse_and_verify(PARSES["literal_tuple"])
+    literal = m.entry.root.attrs["literal"]
+    ints, flags, (half, three) = literal.value
+    np.testing.assert_array_equal(ints, [7, 8, 9])
+    np.testing.assert_array_equal(flags, [True, False])
+    assert float(half) == 0.5 and int(three) == 3
+    assert [s.to_text() for s in literal.shape.tuple_shapes[:2]] == ["s32[3]{0}", "pred[2]{0}"]
 
 
 def test_shapes_left_out_are_inferred_and_compute():
