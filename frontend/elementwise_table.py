@@ -14,9 +14,7 @@ their part, so an op is never written out anywhere else:
 Unary inputs (UNARY_ROWS):
     FLOAT     floating point; the ops function turns integers into float32 first;
               `complex=True`: complex64/complex128 too (the holomorphic functions, as
-              TF; their gradients conjugate, autodiff/backprop.py). Sigmoid is not
-              marked: the evaluator's and the backend's complex logistic drop the
-              imaginary part
+              TF; their gradients conjugate, autodiff/backprop.py)
     NUMBER    any number but bool, kept as it is (integers wrap as in HLO)
     ROUNDING  floating point in the kernel; the ops function returns integers
               unchanged (they are already whole)
@@ -83,7 +81,8 @@ UNARY_ROWS: tuple[UnaryOp, ...] = (
     UnaryOp("Sqrt", "sqrt", "sqrt", FLOAT, lambda ops, x, y: 0.5 / y, complex=True),
     UnaryOp("Rsqrt", "rsqrt", "rsqrt", FLOAT, lambda ops, x, y: -0.5 * y * y * y, complex=True),
     UnaryOp("Tanh", "tanh", "tanh", FLOAT, lambda ops, x, y: 1.0 - y * y, complex=True),
-    UnaryOp("Sigmoid", "sigmoid", "logistic", FLOAT, lambda ops, x, y: y * (1.0 - y)),
+    UnaryOp("Sigmoid", "sigmoid", "logistic", FLOAT, lambda ops, x, y: y * (1.0 - y),
+            complex=True),
     UnaryOp("Erf", "erf", "erf", FLOAT,                # 2/sqrt(pi) e^(-x^2)
             lambda ops, x, y: (2 / math.sqrt(math.pi)) * ops.exp(-x * x)),
     UnaryOp("Sin", "sin", "sine", FLOAT, lambda ops, x, y: ops.cos(x), complex=True),

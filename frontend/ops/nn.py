@@ -3,6 +3,7 @@ losses, convolution and pooling."""
 from __future__ import annotations
 
 from .core import apply, apply_multi, promote, to_float, to_tensor, user_error
+from .random import dropout  # noqa: F401  (tf.nn.dropout: ops.nn.dropout as TF spells it)
 
 
 def _activation(op: str, doc: str, integers: bool = False):

@@ -130,10 +130,21 @@ def test_errors_are_clear():
         interpret(ops.floor, np.ones(2, np.complex64))
     with pytest.raises(TypeError, match="Erf: input must be floating point, got c64"):
         interpret(ops.erf, np.ones(2, np.complex64))
-    # TF has a complex sigmoid; the evaluator's logistic drops the imaginary part, so
-    # the kernel refuses complex until it is fixed (a clear error, not a wrong number)
-    with pytest.raises(TypeError, match="Sigmoid: input must be floating point, got c64"):
-        interpret(ops.sigmoid, np.ones(2, np.complex64))
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_sigmoid_is_holomorphic(dtype):
+    z = cplx(np.random.default_rng(3), (7,), dtype)
+    want = (1.0 / (1.0 + np.exp(-z.astype(np.complex128)))).astype(dtype)
+    for got in (interpret(ops.sigmoid, z), jit_compile(lambda a: ops.sigmoid(a))(z)):
+        assert got.dtype == dtype
+        close(got, want)
+    if dtype == np.complex128:          # (central differences need the precision)
+        check_complex_grads(lambda a: ops.sigmoid(a), (z,))
+
+
+def test_nn_dropout_is_tf_nn_dropout():
+    assert ops.nn.dropout is ops.dropout
 
 
 # --- arithmetic and functions -----------------------------------------------------------------
