@@ -257,3 +257,35 @@ ENTRY e {{
 """
     m = check(text, n, [rand(4, 6) * 0.1])
     assert not set(ops_in(m.entry)) & set(COLLECTIVES), ops_in(m.entry)
+
+
+@pytest.mark.parametrize("n, s", [(2, "{devices=[2,1]<=[2]}"), (2, "{devices=[1,2]<=[2]}"),
+                                  (4, "{devices=[2,2]<=[4]}")])
+def test_scan_like_loop(n, s):
+    """A loop that reads and rewrites row i of a sharded buffer (dynamic-slice and
+    dynamic-update-slice at the counter: computed whole inside the body)."""
+    text = f"""HloModule m, num_partitions={n}
+cond {{ cs = (f32[5,6], s32[]) parameter(0)
+  ci = s32[] get-tuple-element(cs), index=1
+  five = s32[] constant(5)
+  ROOT lt = pred[] compare(ci, five), direction=LT }}
+body {{ bs = (f32[5,6], s32[]) parameter(0)
+  bx = f32[5,6] get-tuple-element(bs), index=0
+  bi = s32[] get-tuple-element(bs), index=1
+  zero = s32[] constant(0)
+  row = f32[1,6] dynamic-slice(bx, bi, zero), dynamic_slice_sizes={{1,6}}
+  t = f32[1,6] tanh(row)
+  c = f32[1,6] add(t, t)
+  nx = f32[5,6] dynamic-update-slice(bx, c, bi, zero)
+  one = s32[] constant(1)
+  bj = s32[] add(bi, one)
+  ROOT bt = (f32[5,6], s32[]) tuple(nx, bj) }}
+ENTRY e {{
+  p = f32[5,6] parameter(0), sharding={s}
+  z = s32[] constant(0)
+  t = (f32[5,6], s32[]) tuple(p, z)
+  w = (f32[5,6], s32[]) while(t), condition=cond, body=body
+  ROOT g = f32[5,6] get-tuple-element(w), index=0
+}}
+"""
+    check(text, n, [rand(5, 6)])
