@@ -8,7 +8,10 @@
    (tuple, get-tuple-element, bitcast, copy, row-major reshape) cost nothing
    when the layouts agree (below).
 3. Each kernel is an LLVM module of its own, its body named after its content
-   (kernel_cache.py): identical kernels (the layers of a model) are one body. The
+   (kernel_cache.py): identical kernels (the layers of a model) are one body, and a
+   kernel whose instruction (called computations printed with names by order, operand
+   layouts, operands sharing slots, constants' bytes: `_emission_key`) was emitted
+   before in this compile is not emitted again but put on its own slots (`_replay`). The
    distinct bodies not in the kernel cache (memory, disk) are verified, optimized
    (O3, vectorizers) and code-generated on the compile threads
    (`CompileOptions.compile_threads`), with the glue module of wrappers that pass
@@ -62,13 +65,15 @@ import time
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import llvmlite.ir as ir
 import numpy as np
 
 from .. import passes, runtime
 from ..hlo import HloInstruction, collectives, parse_module
+from ..hlo.ir import callees_first
+from ..hlo.printer import print_instruction
 from ..hlo.dtypes import numpy_dtype
 from ..passes.cost_analysis import instruction_cost
 from ..passes import narrow_types
@@ -373,7 +378,7 @@ def _compile_module(module, start: float, use_disk_cache: bool = False,
             glue, context.bodies, light=context.light, strength_reduction=strength_reduction,
             threads=options.compile_threads, memory=options.cache,
             disk=disk_cache.kernels if use_disk_cache else None)
-        info.update(counts, kernel_thunks=context.kernel_count)
+        info.update(counts, kernel_thunks=context.kernel_count, emitted=context.emissions)
     jit = None
     if target.runs_on_host:     # otherwise compile and print only: nothing is JIT'd
         with profiler.span("GEMM library", args={"routines": len(routines)}):
@@ -446,6 +451,8 @@ class _Context:
         self.bodies: dict[str, str] = {}   # body symbol -> its module's text, once each
         self.routines: dict = {}           # GEMM library routines the bodies call, by name
         self.light: dict[str, bool] = {}   # body symbol -> it takes the light pipeline
+        self.emitted: dict = {}            # _emission_key -> _Emitted, this compile's kernels
+        self.emissions = 0                 # kernels emitted (the others were replayed)
         self._only_vector_loops = True     # every body is alone in its module, loops on vectors
         # How each kernel (and host sort) was emitted, in order (strategies.Choice).
         self.kernel_choices: list = []
@@ -472,6 +479,7 @@ class _Context:
         """Seals a kernel's own module: its body joins the distinct ones, and the glue
         gets `name`, which calls it on the kernel's slots."""
         module, fn = kernel.function.module, kernel.function
+        self.emissions += 1
         ir_policy.no_runtime_unrolling(module)
         defined = [f for f in module.functions if not f.is_declaration]
         light = defined == [fn] and loops_left_to_llvm(fn) == 0
@@ -482,6 +490,98 @@ class _Context:
         self.bodies.setdefault(symbol, text)
         self.light.setdefault(symbol, light)
         kernel_cache.emit_wrapper(self.module, name, symbol, kernel.slots)
+        return symbol
+
+    def replay_kernel(self, name: str, symbol: str, slots: list[int], streams: bool) -> None:
+        """A kernel `name` whose body `symbol` was emitted before in this compile."""
+        if not streams:
+            self.kernels_not_streaming += 1
+        kernel_cache.emit_wrapper(self.module, name, symbol, slots)
+
+
+class _Emitted(NamedTuple):
+    """What emitting a kernel made, to make an identical one again without emitting
+    it (ProgramBuilder._replay): its body, each entry of its slot table as a role
+    (("read", operand), ("write", output), ("scratch", i), ("constant", position in
+    `_called_instructions`)), its scratch shapes, launch extent and partitions, whether
+    it streams, its strategy record, and the kernel and instruction it was emitted for."""
+    symbol: str
+    roles: tuple
+    scratch_shapes: tuple
+    extent: int
+    max_partitions: int | None
+    streams: bool
+    choice: object
+    name: str
+    instr_name: str
+
+
+def _renamed(choice, old: str, new: str):
+    """A strategies.Choice with the name `old` (of a kernel or an instruction, where it
+    stands as a whole name) replaced by `new`."""
+    pattern = re.compile(rf"(?<![\w.\-]){re.escape(old)}(?![\w.\-])")
+
+    def sub(text: str) -> str:
+        return pattern.sub(lambda _: new, text)
+    return strategies.Choice(sub(choice.kernel), choice.chosen,
+                             tuple((row, sub(reason)) for row, reason in choice.declined))
+
+
+def _called_instructions(instr) -> list:
+    """The instructions of the computations `instr` calls (callees first), in order."""
+    return [i for comp in callees_first(instr.called_computations()) for i in comp.instructions]
+
+
+def _emission_key(instr, reads: list[int]) -> str | None:
+    """What a kernel's emission depends on, besides the compile's options and target
+    (fixed within a compile): the instruction and the computations it calls, printed
+    with every name replaced by its order of first appearance; the layouts of its
+    operands; which operands share a slot (one entry of the body's table); and the
+    bytes of every constant (a printed literal may be elided)."""
+    comps = callees_first(instr.called_computations())
+    parts = []
+    for comp in comps:              # (the header's parameter names would not be renamed)
+        parts.append(f"%{comp.name} {{")
+        parts += [("ROOT " if i is comp.root else "") + print_instruction(i, print_metadata=False)
+                  for i in comp.instructions]
+        parts.append("}" + "".join(f", {key}={value!r}" for key, value in comp.attrs.items()))
+    parts.append(print_instruction(instr, print_metadata=False))
+    parts += [o.shape.to_text() for o in instr.operands]
+    parts.append(repr([reads.index(s) for s in reads]))
+    digest = hashlib.sha256()
+    for i in [i for c in comps for i in c.instructions]:
+        if i.opcode == "constant":
+            literal = i.literal
+            digest.update(repr(literal).encode() if i.shape.is_tuple or literal is None
+                          else np.ascontiguousarray(literal).tobytes())
+    names: dict[str, str] = {}
+
+    def canonical(match) -> str:
+        return names.setdefault(match.group(0), f"%v{len(names)}")
+    text = _NAME.sub(canonical, "\n".join(parts))
+    return f"{text}\n{digest.hexdigest()}"
+
+
+_NAME = re.compile(r"%[\w.\-]+")
+
+
+def _slot_roles(table: list[int], reads, writes, scratch, constants, instr) -> tuple | None:
+    """The role of each entry of a kernel's slot table (see _Emitted), or None if one
+    has none (the kernel is then emitted each time)."""
+    inner = {id(i): n for n, i in enumerate(_called_instructions(instr))}
+    roles = []
+    for slot in table:
+        if slot in reads:
+            roles.append(("read", reads.index(slot)))
+        elif slot in writes:
+            roles.append(("write", writes.index(slot)))
+        elif slot in scratch:
+            roles.append(("scratch", scratch.index(slot)))
+        elif slot in constants and id(constants[slot]) in inner:
+            roles.append(("constant", inner[id(constants[slot])]))
+        else:
+            return None
+    return tuple(roles)
 
 
 def _leaf_count(shape) -> int:
@@ -763,18 +863,32 @@ class ProgramBuilder:
                 raise NotImplementedError(f"backend_cpu: {instr.opcode} {instr.name} has a "
                                           f"tuple operand")
         name = self.context.kernel_name(instr.name)
+        reads = [leaves[0] for leaves in operands]
+        key = _emission_key(instr, reads)
+        emitted = self.context.emitted.get(key)
+        if emitted is not None:
+            return self._replay(instr, name, reads, emitted)
         scratch: list[int] = []
+        scratch_shapes: list = []
+        constants: dict[int, object] = {}       # slot -> the constant instruction it holds
 
         def scratch_slot(shape) -> int:
             scratch.append(self._new_slot("temp", shape))
+            scratch_shapes.append(shape)
             return scratch[-1]
+
+        def constant_slot(constant) -> int:
+            slot = self.constant_slot(constant)
+            constants[slot] = constant
+            return slot
         kernel = kernel_cache.LocalSlotsKernelIR(ir.Module(name="xlapy_kernel"),
-                                                 self.constant_slot, scratch_slot)
-        reads = [leaves[0] for leaves in operands]
+                                                 constant_slot, scratch_slot)
         inputs = [kernel.buffer(s, o.shape) for s, o in zip(reads, instr.operands)]
         writes = [self._new_slot("temp", leaf) for leaf in instr.shape.leaves()]
         outputs = [kernel.buffer(s, self.slots[s].shape) for s in writes]
         extent, choice = strategies.emit_kernel(kernel, instr, inputs, outputs)
+        # (the record names the kernel: its wrapper, not the body's placeholder)
+        choice = _renamed(choice, kernel_cache.PLACEHOLDER, name)
         self.context.kernel_choices.append(choice)
         kernel.finish()
         if not kernel.streams:
@@ -790,14 +904,39 @@ class ProgramBuilder:
             # them in compile time: optimize such kernels for size. (A full reduction
             # is one of them: its float sums are blocked for this, elemental/reduction.py.)
             kernel.function.attributes.add("optsize")
-        self.context.add_kernel(name, kernel)
+        symbol = self.context.add_kernel(name, kernel)
+        roles = _slot_roles(kernel.slots, reads, writes, scratch, constants, instr)
+        if key is not None and roles is not None:
+            self.context.emitted[key] = _Emitted(symbol, roles, tuple(scratch_shapes), extent,
+                                                 kernel.max_partitions, kernel.streams, choice,
+                                                 name, instr.name)
+        return self._kernel_thunk(instr, name, extent, reads, writes, scratch,
+                                  kernel.max_partitions, choice.chosen)
+
+    def _kernel_thunk(self, instr, name, extent, reads, writes, scratch, partitions,
+                      strategy) -> list[int]:
         # Memory traffic is the cost model: a reduction has a small output but reads a lot.
         work_bytes = sum(self.slots[s].nbytes for s in writes + reads)
-        thunk = KernelThunk(name, extent, work_bytes, reads, writes + scratch,
-                            kernel.max_partitions)
-        thunk.profile = self._profile(instr, thunk, choice.chosen, writes)
+        thunk = KernelThunk(name, extent, work_bytes, reads, writes + scratch, partitions)
+        thunk.profile = self._profile(instr, thunk, strategy, writes)
         self.thunks.append(thunk)
         return writes
+
+    def _replay(self, instr, name: str, reads: list[int], done: "_Emitted") -> list[int]:
+        """A kernel identical to one emitted before in this compile (same `_emission_key`):
+        its body again, on this instruction's slots -- no emission."""
+        writes = [self._new_slot("temp", leaf) for leaf in instr.shape.leaves()]
+        scratch = [self._new_slot("temp", shape) for shape in done.scratch_shapes]
+        inner = _called_instructions(instr)
+        slots = []
+        for kind, i in done.roles:
+            slots.append(reads[i] if kind == "read" else writes[i] if kind == "write"
+                         else scratch[i] if kind == "scratch" else self.constant_slot(inner[i]))
+        self.context.replay_kernel(name, done.symbol, slots, done.streams)
+        self.context.kernel_choices.append(
+            _renamed(_renamed(done.choice, done.name, name), done.instr_name, instr.name))
+        return self._kernel_thunk(instr, name, done.extent, reads, writes, scratch,
+                                  done.max_partitions, done.choice.chosen)
 
     def _profile(self, instr, thunk, strategy: str = "", writes=None) -> dict:
         """What the profiler's spans of `thunk` tell (runtime/profiler.py): the HLO

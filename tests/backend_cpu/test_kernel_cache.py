@@ -89,6 +89,8 @@ def test_four_identical_layers_compile_each_distinct_kernel_once():
         check(exe, texts[n], layer_args(n))
     # (the last layer fuses with the tail: 2 layers already have every distinct kernel)
     assert infos[4]["kernels"] == infos[2]["kernels"]
+    # and each distinct kernel's IR was emitted once (the others replayed on their slots)
+    assert infos[4]["emitted"] == infos[2]["emitted"] == infos[4]["kernels"]
     assert infos[4]["kernel_thunks"] == infos[2]["kernel_thunks"] + 4 > infos[4]["kernels"] + 4
 
 
@@ -199,3 +201,41 @@ def test_the_light_pipeline_is_chosen_per_kernel(monkeypatch):
     a = np.random.default_rng(5).standard_normal((260, 260)).astype(np.float32) / 4
     check(exe, MIXED, [a])
     assert "define" in exe.as_llvm_ir()       # the modules, each optimized as compiled
+
+
+ALIASED = """HloModule aliased
+fused1 {
+  p0 = f32[64] parameter(0)
+  p1 = f32[64] parameter(1)
+  ROOT s = f32[64] subtract(p0, p1)
+}
+fused2 {
+  q0 = f32[64] parameter(0)
+  q1 = f32[64] parameter(1)
+  ROOT s = f32[64] subtract(q0, q1)
+}
+ENTRY main {
+  a = f32[64] parameter(0)
+  b = f32[64] parameter(1)
+  c = f32[64] bitcast(a)
+  %s
+  ROOT t = (f32[64], f32[64]) tuple(f1, f2)
+}"""
+
+
+@pytest.mark.parametrize("order", ["shared first", "distinct first"])
+def test_a_kernel_is_not_replayed_on_operands_that_share_a_slot_differently(order):
+    """fusion(a, bitcast(a)) reads one slot twice (one entry of its body's table) and
+    fusion(a, b) two: the same fused computation, but neither may be made from the
+    other's emission."""
+    shared = "f1 = f32[64] fusion(a, c), kind=kLoop, calls=fused1"
+    distinct = "f2 = f32[64] fusion(a, b), kind=kLoop, calls=fused2"
+    lines = [shared, distinct] if order == "shared first" else [distinct, shared]
+    text = ALIASED % "\n  ".join(lines)
+    exe, info, _ = compile_traced(text, cache=False, pipeline=None)
+    assert info["emitted"] == 2
+    rng = np.random.default_rng(7)
+    a, b = (rng.standard_normal(64).astype(np.float32) for _ in range(2))
+    f1, f2 = exe.run(a, b)
+    np.testing.assert_array_equal(f1, np.zeros(64, np.float32))
+    np.testing.assert_array_equal(f2, a - b)
