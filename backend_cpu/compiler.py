@@ -373,16 +373,28 @@ def _compile_module(module, start: float, use_disk_cache: bool = False,
     strength_reduction = not context.only_streaming_kernels
     target = targets.current()
     info = {"light": sum(lights) - 1}     # the span's args (bodies on the light pipeline), and below
+    gemm_cache = disk_cache.gemm if use_disk_cache else None
+    # The GEMM routines this process still needs join the batch of the kernels (not when
+    # the module turns loop strength reduction off: that process-wide switch would
+    # change the routines, which every later module shares).
+    build = None
+    if target.runs_on_host and strength_reduction:
+        with profiler.span("GEMM library", args={"routines": len(routines)}):
+            build = gemm_library.plan(routines, gemm_cache)
     with profiler.span("LLVM compile", args=info):
-        objects, counts = kernel_cache.objects(
+        objects, counts, routine_codes = kernel_cache.objects(
             glue, context.bodies, light=context.light, strength_reduction=strength_reduction,
             threads=options.compile_threads, memory=options.cache,
-            disk=disk_cache.kernels if use_disk_cache else None)
-        info.update(counts, kernel_thunks=context.kernel_count, emitted=context.emissions)
+            disk=disk_cache.kernels if use_disk_cache else None,
+            extra=build.texts if build is not None else ())
+        info.update(counts, kernel_thunks=context.kernel_count, emitted=context.emissions,
+                    gemm_routines=len(build.texts) if build is not None else 0)
     jit = None
     if target.runs_on_host:     # otherwise compile and print only: nothing is JIT'd
         with profiler.span("GEMM library", args={"routines": len(routines)}):
-            gemm_library.ensure_compiled(routines, disk_cache.gemm if use_disk_cache else None)
+            if build is not None:
+                gemm_library.finish(build, routine_codes)
+            gemm_library.ensure_compiled(routines, gemm_cache)     # (a no-op if finished)
         with profiler.span("link"):
             jit = machine_code.jit_object(objects)
             program.link(jit.lookup, _device_threads(replicas * partitions,

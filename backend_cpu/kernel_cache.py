@@ -137,12 +137,15 @@ def _remember(key: str, code: bytes) -> None:
 
 
 def objects(glue: str, kernels: dict[str, str], *, light, strength_reduction: bool,
-            threads: int | None = None, memory: bool = True, disk=None) -> tuple[list[bytes], dict]:
+            threads: int | None = None, memory: bool = True, disk=None,
+            extra: list[str] = ()) -> tuple[list[bytes], dict, list[bytes]]:
     """The object code of the glue module and of every body in `kernels` (symbol ->
-    text), in that order, and counts {"kernels", "compiled", "memory", "disk"}. `light`:
-    whether the bodies take the light pipeline (one bool, or symbol -> bool). Bodies
-    come from the memory cache (if `memory`), then `disk` (disk_cache, or None), else
-    are compiled, with the glue, on `threads` threads."""
+    text), in that order, counts {"kernels", "compiled", "memory", "disk"}, and the
+    object code of the `extra` modules (O3, never cached here: the GEMM library's
+    routines, compiled in the same batch). `light`: whether the bodies take the light
+    pipeline (one bool, or symbol -> bool). Bodies come from the memory cache (if
+    `memory`), then `disk` (disk_cache, or None), else are compiled, with the glue and
+    `extra`, on `threads` threads."""
     target = targets.current()
     lights = light if isinstance(light, dict) else dict.fromkeys(kernels, light)
     flags = {s: f"light={lights[s]};lsr={strength_reduction}" for s in kernels}
@@ -173,17 +176,20 @@ def objects(glue: str, kernels: dict[str, str], *, light, strength_reduction: bo
     missing = [s for s in kernels if s not in found]
     # The glue is loads, stores and calls: the light pipeline is all it needs (O3 costs
     # milliseconds per function, however small).
-    codes = machine_code.compile_objects([glue] + [kernels[s] for s in missing],
-                                         light=[True] + [lights[s] for s in missing],
+    extra = list(extra)
+    codes = machine_code.compile_objects([glue] + [kernels[s] for s in missing] + extra,
+                                         light=[True] + [lights[s] for s in missing]
+                                         + [False] * len(extra),
                                          strength_reduction=strength_reduction,
                                          threads=threads, target=target)
     counts["compiled"] = len(missing)
     with _lock:
         _compiled.update(missing)
-    for symbol, code in zip(missing, codes[1:]):
+    extra_codes = codes[len(codes) - len(extra):]
+    for symbol, code in zip(missing, codes[1:1 + len(missing)]):
         found[symbol] = code
         if memory:
             _remember(memory_key[symbol], code)
         if disk is not None:
             disk.store(disk_keys[symbol], {"symbol": symbol, "object": code})
-    return [codes[0]] + [found[s] for s in kernels], counts
+    return [codes[0]] + [found[s] for s in kernels], counts, extra_codes

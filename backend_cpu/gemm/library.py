@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from llvmlite import binding as llvm
 from llvmlite import ir
@@ -69,7 +70,7 @@ class Routine:
         return fn
 
 
-_lock = threading.Lock()
+_lock = threading.RLock()     # (ensure_compiled holds it across plan and finish)
 _known: dict[str, Routine] = {}       # every routine declared in this process, by name
 _ready: dict[str, int] = {}           # compiled ones: name -> address
 _engines: list = []                   # the JITs holding their code, alive for good
@@ -95,12 +96,60 @@ def ensure_compiled(routines: list[Routine], cache=None) -> None:
     `cache`: where the library's object code is kept between processes (the disk cache,
     disk_cache.py: `key`, `load`, `store`), or None to compile without one."""
     with _lock:
+        build = plan(routines, cache)
+        if build is not None:
+            finish(build, machine_code.compile_objects(build.texts))
+
+
+class Build(NamedTuple):
+    """The routines a process still needs (`plan`): those the cache had (name -> object
+    code), and the module texts of those to compile (`texts`, in `to_build` order),
+    which `finish` takes the object code of -- so that a compile can generate them
+    in one batch with its kernels."""
+    missing: list
+    loaded: dict
+    to_build: list
+    texts: list
+    keys: dict
+    cache: object
+
+
+def plan(routines: list[Routine], cache=None) -> Build | None:
+    """What making `routines` callable needs, or None if they all are (see Build)."""
+    with _lock:
         missing = [r for r in routines if r.name not in _ready]
-        if not missing:
-            return
-        jit = _load_or_compile(missing, cache)
-        _engines.append(jit)
+    if not missing:
+        return None
+    loaded: dict[str, bytes] = {}
+    keys = {}
+    if cache is not None:
         for r in missing:
+            keys[r.name] = cache.key(repr(r), "gemm-routine")
+            payload = cache.load(keys[r.name])
+            if payload is not None and payload.get("routine") == repr(r) \
+                    and isinstance(payload.get("object"), bytes):
+                loaded[r.name] = payload["object"]
+    to_build = [r for r in missing if r.name not in loaded]
+    return Build(missing, loaded, to_build, [_routine_module(r) for r in to_build], keys, cache)
+
+
+def finish(build: Build, codes: list[bytes]) -> None:
+    """Loads the routines of `build` (`codes`: the object code of `build.texts`), stores
+    the compiled ones in the cache and publishes them; any another thread published
+    meanwhile are left as they are."""
+    objects = dict(build.loaded)
+    for r, code in zip(build.to_build, codes):
+        objects[r.name] = code
+        if build.cache is not None:
+            build.cache.store(build.keys[r.name], {"routine": repr(r), "object": code})
+    with _lock:
+        _built.update(r.name for r in build.to_build)
+        still = [r for r in build.missing if r.name not in _ready]
+        if not still:
+            return
+        jit = machine_code.jit_object([objects[r.name] for r in still])
+        _engines.append(jit)
+        for r in still:
             address = jit.lookup(r.name)
             llvm.add_symbol(r.name, address)
             _ready[r.name] = address
@@ -137,27 +186,3 @@ def _routine_module(routine: Routine) -> str:
         if defined and value.linkage in ("", "external"):
             value.linkage = "internal"
     return str(module)
-
-
-def _load_or_compile(routines: list[Routine], cache):
-    """One engine holding `routines`: each routine's object code from the cache (one
-    entry per routine and target: any module calling it, in any process, finds it),
-    the others compiled, one module each, on the compile threads, and stored."""
-    objects: dict[str, bytes] = {}
-    keys = {}
-    if cache is not None:
-        for r in routines:
-            keys[r.name] = cache.key(repr(r), "gemm-routine")
-            payload = cache.load(keys[r.name])
-            if payload is not None and payload.get("routine") == repr(r) \
-                    and isinstance(payload.get("object"), bytes):
-                objects[r.name] = payload["object"]
-    missing = [r for r in routines if r.name not in objects]
-    if missing:
-        codes = machine_code.compile_objects([_routine_module(r) for r in missing])
-        for r, code in zip(missing, codes):
-            objects[r.name] = code
-            _built.add(r.name)
-            if cache is not None:
-                cache.store(keys[r.name], {"routine": repr(r), "object": code})
-    return machine_code.jit_object([objects[r.name] for r in routines])

@@ -12,8 +12,9 @@ go of the GIL around a foreign call, but llvmlite wraps every call of its librar
 one process-wide lock (llvmlite.binding.ffi: `_lib_fn_wrapper`), which serializes them
 all again (measured: two threads optimizing and generating two copies of a 220 kB
 module used 0.49 CPU-seconds per wall second, i.e. one at a time). The three heavy
-calls (parse, the module pass manager's run, emit to memory) therefore go straight
-to the library's functions (`_unlocked`), on objects only that thread can see (0.74
+calls (parse, verify, the module pass manager's run, emit to memory, disposing of
+the module and its context) therefore go straight to the library's functions
+(`_unlocked`), on objects only that thread can see (0.74
 -> 1.15 CPU-s per wall-s with two threads on the same modules, a shared 2-core host);
 everything else (creating and disposing the objects) takes llvmlite's lock as usual.
 `jit_objects(objects)` loads several object files into one engine, which resolves
@@ -182,6 +183,12 @@ def _emit(module: llvm.ModuleRef, tm) -> bytes:
         ffi.lib.LLVMPY_DisposeMemoryBuffer(buffer)
 
 
+def _verify(module: llvm.ModuleRef) -> None:
+    with ffi.OutputString() as error:
+        if _unlocked("LLVMPY_VerifyModule")(module, error):
+            raise RuntimeError(str(error))
+
+
 def _compile_one(text: str, light: bool, target, trace) -> bytes:
     tm = _machine(target)
     context = llvm.create_context()
@@ -189,7 +196,7 @@ def _compile_one(text: str, light: bool, target, trace) -> bytes:
         start = time.perf_counter()
         module = _parse(text, context)
         try:
-            module.verify()
+            _verify(module)
             module.triple = tm.triple
             module.data_layout = str(tm.target_data)
             parsed = time.perf_counter()
@@ -204,9 +211,11 @@ def _compile_one(text: str, light: bool, target, trace) -> bytes:
                                      None)])
             return code
         finally:
-            module.close()
+            _unlocked("LLVMPY_DisposeModule")(module)     # (its context is ours alone)
+            module.detach()
     finally:
-        context.close()
+        _unlocked("LLVMPY_ContextDispose")(context)
+        context.detach()
 
 
 _pools: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
