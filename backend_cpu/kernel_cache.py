@@ -13,14 +13,17 @@ them, and a small wrapper of the usual ABI (`void name(ptr buffers, i64 begin, i
 end)`, in the compile's "glue" module) copies the slots' pointers into such a table
 on its stack and calls the body. The body's text then depends only on what it
 computes, and its symbol is a hash of that text (`xk_<hash>`): two kernels with the
-same body are one function, compiled once, which both wrappers call.
+same body are one function, compiled once, which both wrappers call. (The compiler
+goes one step further within a compile: a kernel whose HLO is that of one emitted
+before is not even emitted again, compiler._replay.)
 
 Object code of a body is cached under its symbol, the target and the LLVM pipeline
-(the light one or O3, loop strength reduction): in memory, an LRU of MEMORY_BYTES, when the
-compile uses the in-memory cache (CompileOptions.cache), and in the disk cache
-(disk_cache.py, keyed with the compiler's sources like every entry) when it uses
-that one. A compile loads the bodies it finds there and compiles the others; every
-executable loads its own copies of the objects into its own engine.
+(the light one or O3, loop strength reduction): in memory, an LRU of MEMORY_BYTES,
+when the compile uses the in-memory cache (CompileOptions.cache), and in the disk
+cache (disk_cache.py's kernels/ folder, keyed with the compiler's sources like every
+entry) when it uses that one. A compile loads the bodies it finds there and compiles
+the others, together with the glue and the GEMM library routines the process still
+lacks; every executable loads its own copies of the objects into its own engine.
 
 `compile_counts()` says how often each body was compiled in this process (tests).
 """

@@ -218,15 +218,18 @@ def _compile_one(text: str, light: bool, target, trace) -> bytes:
         context.detach()
 
 
-_pools: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
+_pools: dict[tuple[int, int], concurrent.futures.ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()
 
 
 def _pool(threads: int) -> concurrent.futures.ThreadPoolExecutor:
+    """The compile threads (a pool per count; per process: a forked child has none of
+    its parent's threads, and must not wait on them)."""
+    key = (os.getpid(), threads)
     with _pools_lock:
-        pool = _pools.get(threads)
+        pool = _pools.get(key)
         if pool is None:
-            pool = _pools[threads] = concurrent.futures.ThreadPoolExecutor(
+            pool = _pools[key] = concurrent.futures.ThreadPoolExecutor(
                 threads, thread_name_prefix="xlapy-llvm")
         return pool
 

@@ -102,3 +102,30 @@ def test_the_environment_sets_the_default(monkeypatch):
     monkeypatch.delenv("XLAPY_COMPILE_THREADS")
     from xlapy import runtime
     assert machine_code.default_threads() == max(1, runtime.get_options().intra_op_threads)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_a_forked_child_compiles_on_threads_of_its_own():
+    """The parent's compile threads do not exist in a forked child: it must not wait
+    for them (it would hang)."""
+    import os
+    _compile(2)                          # the parent's pool exists
+    pid = os.fork()
+    if pid == 0:                         # the child: compile and run, exit 0 if right
+        code = 1
+        try:
+            exe = _compile(2)
+            got = exe.run(*_args())
+            expected = hlo.evaluate(hlo.parse_module(TEXT), _args())
+            code = 0 if np.allclose(got[1], expected[1], rtol=1e-4) else 2
+        finally:
+            os._exit(code)
+    for _ in range(600):                 # at most 60 s
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+            return
+        __import__("time").sleep(0.1)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung compiling on 2 threads")
