@@ -127,8 +127,9 @@ def lower(builder, instr, operands) -> list[int] | None:
         return _host(builder, instr, operands, "host_topk")
     if op in HOST_OPCODES:
         return _host(builder, instr, operands, f"host_{op.replace('-', '_')}")
-    if op in _PASS_THROUGH:
-        return operands[0]
+    if op in _PASS_THROUGH:                     # the operand, in the instruction's layout
+        return builder._conform(operands[0], instr.operands[0].shape.leaves(),
+                                instr.shape.leaves(), instr.name)
     if op == "after-all":
         return [_token_slot(builder, instr.shape)]
     if op == "async-start":

@@ -76,6 +76,18 @@ def test_allocate_buffer_compiles_to_zeros():
     np.testing.assert_array_equal(z, np.zeros(4, np.int32))
 
 
+@pytest.mark.parametrize("op", ["add-dependency(x, t)", "domain(x), domain={kind=\"sharding\", "
+                                "entry={maximal device=0}, exit={maximal device=0}}"])
+def test_pass_through_ops_keep_their_own_layout(op):
+    # Like the annotations: add-dependency and domain bound their operand's slot as is,
+    # so a result declared in another layout read the operand's bytes in the wrong order.
+    text = module("x = f32[2,3]{0,1} parameter(0)\nt = token[] after-all()",
+                  f"f32[2,3]{{1,0}} {op}")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (got,) = run_both(text, [x])
+    np.testing.assert_array_equal(got, x)
+
+
 @pytest.mark.parametrize("operands,direction", [("a, b", "GT"), ("a, b", "LT"), ("b, a", "GE")])
 def test_topk_with_comparator(operands, direction):
     x = np.random.default_rng(3).permutation(18).reshape(3, 6).astype(np.float32)
