@@ -81,7 +81,7 @@ def gpt_loss(xp, p, x, heads: int):
         qkv = xp.matmul(xp.reshape(h, (B * S, D)), q["wqkv"]) + q["bqkv"]
         qkv = xp.transpose(xp.reshape(qkv, (B, S, 3, heads, hd)), (2, 0, 3, 1, 4))
         qs, ks, vs = qkv[0], qkv[1], qkv[2]                       # [B, H, S, hd]
-        scores = xp.bmm(qs, xp.transpose(ks, (0, 1, 3, 2))) * (1.0 / np.sqrt(hd))
+        scores = xp.bmm(qs, xp.transpose(ks, (0, 1, 3, 2))) * float(1.0 / np.sqrt(hd))
         scores = xp.where(mask, scores, -1e9)
         att = xp.bmm(xp.softmax(scores), vs)                       # [B, H, S, hd]
         att = xp.reshape(xp.transpose(att, (0, 2, 1, 3)), (B * S, D))
