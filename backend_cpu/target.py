@@ -118,7 +118,7 @@ class Target(TargetFacts):
     def fingerprint(self) -> str:
         """Everything that changes the machine code: part of both cache keys."""
         return (f"{self.triple}|{self.cpu}|{self.features}|{self.vector_bits}|"
-                f"{self.parallel_min_bytes}|{self.large_transpose_bytes}|{self.l2_bytes}")
+                f"{self.parallel_min_bytes}|{self.large_transpose_bytes}")
 
     @property
     def tag(self) -> str:
@@ -198,27 +198,7 @@ def _x86_target(cpu: str, features: dict[str, bool], level: str, runs: bool) -> 
     if bits == 512:
         items.append("-prefer-256-bit")
     return Target(triple=_host_triple(), cpu=cpu, features=",".join(items), isa=level,
-                  vector_bits=bits, vector_registers=registers, runs_on_host=runs,
-                  l2_bytes=_host_l2_bytes() if runs else TargetFacts.l2_bytes)
-
-
-@functools.lru_cache(maxsize=None)
-def _host_l2_bytes() -> int:
-    """The L2 cache of one core of the host, as Linux reports it ("2048K"); the
-    TargetFacts default where it does not."""
-    base = "/sys/devices/system/cpu/cpu0/cache"
-    try:
-        for entry in sorted(os.listdir(base)):
-            with open(f"{base}/{entry}/level") as f:
-                if f.read().strip() != "2":
-                    continue
-            with open(f"{base}/{entry}/size") as f:
-                text = f.read().strip().upper()
-            scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
-            return int(text.rstrip("KM")) * scale
-    except (OSError, ValueError):
-        pass
-    return TargetFacts.l2_bytes
+                  vector_bits=bits, vector_registers=registers, runs_on_host=runs)
 
 
 @functools.lru_cache(maxsize=None)

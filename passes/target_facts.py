@@ -30,11 +30,6 @@ class TargetFacts:
     # backend moves a lone transpose by register blocks (instruction fusion, where the
     # measurements are).
     large_transpose_bytes: int = 1 << 20
-    # The L2 cache of one core: what a kernel keeps in cache between its passes (the
-    # column normalization's block of columns, backend_cpu/emitters/column_normalize.py).
-    # The host's own size where the OS tells it (backend_cpu/target.py); else 1 MiB,
-    # the per-core L2 of current x86-64 and AArch64 server cores.
-    l2_bytes: int = 1 << 20
 
     @property
     def vector_bytes(self) -> int:

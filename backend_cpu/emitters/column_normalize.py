@@ -7,10 +7,10 @@ dimension `a` that is not the minor one: softmax over axis 0 of x:[A, N] is
 
 Computed as a plain loop nest, each output element would redo its column's
 reductions; XLA's CPU backend makes four kernels, each streaming the whole
-tensor through memory. This kernel takes a *block* of columns (the dimensions
-other than `a`) at a time and makes, for that block, one pass over `a` per
-reduce and then the output pass; the block is sized so that its A rows stay in
-the L2 cache between the passes (the first pass reads memory, the others the cache):
+tensor through memory (reading it four times and writing it twice). This kernel
+takes a *block* of columns (the dimensions other than `a`) at a time and makes,
+for that block, one pass over `a` per reduce and then the output pass: the input
+is read once per reduce and once for the output, the output written once:
 
     for each block [lo, hi) of columns (split over the thread pool):
       m[lo:hi] = -inf;  for i: m[lo:hi] = max(m[lo:hi], x[i, lo:hi])       # pass 1
@@ -31,10 +31,16 @@ other float sums: the error grows like log(rows), not rows (a layernorm down 2^1
 rows was off by 6e-4 with one chain per column).
 
 Blocks: columns are the dimensions other than `a` in row-major order; a block is
-a range of one of them (`bd`) with every dimension after it whole. The block holds
-about half the target's L2 (`l2_bytes`) of input and output rows, at least one
-cache line of the minor dimension, and there are at least MIN_BLOCKS of them
-when the tensor has that many lines of columns (the thread pool's partitions).
+a range of one of them (`bd`) with every dimension after it whole. A block's rows
+are a page long (PAGE_BYTES), or shorter to give the thread pool two partitions
+(MIN_BLOCKS at most). Narrow blocks that would keep all A rows in L2 between the
+passes were measured first and lost: softmax f32[4096,4096] over axis 0 took
+30-60 ms in blocks of 32 columns (a new page per row in every pass, and rows 16
+KiB apart share a few cache sets), 7.4 ms when those blocks were first copied to
+the stack, and 5.8 ms with two blocks of 2048 columns that stream every pass
+(the four kernels before: 11.7 ms; 2 threads, AVX-512 host). A small tensor's
+passes still find it in cache. A large output (streaming.STREAM_MIN_BYTES) is
+written with non-temporal stores, like the streamed loop kernels.
 
 Which fusions: the column form with f32/f64 reduces of one input and a scalar
 init, every value depending on a reduce being a row value read elementwise, a
@@ -60,19 +66,22 @@ from ..elemental.vector_gen import vector_generator
 from ..llvm.ir_toolkit import splat
 from ..llvm.kernel_ir import Buffer
 from ..llvm.loops import for_range, i64
-from ..llvm.types import PTR, element_bytes, lanes_for, storage_type
+from ..llvm.types import I64, PTR, element_bytes, lanes_for, storage_type, to_storage
 
+from . import streaming
 from .column_reduce import rows_per_step
 
 _TYPES = ("f32", "f64")
-# Partitions for the thread pool: at least this many blocks when the columns allow
-# (a few per core of a small machine; a block never narrower than a cache line).
+# A block's rows are a page long (4 KiB, the smallest page of x86-64 and AArch64):
+# each pass then reads whole pages of every row (module docstring).
+PAGE_BYTES = 4096
+# Partitions for the thread pool: blocks are made shorter than a page for up to this
+# many of them, and there are two at least when the columns hold two vectors.
 MIN_BLOCKS = 8
-# The most columns in one block (its stack arrays: this many elements per reduce).
-MAX_BLOCK_COLUMNS = 2048
+# The most columns in one block, and the most bytes of a block's stack arrays.
+MAX_BLOCK_COLUMNS = 4096
+STACK_BYTES = 256 * 1024
 LINE_BYTES = 64
-# When the target states no L2 size.
-DEFAULT_L2_BYTES = 1 << 20
 
 
 def reduced_dim(comp) -> int | None:
@@ -172,9 +181,13 @@ def _why_not_reads(comp, a: int) -> str | None:
 class _Blocks:
     """The blocks of columns (module docstring): the split dimension `bd`, its width
     `width`, the dimensions inside a block (`inner`: after bd, whole) and around it
-    (`outer`: before bd, one index per block), the partition extent."""
+    (`outer`: before bd, one index per block), the partition extent.
 
-    def __init__(self, shape, a: int, read_bytes: int, lanes: int, l2_bytes: int):
+    A block's rows are a page long (PAGE_BYTES) when the columns hold two such
+    blocks, else there are two blocks, or MIN_BLOCKS when that makes them longer;
+    `max_columns` bounds the block's stack arrays."""
+
+    def __init__(self, shape, a: int, lanes: int, max_columns: int | None = None):
         dims = shape.dims
         self.kept = [d for d in range(shape.rank) if d != a]
         esize = element_bytes(shape.element_type)
@@ -182,11 +195,10 @@ class _Blocks:
         total = 1
         for d in self.kept:
             total *= dims[d]
-        # About half of L2 holds the block's rows of every array the passes read.
-        columns = (l2_bytes // 2) // max(1, dims[a] * read_bytes)
-        # Enough blocks for the thread pool, when there are enough lines of columns.
-        columns = min(columns, -(-total // MIN_BLOCKS))
-        columns = max(line, min(columns, MAX_BLOCK_COLUMNS))
+        half = -(-total // 2)
+        columns = max(-(-total // MIN_BLOCKS), min(max(line, PAGE_BYTES // esize), half))
+        cap = MAX_BLOCK_COLUMNS if max_columns is None else min(MAX_BLOCK_COLUMNS, max_columns)
+        columns = max(line, min(columns, cap))
         columns -= columns % lanes
         j = len(self.kept) - 1
         inner_size = 1
@@ -269,17 +281,16 @@ def emit(kernel, comp, operand_gens, output) -> int:
     if shape.numel == 0:
         return 1
     lanes = lanes_for(shape.element_type)
-    read_bytes = element_bytes(output.etype) + sum(
-        element_bytes(p.shape.element_type) for p in comp.parameters
-        if p.shape.is_array and p.shape.dims == shape.dims)
-    l2 = getattr(targets.current(), "l2_bytes", DEFAULT_L2_BYTES)
-    blocks = _Blocks(shape, a, read_bytes, lanes, l2)
     dep = _dependent(comp)
     # What lives in block arrays: the reduces, and the values broadcast back over `a`.
-    kept_dims = tuple(blocks.kept)
+    kept_dims = tuple(d for d in range(shape.rank) if d != a)
     held = [i for i in comp.post_order() if i.opcode == "reduce" or (
         id(i) in dep and any(u.opcode == "broadcast" and u.shape.dims == shape.dims
                              and u.dims() == kept_dims for u in i.users))]
+    # Those arrays and the levels of long sums stay within STACK_BYTES.
+    per_column = sum((1 + levels_needed(_pairwise_blocks(i)) if _pairwise_blocks(i) else 1)
+                     * element_bytes(i.shape.element_type) for i in held)
+    blocks = _Blocks(shape, a, lanes, STACK_BYTES // max(1, per_column))
     arrays = {}
     for instr in held:
         cell = kernel.alloca(ir.ArrayType(storage_type(instr.shape.element_type),
@@ -528,16 +539,46 @@ def _scalar_pass(kernel, cols, instr, compute, gens, array, a: int) -> None:
 
 
 def _output_pass(kernel, cols, root, gens, output, a: int) -> None:
-    """out[i, block] = the root, for every row i."""
+    """out[i, block] = the root, for every row i. A large output whose vectors all
+    start aligned is written with non-temporal stores when its base is aligned
+    (streaming.py says why: no read for ownership)."""
     b = kernel.b
     minor = root.shape.rank - 1
     vgen = None
     if output.minor_dim() == minor:
         vgen = vector_generator(kernel, gens, root, minor, cols.lanes)
     scalar = lambda b, index: output.store(b, index, gens[root](b, index))     # noqa: E731
-    vector = None
-    if vgen is not None:
-        def vector(b, index):
-            output.store_vector(b, index, vgen(b, index))
-    with for_range(b, 0, root.shape.dims[a], "cn.out.rows", unroll=False) as i:
-        cols.walk(i, vector, scalar, "cn.out")
+
+    def rows(streamed: bool) -> None:
+        vector = None
+        if vgen is not None:
+            def vector(b, index):
+                value = vgen(b, index)
+                if not streamed:
+                    output.store_vector(b, index, value)
+                    return
+                raw = to_storage(b, value, output.etype)
+                inst = b.store(raw, output.address(b, index), align=vector_bytes)
+                inst.set_metadata("nontemporal", streaming.nontemporal_node(b.module))
+                output._on_access(inst)
+        with for_range(b, 0, root.shape.dims[a], "cn.out.rows", unroll=False) as i:
+            cols.walk(i, vector, scalar, "cn.out")
+
+    shape, blocks = root.shape, cols.blocks
+    vector_bytes = cols.lanes * element_bytes(output.etype)
+    target = targets.current()
+    whole = shape.dims[minor] % cols.lanes == 0 and (
+        blocks.bd != minor or blocks.width % cols.lanes == 0)
+    if vgen is None or not whole or not target.streaming_stores \
+            or output.shape.nbytes < streaming.STREAM_MIN_BYTES \
+            or vector_bytes != target.vector_bytes or output._on_access is None:
+        rows(False)
+        return
+    kernel.streams = True        # KernelIR.finish adds the sfence
+    base = b.ptrtoint(output.pointer, I64)
+    aligned = b.icmp_unsigned("==", b.and_(base, i64(vector_bytes - 1)), i64(0))
+    with b.if_else(aligned) as (then, otherwise):
+        with then:
+            rows(True)
+        with otherwise:
+            rows(False)

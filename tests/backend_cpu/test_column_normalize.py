@@ -112,16 +112,20 @@ def test_a_narrow_root_is_computed_on_scalars(root_type):
     assert_close(actual, np.asarray(hlo.evaluate(hlo.parse_module(text), [x])[0]), root_type)
 
 
-def test_block_geometry_follows_l2_and_the_rows():
-    shape = hlo.Shape("f32", (4096, 4096))
-    small = column_normalize._Blocks(shape, 0, 8, 8, 256 * 1024)
-    large = column_normalize._Blocks(shape, 0, 8, 8, 4 << 20)
-    assert small.bd == large.bd == 1 and small.width < large.width
-    assert small.width % 8 == 0 and small.width * 4 >= 64      # whole vectors, a line
-    assert small.extent == -(-4096 // small.width)
+def test_block_geometry():
+    # Rows of a page (1024 f32) when the columns hold two such blocks.
+    big = column_normalize._Blocks(hlo.Shape("f32", (4096, 4096)), 0, 8)
+    assert (big.bd, big.width, big.extent) == (1, 1024, 4)
+    # Else two blocks, or MIN_BLOCKS when that makes them longer; whole vectors.
+    narrow = column_normalize._Blocks(hlo.Shape("f32", (16384, 256)), 0, 16)
+    assert (narrow.width, narrow.extent) == (128, 2)
+    wide = column_normalize._Blocks(hlo.Shape("f32", (64, 65536)), 0, 8)
+    assert wide.width == 4096 and wide.extent == 16      # MAX_BLOCK_COLUMNS
+    assert column_normalize._Blocks(hlo.Shape("f64", (64, 4096)), 0, 4, 128).width == 128
     # [B, S, D] over S with a short D: blocks of whole D rows along B.
-    blocks = column_normalize._Blocks(hlo.Shape("f32", (64, 512, 8)), 1, 8, 8, 1 << 20)
-    assert blocks.bd == 0 and blocks.inner == [2] and blocks.extent >= 8
+    bsd = column_normalize._Blocks(hlo.Shape("f32", (64, 512, 8)), 1, 8)
+    assert bsd.bd == 0 and bsd.inner == [2] and bsd.extent >= 2
+    assert bsd.width * 8 * 4 <= 4096
 
 
 def test_frontend_softmax_axis_0_runs_one_kernel(isa):
