@@ -49,8 +49,8 @@ row (`kind=kCustom, backend_config={"fusion_kind":"row"}`, "row")
     has `dimensions={a}`, and broadcasts back have every dimension but `a`; the
     root is in the default layout. `row_dim(fusion)` gives `a` (None for the
     plain form). Emission: for each block of columns (the dimensions other than
-    `a`, split over threads), one pass over `a` per reduce, then the output
-    pass, while the block stays in cache (backend_cpu/emitters/column_normalize.py).
+    `a`, split over threads), one lane-wise pass over `a` per reduce, then the
+    output pass (backend_cpu/emitters/column_normalize.py).
 
 Control edges (`control-predecessors`) never enter a fused computation: an
 instruction moved (or cloned) into a fusion hands its control predecessors to

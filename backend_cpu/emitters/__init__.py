@@ -7,7 +7,7 @@ one LLVM function. strategies.py (one level up) chooses among them, in order.
     transpose       transposes in registers (block transpose, row shuffle)
     row_normalize   e / sum(e) over the minor dimension (softmax rows) in place
     column_normalize  a row fusion's column form (softmax over axis 0): blocks of
-                    columns kept in cache across a pass per reduce and the output pass
+                    columns, a lane-wise pass over the reduced dimension per reduce
     column_reduce   the streaming column reduce and its epilogues
     scatter         scatter and select-and-scatter, in place, parallel where race-free
     merge_sort      the sort kernel: a merge sort of a permutation (sorts numpy cannot do)

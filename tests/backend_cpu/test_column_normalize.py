@@ -167,3 +167,18 @@ def test_frontend_ops_over_a_non_minor_axis(form, axis):
     f = jit_compile(lambda v: fn(v, axis=axis))
     text = f.lower(x).as_hlo_text()
     check(text, [x], f"{form} axis {axis}")
+
+
+def test_a_large_output_streams(isa):
+    # 16 MiB of output: non-temporal stores (streaming.STREAM_MIN_BYTES), whole aligned
+    # vectors of the target; compiled for every ISA level, run where the host can.
+    dims = (4096, 1024)
+    text = normalization_hlo("softmax", dims, 0, keepdims=False)
+    executable = isa.compile(hlo.parse_module(text), pipeline="default")
+    assert strategies_of(executable) == ["column_normalize"]
+    llvm = executable.as_llvm_ir()
+    assert "!nontemporal" in llvm and isa.vector_type("f32") in llvm
+    if isa.runs:
+        x = np.random.default_rng(8).standard_normal(dims).astype(np.float32)
+        e = np.exp(x - x.max(axis=0))
+        assert_close(executable.run(x)[0], e / e.sum(axis=0), "softmax f32[4096,1024]")
