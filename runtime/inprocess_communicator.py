@@ -5,12 +5,10 @@ Every collective is a meeting of its group's members. Each member posts its buff
 buffers directly, and meet again before anyone returns (a peer may still be reading a
 buffer until then):
 
-    all_reduce, large:  post ── reduce my chunk of every send, block by block, and write
-                        each reduced block into every member's recv while it is in
-                        cache ── sync
-                        (a reduce-scatter and an all-gather in one pass: each device moves
-                        ~2(N-1)/N of the data, like a ring, in one step instead of
-                        2(N-1), and reads each reduced block from cache, not memory)
+    all_reduce, large:  post ── reduce my chunk of every send ── sync ── copy the other
+                        chunks from their owners' recv ── sync
+                        (reduce-scatter then all-gather: each device moves ~2(N-1)/N of
+                        the data, like a ring, in two steps instead of 2(N-1))
     all_reduce, small:  post ── reduce everything myself ── sync
                         (below SMALL_BYTES, one meeting less beats moving less)
     all_gather, reduce_scatter, all_to_all, broadcast: post ── copy/reduce what is mine ── sync
@@ -201,13 +199,16 @@ class InProcessCommunicator(Communicator):
             _fold([p[0] for p in meeting.posts], recv, reduction, scratch=False)
             self._sync(device, group, meeting, 1, last=True)
             return
-        meeting = self._meet(device, group, "all_reduce", (send, recv), signature, 2)
+        meeting = self._meet(device, group, "all_reduce", (send, recv), signature, 3)
         me = group.index(device)
         lo, hi = chunk_bounds(send.size, n, me)
-        any_in_place = any(same_memory(s, r, "all_reduce") for s, r in meeting.posts)
-        _fold([p[0][lo:hi] for p in meeting.posts], recv[lo:hi], reduction, any_in_place,
-              copies=[p[1][lo:hi] for k, p in enumerate(meeting.posts) if k != me])
-        self._sync(device, group, meeting, 1, last=True)
+        _fold([p[0][lo:hi] for p in meeting.posts], recv[lo:hi], reduction, scratch=in_place)
+        self._sync(device, group, meeting, 1)
+        for k in range(n):
+            if k != me:
+                lo, hi = chunk_bounds(send.size, n, k)
+                np.copyto(recv[lo:hi], meeting.posts[k][1][lo:hi])
+        self._sync(device, group, meeting, 2, last=True)
 
     def _all_gather(self, device, group, send, recv) -> None:
         meeting = self._meet(device, group, "all_gather", send,
@@ -382,13 +383,11 @@ def _close_all(threads) -> None:
         thread.close()
 
 
-def _fold(parts: list, out: np.ndarray, reduction: Reduction, scratch: bool,
-          copies: list = ()) -> None:
-    """out = ((parts[0] op parts[1]) op parts[2]) ..., block by block; each block is also
-    copied to every array of `copies` while it is in cache.
+def _fold(parts: list, out: np.ndarray, reduction: Reduction, scratch: bool) -> None:
+    """out = ((parts[0] op parts[1]) op parts[2]) ..., block by block.
 
-    With `scratch`, each block is folded in a temporary first: `out` (or a copy) may be
-    one of the parts (an in-place all-reduce), which must not change before it is read.
+    With `scratch`, each block is folded in a temporary first: `out` may be one of the
+    parts (an in-place all-reduce), which must not change before it is read.
     """
     size = out.size
     if size == 0:
@@ -403,5 +402,3 @@ def _fold(parts: list, out: np.ndarray, reduction: Reduction, scratch: bool,
             reduction.apply(target, part[start:stop], target)
         if buffer is not None:
             np.copyto(out[start:stop], target)
-        for copy in copies:
-            np.copyto(copy[start:stop], target)
