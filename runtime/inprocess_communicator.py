@@ -42,7 +42,9 @@ from .collective_util import (Reduction, chunk_bounds, describe_error, describe_
                               same_memory)
 from .communicator import CollectiveError, Communicator
 
-BLOCK_BYTES = 256 << 10      # a reduction's working block: stays in L2 while members fold
+# A reduction's working block: the running result stays in L2 while members fold. 1 MiB
+# against 256 KiB: 64 MiB on 4 devices 26.0-28.8 ms against 31.4-34.0 (2 cores, 2 MiB L2).
+BLOCK_BYTES = 1 << 20
 SMALL_BYTES = 64 << 10       # all-reduces up to this size are reduced whole by every member
 
 
