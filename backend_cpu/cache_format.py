@@ -98,7 +98,8 @@ def _registry() -> dict[str, _Kind]:
     none = lambda: None        # noqa: E731
     kinds = [
         _Kind(Program, {"_table_type": none, "_template": none, "_linked": lambda: False,
-                        "_stream_plan": none, "_trace_rows": none}, _program_after_load),
+                        "_stream_plan": none, "_lean": none, "_trace_rows": none},
+               _program_after_load),
         _Kind(KernelThunk, {"kernel": none, "dims": none, "_single": none}),
         _Kind(CopyThunk, {}),
         _Kind(CallThunk, {}),

@@ -105,6 +105,7 @@ class Program:
                 self._template[i] = s.array.ctypes.data
         self._linked = False
         self._stream_plan = None
+        self._lean = None                 # set by link: see _lean_plan
         self._trace_rows = None           # per thunk (name, category, args): tracing only
 
     def link(self, lookup, threads: int | None = None) -> None:
@@ -117,7 +118,19 @@ class Program:
         # Independent large kernels run on streams (inter_op.py); usually there are none.
         self._stream_plan = inter_op.plan(self.thunks, self.slots,
                                           runtime.get_options().inter_op_threads)
+        self._lean = self._lean_plan()
         self._linked = True
+
+    def _lean_plan(self):
+        """What `execute` needs when every thunk is a kernel run inline as one slice and
+        every result is a fresh output (the usual small program): the native calls and
+        the outputs to allocate, so a call runs no per-thunk Python. Else None."""
+        calls = [getattr(t, "_single", None) for t in self.thunks]
+        if self._stream_plan is not None or not self._all_fresh or None in calls:
+            return None
+        outputs = tuple((slot, dims, dtype, nbytes < _SMALL_BYTES)
+                        for slot, dims, dtype, nbytes in self._fresh_outputs)
+        return tuple(calls), outputs
 
     @property
     def stream_plan(self):
@@ -128,6 +141,25 @@ class Program:
         """Runs the program as the device of `ctx` (thunks.DeviceContext; None: the only
         device). While a trace runs (runtime.profiler), every thunk is a span."""
         rec = _profiler.active            # the only cost of tracing when it is off
+        lean = self._lean
+        if lean is not None and rec is None:
+            table = self._table_type.from_buffer_copy(self._template)
+            for slot, address in zip(self.param_slots, input_addresses):
+                table[slot] = address
+            if self.arena_size:
+                arena = _allocate((self.arena_size,), np.uint8, self.arena_size)
+                base = address_of(arena)
+                for slot, offset in self._temps:
+                    table[slot] = base + offset
+            results = []
+            for slot, dims, dtype, small in lean[1]:
+                array = np.empty(dims, dtype) if small else runtime.empty(dims, dtype)
+                results.append(array)
+                table[slot] = address_of(array)
+            address = ctypes.addressof(table)
+            for call, begin, end in lean[0]:
+                call(address, begin, end)
+            return results
         if rec is not None:
             start = _profiler.now()
         table = self._table_type.from_buffer_copy(self._template)
@@ -312,6 +344,26 @@ class CpuExecutable:
         P = self.num_partitions
         return DeviceContext(device, device // P, device % P, comm)
 
+    def run_exact(self, arrays) -> list[np.ndarray] | None:
+        """The results of `run(*arrays)` when the arrays are exactly the parameters
+        (numpy arrays of their dtypes and shapes, C order, aligned) of a program of one
+        device whose results need no relayout; else None, having run nothing (the caller
+        then takes `run`, which converts or explains). The dispatch of a repeated call."""
+        checks = self._param_checks
+        if self._jit is None or self.num_devices > 1 or self.distributed is not None \
+                or not self._default_outputs or len(arrays) != len(checks):
+            return None
+        addresses = []
+        for value, (dtype, dims, default_layout) in zip(arrays, checks):
+            if type(value) is not np.ndarray or value.dtype != dtype or value.shape != dims \
+                    or not default_layout:
+                return None
+            flags = value.flags
+            if not (flags.c_contiguous and flags.aligned):
+                return None
+            addresses.append(address_of(value))
+        return self._program.execute(addresses)
+
     def run(self, *arrays) -> list[np.ndarray]:
         """Runs the program on its one device; under MPI (`distributed="mpi"`), on this
         rank's device (`self.device`), meeting the other ranks in its collectives."""
@@ -319,15 +371,18 @@ class CpuExecutable:
             if self._jit is None or self.num_devices > 1 or len(arrays) != len(self._params):
                 self._check_single("run", len(arrays))
             # The lean path (a tiny call pays for every step here).
-            bound, addresses = [], []
-            for i, (value, (dtype, dims, default_layout)) in enumerate(
-                    zip(arrays, self._param_checks)):
-                array = value
-                if not (type(value) is np.ndarray and value.dtype == dtype
-                        and value.shape == dims and default_layout
-                        and value.flags.c_contiguous and value.flags.aligned):
-                    array = self._check_argument(i, value, self._params[i])
-                bound.append(array)
+            addresses, converted = [], None
+            for value, (dtype, dims, default_layout) in zip(arrays, self._param_checks):
+                if type(value) is np.ndarray and value.dtype == dtype and value.shape == dims \
+                        and default_layout:
+                    flags = value.flags
+                    if flags.c_contiguous and flags.aligned:
+                        addresses.append(address_of(value))
+                        continue
+                i = len(addresses)
+                array = self._check_argument(i, value, self._params[i])
+                converted = converted or []
+                converted.append(array)            # alive until the run is over
                 addresses.append(address_of(array))
             results = self._program.execute(addresses)
             if self._default_outputs:

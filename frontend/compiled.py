@@ -14,6 +14,7 @@ from . import pytree
 from .cost import cost_analysis
 
 _NO_PASSES = (None, "none", "O0")
+_MISS = object()             # call_exact: the arguments are not exactly the signature's
 
 
 def check_pipeline(pipeline) -> None:
@@ -62,6 +63,7 @@ class Compiled:
     def __init__(self, lowered):
         self.lowered = lowered
         self._plain_avals = _plain_avals(lowered.signature)
+        self._one_leaf = lowered.out_tree == pytree.LEAF
         jit = lowered.jit
         self.backend = jit.backend
         if self.backend == "cpu":
@@ -75,11 +77,30 @@ class Compiled:
             self._optimized_text = self._optimized.to_text()
 
     def __call__(self, *args, **kwargs):
-        if not kwargs and self._plain_avals is not None and len(args) == len(self._plain_avals) \
-                and all(type(a) is np.ndarray and (a.shape, a.dtype) == aval
-                        for a, aval in zip(args, self._plain_avals)):
-            return self.run_flat(args)      # the fast path: the arrays the signature takes
+        if not kwargs:
+            result = self.call_exact(args)
+            if result is not _MISS:
+                return result
         return self.run_flat(self.lowered.check_call(args, kwargs))
+
+    def call_exact(self, args):
+        """The result for positional arrays that are exactly what the signature takes
+        (the dispatch of a repeated call: no pytree flattening, one check per argument),
+        else _MISS, having run nothing."""
+        if self._plain_avals is None:
+            return _MISS
+        if self._executable is not None:
+            results = self._executable.run_exact(args)
+            if results is None:
+                return _MISS
+            if self._one_leaf:
+                return results[0]
+            return pytree.unflatten(self.lowered.out_tree, results)
+        if len(args) != len(self._plain_avals) or not all(
+                type(a) is np.ndarray and (a.shape, a.dtype) == aval
+                for a, aval in zip(args, self._plain_avals)):
+            return _MISS
+        return self.run_flat(args)
 
     def run_flat(self, arrays):
         """Runs on the flattened argument arrays (already checked); returns the pytree."""

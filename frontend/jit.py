@@ -33,7 +33,7 @@ import numbers
 import numpy as np
 
 from . import pytree
-from .compiled import Compiled, check_pipeline
+from .compiled import _MISS, Compiled, check_pipeline
 from .signature import CallSignature, check_arguments, make_signature
 from .trace import Graph, tracing
 from .lowering import lower_graph
@@ -76,19 +76,29 @@ class JitFunction:
         # (shape, dtype) of each positional ndarray -> Compiled: calls of plain arrays
         # (no kwargs, no static arguments) whose signature the slow path has checked.
         self._fast: dict[tuple, Compiled] = {}
+        self._last: Compiled | None = None  # the last fast call's (tried first)
         self.trace_count = 0            # how many times fn was traced (tests read it)
 
     # --- calling -------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         if not kwargs:
-            # The fast path: positional numpy arrays whose shapes and dtypes were seen
-            # before skip pytree flattening and the signature objects.
+            # The fast paths: the signature of the last call again (one check per
+            # argument), or positional numpy arrays whose shapes and dtypes were seen
+            # before; both skip pytree flattening and the signature objects.
+            last = self._last
+            if last is not None:
+                result = last.call_exact(args)
+                if result is not _MISS:
+                    return result
             try:
                 compiled = self._fast[tuple([(a.shape, a.dtype) for a in args])]
             except (KeyError, AttributeError, TypeError):
                 compiled = None
-            if compiled is not None and all(type(a) is np.ndarray for a in args):
-                return compiled.run_flat(args)
+            if compiled is not None:
+                result = compiled.call_exact(args)
+                if result is not _MISS:
+                    self._last = compiled
+                    return result
         sig = make_signature(self.name, self.static_argnums, args, kwargs)
         if sig is None:
             # Called from inside another trace: inline the function into that trace.

@@ -54,3 +54,38 @@ def test_compiled_object_fast_path_checks_shapes():
         c(np.ones(5, np.float32))
     with pytest.raises(TypeError, match="dtype"):
         c(np.ones(4, np.float64))
+
+
+def test_the_last_signature_is_tried_first_and_anything_else_falls_through():
+    # call_exact runs only on exactly the signature's arrays; every other argument falls
+    # through to the full path, which converts or explains.
+    f = jit_compile(lambda x, y: (x + y, x * y), name="fast_last")
+    x, y = np.arange(6, dtype=np.float32).reshape(2, 3), np.full((2, 3), 2.0, np.float32)
+    for _ in range(2):
+        s, p = f(x, y)                                      # a tuple comes back a tuple
+        np.testing.assert_array_equal(s, x + y)
+        np.testing.assert_array_equal(p, x * y)
+    assert f._last is not None
+    strided = np.arange(12, dtype=np.float32).reshape(2, 6)[:, ::2]     # same shape
+    np.testing.assert_array_equal(f(strided, y)[0], strided + y)
+    frozen = x.copy()
+    frozen.flags.writeable = False
+    np.testing.assert_array_equal(f(frozen, y)[1], x * y)
+    fortran = np.asfortranarray(x)
+    np.testing.assert_array_equal(f(fortran, y)[0], x + y)
+    np.testing.assert_array_equal(f(x[:1], y[:1])[0], (x + y)[:1])   # another signature
+    small = f(x.astype(np.int8), y.astype(np.int8))[1]                # another dtype
+    assert small.dtype == np.int8
+    np.testing.assert_array_equal(small, (x * y).astype(np.int8))
+    assert f.trace_count == 3
+
+
+def test_the_lean_execute_keeps_temps_and_fresh_results():
+    # A program with temps in an arena and two kernels: each call gets fresh results.
+    f = jit_compile(lambda x: (x @ x) @ x, name="fast_arena")
+    x = np.eye(16, dtype=np.float32) * 2.0
+    first = f(x)
+    second = f(x)
+    assert first is not second and not np.shares_memory(first, second)
+    np.testing.assert_allclose(first, 8.0 * np.eye(16), rtol=1e-6)
+    np.testing.assert_allclose(second, first)
