@@ -22,14 +22,24 @@ from .target_facts import DEFAULT, TargetFacts
 # small index computation made the fill serial. Below this size a kernel runs on one
 # thread anyway, so merging only saves launches.
 
+def _work_bytes(instr: HloInstruction, values) -> int:
+    """Bytes a kernel reads and writes: its distinct operands and its outputs (what the
+    backend weighs against parallel_min_bytes). A reduction's output is small, its
+    input need not be: the bias gradient of a [2048,2048] weight is 8 KiB of output
+    from 16 MiB of input."""
+    read = sum(leaf.nbytes for o in {id(o): o for o in instr.operands}.values()
+               for leaf in o.shape.leaves())
+    return read + sum(v.shape.nbytes for v in values)
+
+
 def _is_candidate(instr: HloInstruction, max_output_bytes: int) -> bool:
     """Small loop fusions, and small unfused ops a loop fusion could hold (wrapped
-    when merged)."""
+    when merged): small in what they read and write, not only in what they write."""
     if instr.is_root:
         return False
     values = outputs(instr) if instr.opcode == "fusion" else [instr]
     if not all(v.shape.is_array for v in values) \
-            or sum(v.shape.nbytes for v in values) > max_output_bytes:
+            or _work_bytes(instr, values) > max_output_bytes:
         return False
     if instr.opcode == "fusion":
         return fusion_kind(instr) == "loop" and is_loop_body(instr)
@@ -48,10 +58,10 @@ def _why_not_candidate(instr: HloInstruction, max_output_bytes: int) -> str | No
     values = outputs(instr) if instr.opcode == "fusion" else [instr]
     if not all(v.shape.is_array for v in values):
         return "a tuple-shaped output"
-    size = sum(v.shape.nbytes for v in values)
+    size = _work_bytes(instr, values)
     if size > max_output_bytes:
-        return f"{size} bytes of output, more than {max_output_bytes} (a kernel that large " \
-               f"runs on several threads alone)"
+        return f"{size} bytes read and written, more than {max_output_bytes} (a kernel " \
+               f"that large runs on several threads alone)"
     return None
 
 

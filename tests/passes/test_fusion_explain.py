@@ -89,7 +89,7 @@ def test_horizontal_fusion_notes_size_and_dependence():
           ROOT t = (f32[256,256], f32[16], f32[16]) tuple(ab, es, e2)
         }""")
     assert any(line.startswith("horizontal-fusion: loop_fusion") and
-               "262144 bytes of output, more than" in line for line in lines), lines
+               "524288 bytes read and written, more than" in line for line in lines), lines
     assert any(line.startswith("horizontal-fusion: ") and line.endswith(": merged")
                for line in lines), lines
 

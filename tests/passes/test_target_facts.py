@@ -47,11 +47,36 @@ def test_the_default_facts_are_host_independent():
 
 
 def test_horizontal_fusion_merges_up_to_the_parallel_work_threshold():
-    # Kernels of 16 KiB and 128 bytes of output: merged by default (128 KiB), apart
-    # when 16 KiB is above the threshold.
+    # Kernels reading and writing 32 KiB and 256 bytes: merged by default (128 KiB),
+    # apart when 32 KiB is above the threshold.
     assert _kernels(SIBLINGS) == 1
-    assert _kernels(SIBLINGS, TargetFacts(parallel_min_bytes=16 * 1024)) == 1
-    assert _kernels(SIBLINGS, TargetFacts(parallel_min_bytes=16 * 1024 - 1)) == 2
+    assert _kernels(SIBLINGS, TargetFacts(parallel_min_bytes=32 * 1024)) == 1
+    assert _kernels(SIBLINGS, TargetFacts(parallel_min_bytes=32 * 1024 - 1)) == 2
+
+
+def test_a_small_output_of_a_large_reduction_is_not_merged_horizontally():
+    # 4 KiB of output from 4 MiB of input: the work is the input. Merged with a small
+    # neighbour it ran one loop per output element on one thread (a GPT step's bias
+    # gradients: 230 of 400 ms).
+    text = """
+HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  p = f32[1024,1024] parameter(0)
+  q = f32[32] parameter(1)
+  z = f32[] constant(0)
+  r = f32[1024] reduce(p, z), dimensions={0}, to_apply=add
+  c = f32[] constant(0.01)
+  b = f32[1024] broadcast(c), dimensions={}
+  m = f32[1024] multiply(r, b)
+  n = f32[32] negate(q)
+  ROOT t = (f32[1024], f32[32]) tuple(m, n)
+}"""
+    assert _kernels(text) == 2
 
 
 def test_a_transpose_is_large_from_the_targets_threshold():
