@@ -33,6 +33,7 @@ from llvmlite.binding import ffi
 
 from .. import target as targets
 from ... import runtime
+from ...runtime import config as runtime_config
 from ...runtime import profiler
 from . import native_symbols, target_machine
 
@@ -99,16 +100,9 @@ def jit_object(object_code: bytes | list) -> Jit:
 def default_threads() -> int:
     """Compile threads when not given: $XLAPY_COMPILE_THREADS, else the runtime's
     thread pool size (its intra-op threads)."""
-    env = os.environ.get("XLAPY_COMPILE_THREADS", "").strip()
-    if env:
-        try:
-            value = int(env)
-        except ValueError:
-            raise ValueError(f"XLAPY_COMPILE_THREADS must be an integer >= 1, got {env!r}") \
-                from None
-        if value < 1:
-            raise ValueError(f"XLAPY_COMPILE_THREADS must be an integer >= 1, got {env!r}")
-        return value
+    env = os.environ.get("XLAPY_COMPILE_THREADS", "")
+    if env.strip():
+        return runtime_config.parse_count(env, "XLAPY_COMPILE_THREADS")
     return max(1, runtime.get_options().intra_op_threads)
 
 

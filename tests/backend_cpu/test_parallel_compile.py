@@ -97,7 +97,7 @@ def test_the_environment_sets_the_default(monkeypatch):
     monkeypatch.setenv("XLAPY_COMPILE_THREADS", "3")
     assert machine_code.default_threads() == 3
     monkeypatch.setenv("XLAPY_COMPILE_THREADS", "many")
-    with pytest.raises(ValueError, match="XLAPY_COMPILE_THREADS must be an integer"):
+    with pytest.raises(ValueError, match="XLAPY_COMPILE_THREADS='many' is not an integer"):
         machine_code.default_threads()
     monkeypatch.delenv("XLAPY_COMPILE_THREADS")
     from xlapy import runtime
