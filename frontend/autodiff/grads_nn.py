@@ -154,12 +154,26 @@ _POOL_ATTRS = ("ksize", "strides", "padding", "data_format")
 
 def _conv_grads(node, grads, backprop_input: str, backprop_filter: str):
     x, w = node.inputs
-    if w.shape[-2] != x.shape[-1]:
-        raise NotImplementedError(f"gradient of a grouped {node.op} is not supported")
     attrs = {k: node.attrs[k] for k in _CONV_ATTRS if k in node.attrs}
     g = grads[0]
-    return [ops.apply(backprop_input, [g, w], input_shape=tuple(x.shape), **attrs),
-            ops.apply(backprop_filter, [x, g], filter_shape=tuple(w.shape), **attrs)]
+    groups = x.shape[-1] // w.shape[-2]
+    if groups == 1:
+        return [ops.apply(backprop_input, [g, w], input_shape=tuple(x.shape), **attrs),
+                ops.apply(backprop_filter, [x, g], filter_shape=tuple(w.shape), **attrs)]
+    # A grouped conv (input channels in G groups of Cg, outputs in G groups of Og) is the
+    # dense conv with the block-diagonal filter W[k, h*Cg + c, o] = w[k, c, o] * (h == o
+    # // Og); its gradients are the dense conv's, the filter's read back from the blocks
+    # (as the depthwise gradient below does: G times the work of a grouped kernel).
+    *ks, cg, out = w.shape
+    spatial = len(ks)
+    mask = (np.arange(groups)[:, None] == np.arange(out)[None, :] // (out // groups))
+    mask = ops.constant(mask.astype(w.dtype).reshape((groups, 1, out)))
+    dense_shape = (*ks, groups * cg, out)
+    dense = ops.reshape(ops.expand_dims(w, spatial) * mask, dense_shape)
+    dx = ops.apply(backprop_input, [g, dense], input_shape=tuple(x.shape), **attrs)
+    d_dense = ops.apply(backprop_filter, [x, g], filter_shape=dense_shape, **attrs)
+    dw = ops.reduce_sum(ops.reshape(d_dense, (*ks, groups, cg, out)) * mask, spatial)
+    return [dx, dw]
 
 
 @register_gradient("Conv2D")
