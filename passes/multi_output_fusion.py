@@ -105,23 +105,27 @@ def fuse_producer_consumer(comp: HloComputation, note=None) -> bool:
     with the same iteration space and kept as an extra output of it. `note`: None, or
     HloModulePass.note (explaining)."""
     changed = False
+    reach = None          # built when first needed, again after each merge changes comp
     for producer in list(comp.post_order()):
         if (producer.parent is not comp or not _is_candidate(producer)
                 or fusion_kind(producer) != "loop" or producer.shape.is_tuple):
             continue
-        reach = Reachability(comp)
         space = iteration_space(producer)
         for consumer in dict.fromkeys(producer.users):
             # No other path from the producer to the consumer (through data or
             # control edges), or the merged fusion would have to run before itself.
-            if (_is_candidate(consumer) and iteration_space(consumer) == space
-                    and not any(op is not producer and reach.depends_on(op, producer)
-                                for op in consumer.operands + consumer.control_predecessors)):
-                if note is not None:
-                    note(consumer, producer, None, "merged (the producer kept as an output)")
-                fuse_producer(consumer, producer, keep_output=True)
-                changed = True
-                break
+            if _is_candidate(consumer) and iteration_space(consumer) == space:
+                if reach is None:
+                    reach = Reachability(comp)
+                if not any(op is not producer and reach.depends_on(op, producer)
+                           for op in consumer.operands + consumer.control_predecessors):
+                    if note is not None:
+                        note(consumer, producer, None,
+                             "merged (the producer kept as an output)")
+                    fuse_producer(consumer, producer, keep_output=True)
+                    reach = None
+                    changed = True
+                    break
             if note is not None and consumer.opcode == "fusion":
                 note(consumer, producer, _why_not_candidate(consumer)
                      or (f"iteration spaces differ: {_space_text(space)}, "

@@ -214,11 +214,12 @@ def grow_row_region(root: HloInstruction, refused: list | None = None,
 def fuse_row_region(region: list[HloInstruction], dim: int | None = None) -> HloInstruction:
     """One row fusion of `region` (root first, users before operands); `dim`: the
     reduced dimension of a column form (tagged in the fusion's backend_config)."""
-    fusion = create_fusion(region[0], ROW)
+    region[0].parent.sort_topologically()     # once: each step below keeps the order
+    fusion = create_fusion(region[0], ROW)     # (in the root's place: still sorted)
     if dim is not None and dim != region[0].shape.rank - 1:
         set_row_dim(fusion, dim)
     for producer in region[1:]:
-        fuse_producer(fusion, producer)
+        fuse_producer(fusion, producer, parent_sorted=True)
     return fusion
 
 
