@@ -141,25 +141,6 @@ class Program:
         """Runs the program as the device of `ctx` (thunks.DeviceContext; None: the only
         device). While a trace runs (runtime.profiler), every thunk is a span."""
         rec = _profiler.active            # the only cost of tracing when it is off
-        lean = self._lean
-        if lean is not None and rec is None:
-            table = self._table_type.from_buffer_copy(self._template)
-            for slot, address in zip(self.param_slots, input_addresses):
-                table[slot] = address
-            if self.arena_size:
-                arena = _allocate((self.arena_size,), np.uint8, self.arena_size)
-                base = address_of(arena)
-                for slot, offset in self._temps:
-                    table[slot] = base + offset
-            results = []
-            for slot, dims, dtype, small in lean[1]:
-                array = np.empty(dims, dtype) if small else runtime.empty(dims, dtype)
-                results.append(array)
-                table[slot] = address_of(array)
-            address = ctypes.addressof(table)
-            for call, begin, end in lean[0]:
-                call(address, begin, end)
-            return results
         if rec is not None:
             start = _profiler.now()
         table = self._table_type.from_buffer_copy(self._template)
@@ -171,6 +152,17 @@ class Program:
             base = address_of(arena)
             for slot, offset in self._temps:
                 table[slot] = base + offset
+        lean = self._lean
+        if lean is not None and rec is None:
+            results = []
+            for slot, dims, dtype, small in lean[1]:
+                array = np.empty(dims, dtype) if small else runtime.empty(dims, dtype)
+                results.append(array)
+                table[slot] = address_of(array)
+            address = ctypes.addressof(table)
+            for call, begin, end in lean[0]:
+                call(address, begin, end)
+            return results
         fresh = {}
         for slot, dims, dtype, nbytes in self._fresh_outputs:
             array = _allocate(dims, dtype, nbytes)
@@ -370,24 +362,11 @@ class CpuExecutable:
         if self.distributed is None:
             if self._jit is None or self.num_devices > 1 or len(arrays) != len(self._params):
                 self._check_single("run", len(arrays))
-            # The lean path (a tiny call pays for every step here).
-            addresses, converted = [], None
-            for value, (dtype, dims, default_layout) in zip(arrays, self._param_checks):
-                if type(value) is np.ndarray and value.dtype == dtype and value.shape == dims \
-                        and default_layout:
-                    flags = value.flags
-                    if flags.c_contiguous and flags.aligned:
-                        addresses.append(address_of(value))
-                        continue
-                i = len(addresses)
-                array = self._check_argument(i, value, self._params[i])
-                converted = converted or []
-                converted.append(array)            # alive until the run is over
-                addresses.append(address_of(array))
-            results = self._program.execute(addresses)
-            if self._default_outputs:
+            results = self.run_exact(arrays)        # the lean path: exactly the parameters
+            if results is not None:
                 return results
-            return self._finish(results)
+            results = self._program.execute(self._bind(arrays, "run"))
+            return results if self._default_outputs else self._finish(results)
         self._check_runnable("run")
         addresses = self._bind(arrays, "run")
         ctx = self._context(self.device, self._comm)

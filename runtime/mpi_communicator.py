@@ -181,15 +181,20 @@ class MpiCommunicator(Communicator):
     def _collective(self, what: str, comm, name: str, *args) -> None:
         """comm.<name>(*args) to completion: the blocking call under the watchdog, or
         comm.I<name> polled (see Waiting in the module docstring)."""
-        watchdog = self._watchdog
-        if watchdog is None:
-            self._wait(self._start(what, getattr(comm, "I" + name.lower()[0] + name[1:]), *args), what)
+        if self._watchdog is None:
+            nonblocking = getattr(comm, "I" + name[0].lower() + name[1:])
+            self._wait(self._start(what, nonblocking, *args), what)
             return
         if self._failed is not None:
             raise CollectiveError(f"{what} on rank {self.rank}: {self._failed}")
+        self._blocking(what, getattr(comm, name), *args)
+
+    def _blocking(self, what: str, call, *args) -> None:
+        """A blocking MPI call under the watchdog; an MPI error is a failure."""
+        watchdog = self._watchdog
         watchdog.arm(what, None)
         try:
-            getattr(comm, name)(*args)
+            call(*args)
         except self._MPI.Exception as exc:
             self._fail(f"rank {self.rank}: MPI error in {what}: {describe_error(exc)}",
                        cause=exc)
@@ -285,16 +290,9 @@ class MpiCommunicator(Communicator):
         if (fast is not None and recv.flags.writeable and self._failed is None
                 and self._issuers[device].idle):
             comm, source, datatype, mpi_op, what = fast
-            watchdog = self._watchdog
-            watchdog.arm(what, None)
-            try:
-                comm.Allreduce(source if source is not None else [send, datatype],
-                               [recv, datatype], mpi_op)
-            except self._MPI.Exception as exc:
-                self._fail(f"rank {self.rank}: MPI error in {what}: {describe_error(exc)}",
-                           cause=exc)
-            finally:
-                watchdog.disarm()
+            self._blocking(what, comm.Allreduce,
+                           source if source is not None else [send, datatype],
+                           [recv, datatype], mpi_op)
             return
         super().all_reduce(device, group, send, recv, op)
         if key is not None and self._watchdog is not None:
