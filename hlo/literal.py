@@ -3,7 +3,9 @@
 The grammar hands over a literal as nested `LiteralList` / `LiteralTuple` nodes
 whose leaves are number or word tokens (`1.5`, `-inf`, `nan`, `true`). An array
 literal nests exactly `rank` lists deep, `{ {1, 2}, {3, 4} }` for `f32[2,2]`; a
-scalar is a bare leaf; `{...}` marks a constant XLA elided (value None). Complex
+scalar is a bare leaf; a bare real leaf for an array shape (`f32[10] constant(15)`)
+is read as XLA's parser reads it: the first element takes the value and the others
+are zero (XLA ignores the nesting check there; its own CPU tests rely on it); `{...}` marks a constant XLA elided (value None). Complex
 elements are pairs `(re, im)`; a tuple-shaped constant is `( {..}, 3 )` and
 becomes a tuple of arrays.
 
@@ -85,8 +87,21 @@ def build_literal(node: Any, shape: Shape):
     if shape.rank > MAX_LITERAL_DEPTH:
         raise LiteralError(f"literal of rank {shape.rank} is too deep", _token_of(node))
     leaves: list = []
+    if shape.rank > 0 and not isinstance(node, (LiteralList, LiteralTuple)):
+        return _first_element_only(node, shape)
     _collect_leaves(node, shape.dims, 0, leaves)
     values = _convert_leaves(leaves, shape.element_type)
+    return values.reshape(shape.dims)
+
+
+def _first_element_only(leaf: Any, shape: Shape):
+    """XLA's reading of one bare number for an array shape: element 0, zeros elsewhere."""
+    if shape.numel == 0:
+        raise LiteralError(f"value {_leaf_text(leaf)} cannot be set in a literal of shape "
+                           f"{shape}: it has no elements", _token_of(leaf))
+    first = _convert_leaves([leaf], shape.element_type)
+    values = np.zeros(shape.numel, dtype=first.dtype)
+    values[0] = first[0]
     return values.reshape(shape.dims)
 
 

@@ -28,7 +28,10 @@ layout in a signature, which must agree with the root's shape; attributes after
 a computation's closing brace (`}, execution_thread="x"`, kept in
 `HloComputation.attrs`); inline called computations (`to_apply={ ... }`, which
 become computations of their own named `<instruction>.<attribute>`); an omitted
-empty `window`; shapes and literals as attribute values (`outfeed_shape=`,
+empty `window`; the old dynamic-slice/dynamic-update-slice form with the start
+indices in one rank-1 operand (rewritten to one scalar per dimension, as a slice
+and a reshape of each element; printed in today's form); shapes and literals as
+attribute values (`outfeed_shape=`,
 `literal=`, `operand_layout_constraints=`).
 
 Checks that need the instruction besides the attribute's text, as XLA's parser
@@ -504,6 +507,8 @@ class _ModuleBuilder:
     def _resolve(self, instr: HloInstruction, syntax: _InstrSyntax, comp: HloComputation) -> None:
         if instr.opcode not in ("constant", "parameter"):
             instr.set_operands(self._operand(arg, comp) for arg in syntax.args)
+            if instr.opcode in ("dynamic-slice", "dynamic-update-slice"):
+                self._split_index_vector(instr, comp)
         for attr in syntax.attrs:
             key = str(attr.key)
             if key in instr.attrs or (key == "control-predecessors"
@@ -531,6 +536,32 @@ class _ModuleBuilder:
             self._wrap_async(instr, self.async_wrapped[id(instr)], syntax)
         if instr.shape is None:
             self._infer_shape(instr, syntax)
+
+    def _split_index_vector(self, instr: HloInstruction, comp: HloComputation) -> None:
+        """The old form of dynamic-slice and dynamic-update-slice, which XLA still reads:
+        the start indices as one rank-1 operand (`dynamic-slice(x, s32[3] i)`). Rewritten
+        to today's form, one scalar per dimension (a slice and a reshape of each element),
+        so that everything after the parser sees one form; printed in that form."""
+        first_index = 1 if instr.opcode == "dynamic-slice" else 2
+        ops = instr.operands
+        if len(ops) != first_index + 1:
+            return
+        vector = ops[first_index]
+        if vector.shape is None or not vector.shape.is_array or vector.shape.rank != 1:
+            return
+        scalars = []
+        for k in range(vector.shape.dims[0]):
+            self.nested_count += 1
+            piece = HloInstruction("slice", Shape(vector.shape.element_type, (1,)), [vector],
+                                   name=f" {self.nested_count} slice")
+            piece.attrs["slice"] = decode_attribute("slice", f"{{[{k}:{k + 1}]}}", "slice")
+            comp.add_instruction(piece, before=instr)
+            self.nested_count += 1
+            scalar = HloInstruction("reshape", Shape(vector.shape.element_type, ()), [piece],
+                                    name=f" {self.nested_count} reshape")
+            comp.add_instruction(scalar, before=instr)
+            scalars.append(scalar)
+        instr.set_operands(list(ops[:first_index]) + scalars)
 
     def _infer_shape(self, instr: HloInstruction, syntax: _InstrSyntax) -> None:
         """The shape of an instruction written without one, from its operands (which

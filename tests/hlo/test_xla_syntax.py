@@ -249,6 +249,34 @@ ENTRY e {
   o = s32[] constant(0)
   ROOT r = (f32[], s32[]) reduce(x, n, z, o), dimensions={0}, to_apply=argmax
 }"""),
+    ("scalar_word_literals_in_attributes", """HloModule m
+ENTRY e {
+  p = f32[] parameter(0)
+  a = f32[] custom-call(p), custom_call_target="foo", literal=pred[] true
+  b = f32[] custom-call(p), custom_call_target="foo", literal=f32[] inf
+  c = f32[] custom-call(p), custom_call_target="foo", literal=f32[] nan
+  d = f32[] custom-call(p), custom_call_target="foo", literal=pred[] false
+  ROOT t = (f32[], f32[], f32[], f32[]) tuple(a, b, c, d)
+}"""),
+    ("scalar_value_for_an_array_constant", """HloModule m
+ENTRY e {
+  bias = f32[10] constant(15)
+  grid = s32[2,3]{0,1} constant(-4)
+  ROOT t = (f32[10], s32[2,3]) tuple(bias, grid)
+}"""),
+    ("dynamic_slice_index_vector", """HloModule m
+ENTRY e {
+  x = s32[2,2,258] parameter(0)
+  i = s32[3] parameter(1)
+  ROOT d = s32[2,2,4] dynamic-slice(x, i), dynamic_slice_sizes={2,2,4}
+}"""),
+    ("dynamic_update_slice_index_vector", """HloModule m
+ENTRY e {
+  x = f32[1,1,25,1] parameter(0)
+  u = f32[1,1,2,1] parameter(1)
+  i = u32[4] parameter(2)
+  ROOT d = f32[1,1,25,1] dynamic-update-slice(x, u, i)
+}"""),
 ]
 
 
@@ -354,6 +382,42 @@ def test_layout_details_do_not_change_the_order():
     assert layout.tiles(shape.layout_extra) == ((8, 128), (2, 1))
     assert layout.memory_space(shape.layout_extra) == 1
     assert layout.element_size_bits(shape.layout_extra) == 32
+
+
+def test_literal_attribute_words_are_values_not_names():
+    attrs = [i.attrs["literal"] for i in parse_module(
+        dict(ACCEPTED)["scalar_word_literals_in_attributes"]).entry.instructions
+        if "literal" in i.attrs]
+    assert [a.shape.element_type for a in attrs] == ["pred", "f32", "f32", "pred"]
+    assert attrs[0].value == np.True_ and np.isposinf(attrs[1].value)
+    assert np.isnan(attrs[2].value) and attrs[3].value == np.False_
+
+
+def test_scalar_value_for_an_array_constant_sets_the_first_element():
+    """XLA's parser reads `f32[10] constant(15)` (its oneDNN tests write it) as 15 in
+    element 0 and zeros elsewhere; the layout does not move the first element."""
+    bias, grid = [i.literal for i in parse_module(
+        dict(ACCEPTED)["scalar_value_for_an_array_constant"]).entry.instructions[:2]]
+    np.testing.assert_array_equal(bias, [15] + [0] * 9)
+    np.testing.assert_array_equal(grid, [[-4, 0, 0], [0, 0, 0]])
+
+
+def test_index_vector_becomes_one_scalar_per_dimension():
+    from xlapy.hlo import evaluate
+    module = parse_module(dict(ACCEPTED)["dynamic_slice_index_vector"])
+    root = module.entry.root
+    assert [o.shape.rank for o in root.operands] == [3, 0, 0, 0]
+    x = np.arange(2 * 2 * 258, dtype=np.int32).reshape(2, 2, 258)
+    # Start indices are clamped as for scalar indices: 300 -> 254.
+    for start in (0, 7, 300, -3):
+        (got,) = evaluate(module, [x, np.array([1, 0, start], np.int32)])
+        s = min(max(start, 0), 254)
+        np.testing.assert_array_equal(got, x[:, :, s:s + 4])
+    module = parse_module(dict(ACCEPTED)["dynamic_update_slice_index_vector"])
+    x = np.zeros((1, 1, 25, 1), np.float32)
+    u = np.array([1.5, -2], np.float32).reshape(1, 1, 2, 1)
+    (got,) = evaluate(module, [x, u, np.array([0, 0, 30, 0], np.uint32)])
+    np.testing.assert_array_equal(got[0, 0, :, 0], [0] * 23 + [1.5, -2])
 
 
 def test_constant_values():
@@ -518,6 +582,14 @@ REJECTED += [
     ("origin_nested_too_deep", entry(TUPLE % '{({"a"}, ({"b"}))}'),
      "origin has a tuple at {1} but the shape there is f32[]"),
     # Mixed floating-point precision: only where XLA's verifier allows it.
+    ("scalar_for_zero_size_constant", entry("ROOT c = f32[0] constant(15)"),
+     "value 15 cannot be set in a literal of shape f32[0]"),
+    ("complex_pair_for_array_constant", entry("ROOT c = c64[2] constant((1, 2))"),
+     "expected a {...} list of 2 elements for dimension 0"),
+    ("index_vector_too_short", entry(
+        "x = s32[4,4] parameter(0)\n  i = s32[1] parameter(1)\n"
+        "  ROOT d = s32[2,2] dynamic-slice(x, i), dynamic_slice_sizes={2,2}"),
+     "dynamic-slice"),
     ("mixed_add", entry(MIXED % "ROOT r = f32[4] add(x, y)"), "differ in element type"),
     ("mixed_compare", entry(MIXED % "ROOT r = pred[4] compare(x, y), direction=LT"),
      "operand element types f32 and bf16 differ"),
