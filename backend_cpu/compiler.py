@@ -825,6 +825,9 @@ class ProgramBuilder:
             thunk, value = start
             self.thunks.append(ct.DoneThunk(thunk))
             return value
+        if collectives.is_in_place_permute(instr):
+            raise NotImplementedError(f"backend_cpu: {instr.name}: "
+                                      f"{collectives.IN_PLACE_PERMUTE_REFUSAL}")
         sync = info.sync_op or op
         in_leaves = [leaf for o in instr.operands for leaf in o.shape.leaves()]
         in_slots = [s for leaves in operands for s in leaves]

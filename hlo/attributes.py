@@ -90,6 +90,8 @@ def decode_attribute(key: str, text: str, opcode: str | None = None) -> Any:
             raise AttributeValueError(f"a dot's algorithm must be one of "
                                       f"{', '.join(DOT_ALGORITHMS)}, got {text!r}")
         return text
+    if key == "slice_sizes" and opcode in ("collective-permute", "collective-permute-start"):
+        return _decode_int_list_list(key, text)
     if key in INT_LIST_ATTRS:
         return _decode_int_list(key, text)
     if key in INT_ATTRS:
@@ -119,6 +121,21 @@ def _decode_int_list(key: str, text: str) -> tuple[int, ...]:
     if not _INT_LIST_RE.fullmatch(text):
         raise AttributeValueError(f"{key} must be a list of integers like {{1,0}}, got {text!r}")
     return tuple(int(v) for v in re.findall(_INT, text))
+
+
+def _decode_int_list_list(key: str, text: str) -> tuple[tuple[int, ...], ...]:
+    """`{{1,8,128},{1,8,128}}`: the in-place collective-permute's slice sizes, one list
+    per (input offset, output offset) pair."""
+    inner = text.strip()
+    if not (inner.startswith("{") and inner.endswith("}")):
+        raise AttributeValueError(f"{key} must be a list of integer lists like "
+                                  f"{{{{1,8}},{{1,8}}}}, got {text!r}")
+    groups = re.findall(r"\{[^{}]*\}", inner[1:-1])
+    rest = re.sub(r"\{[^{}]*\}", "", inner[1:-1])
+    if not groups or rest.replace(",", "").strip():
+        raise AttributeValueError(f"{key} must be a list of integer lists like "
+                                  f"{{{{1,8}},{{1,8}}}}, got {text!r}")
+    return tuple(_decode_int_list(key, g) for g in groups)
 
 
 def _decode_name(key: str, text: str) -> str:
@@ -497,6 +514,9 @@ def encode_attribute(key: str, value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
+    if key in INT_LIST_ATTRS and value and isinstance(value[0], tuple):
+        return "{" + ",".join("{" + ",".join(str(int(v)) for v in group) + "}"
+                              for group in value) + "}"
     if key in INT_LIST_ATTRS:
         return "{" + ",".join(str(int(v)) for v in value) + "}"
     if key == "slice":

@@ -256,8 +256,11 @@ def permute_pairs(instr: HloInstruction, replica_count: int,
     pairs = instr.attrs.get("source_target_pairs", ())
     what, count = (("partition", num_partitions) if mode == CROSS_PARTITION
                    else ("replica", replica_count))
-    sources: set[int] = set()
-    targets: set[int] = set()
+    # As XLA's verifier: the in-place form may name a device as often as it has offset
+    # tuples (several slices between the same devices).
+    repeats = _in_place_repeats(instr)
+    sources: dict[int, int] = {}
+    targets: dict[int, int] = {}
     for pair in pairs:
         if len(pair) != 2:
             raise CollectiveError(instr, f"source_target_pairs holds {pair!r}, "
@@ -268,17 +271,44 @@ def permute_pairs(instr: HloInstruction, replica_count: int,
                 raise CollectiveError(instr, f"source_target_pairs {role} {i} is not a {what} "
                                       f"(the module has {_count(count, what)}, ids "
                                       f"0..{count - 1})")
-        if s in sources:
-            raise CollectiveError(instr, f"source_target_pairs has source {s} twice")
-        if t in targets:
-            raise CollectiveError(instr, f"source_target_pairs has target {t} twice")
-        sources.add(s)
-        targets.add(t)
+        sources[s] = sources.get(s, 0) + 1
+        targets[t] = targets.get(t, 0) + 1
+        if sources[s] > repeats:
+            raise CollectiveError(instr, f"source_target_pairs has source {s} "
+                                  f"{'twice' if repeats == 1 else 'too often'}")
+        if targets[t] > repeats:
+            raise CollectiveError(instr, f"source_target_pairs has target {t} "
+                                  f"{'twice' if repeats == 1 else 'too often'}")
     P = num_partitions
     if mode == CROSS_PARTITION:
         return tuple((device_of(r, s, P), device_of(r, t, P))
                      for r in range(replica_count) for s, t in pairs)
     return tuple((device_of(s, p, P), device_of(t, p, P)) for p in range(P) for s, t in pairs)
+
+
+def _in_place_repeats(instr: HloInstruction) -> int:
+    if "slice_sizes" not in instr.attrs or len(instr.operands) != 4:
+        return 1
+    offsets = instr.operands[2].shape
+    if offsets is None or not offsets.is_tuple or not offsets.tuple_shapes:
+        return 1
+    if instr.operands[0].shape is not None and instr.operands[0].shape.is_tuple:
+        first = offsets.tuple_shapes[0]
+        return len(first.tuple_shapes) if first.is_tuple else 1
+    return len(offsets.tuple_shapes)
+
+
+# Why the in-place form is read and checked but not computed (evaluator and backend).
+IN_PLACE_PERMUTE_REFUSAL = (
+    "the in-place collective-permute (4 operands with buffer offsets, slice_sizes) is "
+    "read and verified but not computed: XLA gives it no reference semantics (whose "
+    "offsets place a slice, the sender's or the receiver's, is left to its TPU/GPU "
+    "runtimes), and a guess could give wrong numbers")
+
+
+def is_in_place_permute(instr: HloInstruction) -> bool:
+    """The in-place collective-permute: 4 operands with buffer offsets and slice_sizes."""
+    return instr.opcode in _PERMUTE_OPS and "slice_sizes" in instr.attrs
 
 
 def permute_peers(instr: HloInstruction, device: int, replica_count: int,

@@ -274,6 +274,8 @@ def all_to_all(instr, operands, ctx):
 
 
 def _permuted(instr, ctx, operands) -> list[np.ndarray]:
+    if collectives.is_in_place_permute(instr):
+        raise EvaluationError(collectives.IN_PLACE_PERMUTE_REFUSAL)
     slot = ctx.device
     try:
         source, _ = collectives.permute_peers(instr, slot.device, slot.replica_count,

@@ -20,8 +20,17 @@ The async halves:
                                      prints two u32[] contexts (or none, in newer
                                      versions); collective-permute-done: element 1
 
-Operands or results that are tuples of tuples, the in-place collective-permute
-(4 operands with buffer offsets) and ragged all-to-all are not supported.
+The in-place collective-permute:
+
+    collective-permute(input, output, input_offsets, output_offsets),
+        slice_sizes={{..},..}        output's shape. input and output are arrays or
+                                     tuples of arrays (one slice list per element);
+                                     the offsets are a tuple of integer scalars (one
+                                     per dimension) or a tuple of such tuples, one per
+                                     slice list; a slice fits in input and output
+    collective-permute-start         (input, output, u32[] contexts...) in that form
+
+Operands or results that are tuples of tuples elsewhere are not supported.
 """
 from __future__ import annotations
 
@@ -185,14 +194,71 @@ def _check_pairs(attrs) -> None:
             isinstance(p, tuple) and len(p) == 2 and all(type(v) is int for v in p)
             for p in pairs):
         fail(f"source_target_pairs must be a tuple of (source, target) pairs, got {pairs!r}")
-    if "slice_sizes" in attrs or "dynamic_slice_sizes" in attrs:
-        fail("the in-place form (with buffer offsets) is not supported")
+    if "dynamic_slice_sizes" in attrs:
+        fail("takes slice_sizes={{..},..} for its in-place form, not dynamic_slice_sizes")
+
+
+_INDEX_TYPES = ("s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64")
+
+
+def _offset_groups(shape: Shape, what: str) -> list[tuple[Shape, ...]]:
+    """The offsets operand as a list of per-slice tuples of integer scalars."""
+    if not shape.is_tuple or not shape.tuple_shapes:
+        fail(f"{what} must be a tuple of integer scalars or a tuple of such tuples, got {shape}")
+    elements = shape.tuple_shapes
+    groups = [e.tuple_shapes for e in elements] if all(e.is_tuple for e in elements) \
+        else [elements]
+    for group in groups:
+        for e in group:
+            if not (e.is_array and e.rank == 0 and e.element_type in _INDEX_TYPES):
+                fail(f"{what} must hold integer scalars, got {shape}")
+    return groups
+
+
+def in_place_permute_shape(shapes, attrs) -> tuple[Shape, Shape]:
+    """(input, output) shapes of the in-place collective-permute, checked."""
+    if len(shapes) != 4:
+        fail(f"the in-place form (slice_sizes) takes 4 operands (input, output, input "
+             f"offsets, output offsets), got {len(shapes)}")
+    inp, out, in_off, out_off = shapes
+    inputs = list(inp.tuple_shapes) if inp.is_tuple else [inp]
+    outputs = list(out.tuple_shapes) if out.is_tuple else [out]
+    if inp.is_tuple != out.is_tuple or len(inputs) != len(outputs) or not inputs:
+        fail(f"input {inp} and output {out} must both be arrays or tuples of as many arrays")
+    for i, (a, b) in enumerate(zip(inputs, outputs)):
+        array(a, f"input element {i}")
+        array(b, f"output element {i}")
+        if a.element_type != b.element_type or a.rank != b.rank:
+            fail(f"input {a} and output {b} must have one element type and rank")
+    sizes = attrs["slice_sizes"]
+    if not isinstance(sizes, tuple) or not sizes or not all(isinstance(g, tuple) for g in sizes):
+        fail(f"slice_sizes must be a list of integer lists like {{{{64,32}}}}, got {sizes!r}")
+    groups_in = _offset_groups(in_off, "the input offsets (operand 2)")
+    groups_out = _offset_groups(out_off, "the output offsets (operand 3)")
+    if not (len(groups_in) == len(groups_out) == len(sizes)):
+        fail(f"{len(sizes)} slice_sizes lists need as many offset tuples, got "
+             f"{len(groups_in)} input and {len(groups_out)} output offset tuples")
+    if inp.is_tuple and len(sizes) != len(inputs):
+        fail(f"a tuple input of {len(inputs)} arrays needs {len(inputs)} slice_sizes lists, "
+             f"got {len(sizes)}")
+    for j, size in enumerate(sizes):
+        a, b = (inputs[j], outputs[j]) if inp.is_tuple else (inputs[0], outputs[0])
+        for what, group in (("input", groups_in[j]), ("output", groups_out[j])):
+            if len(group) != a.rank:
+                fail(f"{what} offsets {j} give {len(group)} indices for rank {a.rank}")
+        if len(size) != a.rank or any(not 0 <= z <= min(x, y)
+                                      for z, x, y in zip(size, a.dims, b.dims)):
+            fail(f"slice_sizes {list(size)} must give one size per dimension that fits in "
+                 f"both input {a} and output {b}")
+    return inp, out
 
 
 @rule("collective-permute")
 def collective_permute_shape(opcode, shapes, attrs, hint):
     _check_common_attrs(attrs)
     _check_pairs(attrs)
+    if "slice_sizes" in attrs:
+        return in_place_permute_shape(shapes, attrs)[1]
     return tuple_or_single(_arrays(opcode, shapes))
 
 
@@ -201,6 +267,15 @@ def collective_permute_start_shape(opcode, shapes, attrs, hint):
     """(operand(s), result(s), u32[] contexts): two contexts unless the hint has none."""
     _check_common_attrs(attrs)
     _check_pairs(attrs)
+    if "slice_sizes" in attrs:
+        inp, out = in_place_permute_shape(shapes, attrs)
+        if hint is None:
+            return Shape.tuple_of([inp, out, U32, U32])
+        if not hint.is_tuple or len(hint.tuple_shapes) < 2 or hint.tuple_shapes[0] != inp \
+                or hint.tuple_shapes[1] != out \
+                or any(c != U32 for c in hint.tuple_shapes[2:]):
+            fail(f"result must be (input {inp}, output {out}, u32[] contexts...), got {hint}")
+        return hint
     data = tuple_or_single(_arrays(opcode, shapes))
     if hint is None:
         return Shape.tuple_of([data, data, U32, U32])

@@ -40,3 +40,19 @@ def test_index_vector_forms_compile_like_the_evaluator():
     for start in ([0, 0], [3, 2], [5, 8], [-1, 100]):
         _compare(DS, [x, np.array(start, np.int32)])
         _compare(DUS, [x, u, np.array(start, np.int64)])
+
+
+def test_in_place_collective_permute_is_refused_by_evaluator_and_backend():
+    """Read and verified (tests/hlo/test_xla_syntax.py) but never computed: both the
+    plain and the -start form give the same one-line reason (they computed garbage)."""
+    import pytest
+    from tests.hlo.test_xla_syntax import ACCEPTED
+    texts = dict(ACCEPTED)
+    x, out = np.ones((4, 6), np.float32), np.zeros((16, 8), np.float32)
+    for key in ("in_place_collective_permute", "in_place_collective_permute_start"):
+        module = hlo.parse_module(texts[key])
+        with pytest.raises(hlo.EvaluationError, match="in-place collective-permute"):
+            hlo.evaluate_devices(module, [[x, out]] * 2)
+        with pytest.raises(NotImplementedError, match="in-place collective-permute .* not "
+                                                      "computed"):
+            backend_cpu.compile(module, backend_cpu.CompileOptions(num_devices=2))

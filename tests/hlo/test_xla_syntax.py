@@ -17,6 +17,18 @@ ADD = """add {
 }
 """
 
+# The in-place collective-permute's frame: input x, output buffer out, offsets lo, hi.
+IN_PLACE = """HloModule m, replica_count=2
+ENTRY e {
+  x = f32[4,6] parameter(0)
+  out = f32[16,8] parameter(1)
+  zero = s32[] constant(0)
+  two = s32[] constant(2)
+  lo = (s32[], s32[]) tuple(zero, zero)
+  hi = (s32[], s32[]) tuple(two, zero)
+  %s
+}"""
+
 # (id, text): must parse, verify and print back stably.
 ACCEPTED = [
     ("slash_slash_comments", """HloModule slash_slash_comment:
@@ -264,6 +276,23 @@ ENTRY e {
   grid = s32[2,3]{0,1} constant(-4)
   ROOT t = (f32[10], s32[2,3]) tuple(bias, grid)
 }"""),
+    ("in_place_collective_permute", IN_PLACE % (
+        "ROOT r = f32[16,8] collective-permute(x, out, lo, hi), "
+        "source_target_pairs={{0,1},{1,0}}, slice_sizes={{4,6}}")),
+    ("in_place_collective_permute_two_slices", IN_PLACE % (
+        "lo2 = ((s32[], s32[]), (s32[], s32[])) tuple(lo, hi)\n"
+        "  ROOT r = f32[16,8] collective-permute(x, out, lo2, lo2), "
+        "source_target_pairs={{0,1},{1,0},{0,0},{1,1}}, slice_sizes={{2,6},{4,6}}")),
+    ("in_place_collective_permute_tuples", IN_PLACE % (
+        "xs = (f32[4,6], f32[4,6]) tuple(x, x)\n"
+        "  outs = (f32[16,8], f32[16,8]) tuple(out, out)\n"
+        "  lo2 = ((s32[], s32[]), (s32[], s32[])) tuple(lo, hi)\n"
+        "  ROOT r = (f32[16,8], f32[16,8]) collective-permute(xs, outs, lo2, lo2), "
+        "source_target_pairs={{0,1}}, slice_sizes={{4,6},{3,3}}")),
+    ("in_place_collective_permute_start", IN_PLACE % (
+        "s = (f32[4,6], f32[16,8], u32[], u32[]) collective-permute-start(x, out, lo, hi), "
+        "source_target_pairs={{0,1},{1,0}}, slice_sizes={{4,6}}\n"
+        "  ROOT r = f32[16,8] collective-permute-done(s)")),
     ("dynamic_slice_index_vector", """HloModule m
 ENTRY e {
   x = s32[2,2,258] parameter(0)
@@ -582,6 +611,36 @@ REJECTED += [
     ("origin_nested_too_deep", entry(TUPLE % '{({"a"}, ({"b"}))}'),
      "origin has a tuple at {1} but the shape there is f32[]"),
     # Mixed floating-point precision: only where XLA's verifier allows it.
+    ("in_place_slice_too_large", IN_PLACE % (
+        "ROOT r = f32[16,8] collective-permute(x, out, lo, hi), "
+        "source_target_pairs={{0,1}}, slice_sizes={{5,6}}"),
+     "slice_sizes [5, 6] must give one size per dimension that fits"),
+    ("in_place_offsets_count", IN_PLACE % (
+        "ROOT r = f32[16,8] collective-permute(x, out, lo, hi), "
+        "source_target_pairs={{0,1}}, slice_sizes={{4,6},{4,6}}"),
+     "2 slice_sizes lists need as many offset tuples, got 1 input and 1 output"),
+    ("in_place_offset_rank", IN_PLACE % (
+        "one = (s32[]) tuple(zero)\n"
+        "  ROOT r = f32[16,8] collective-permute(x, out, one, hi), "
+        "source_target_pairs={{0,1}}, slice_sizes={{4,6}}"),
+     "input offsets 0 give 1 indices for rank 2"),
+    ("in_place_float_offsets", IN_PLACE % (
+        "f = f32[] constant(0)\n  fo = (f32[], f32[]) tuple(f, f)\n"
+        "  ROOT r = f32[16,8] collective-permute(x, out, fo, hi), "
+        "source_target_pairs={{0,1}}, slice_sizes={{4,6}}"),
+     "must hold integer scalars"),
+    ("in_place_three_operands", IN_PLACE % (
+        "ROOT r = f32[16,8] collective-permute(x, out, lo), "
+        "source_target_pairs={{0,1}}, slice_sizes={{4,6}}"),
+     "takes 4 operands"),
+    ("in_place_slice_sizes_text", IN_PLACE % (
+        "ROOT r = f32[16,8] collective-permute(x, out, lo, hi), "
+        "source_target_pairs={{0,1}}, slice_sizes={4,6}"),
+     "slice_sizes must be a list of integer lists"),
+    ("in_place_source_too_often", IN_PLACE % (
+        "ROOT r = f32[16,8] collective-permute(x, out, lo, hi), "
+        "source_target_pairs={{0,1},{0,0},{0,1}}, slice_sizes={{4,6}}"),
+     "source 0 too often"),
     ("scalar_for_zero_size_constant", entry("ROOT c = f32[0] constant(15)"),
      "value 15 cannot be set in a literal of shape f32[0]"),
     ("complex_pair_for_array_constant", entry("ROOT c = c64[2] constant((1, 2))"),
