@@ -8,7 +8,9 @@ streams when independent: inter_op.py).
   constant must still be a fresh array).
 - `WhileThunk`, `ConditionalThunk` and `CallThunk` run sub-programs (compiled
   computations with buffer tables of their own) on the host, and bind the
-  arrays they return to this program's dynamic slots.
+  arrays they return to this program's dynamic slots. A while whose cond and body
+  are only kernels and copies runs as one call of native code instead
+  (native_loop.py).
 - collective_thunks.py holds the thunks that talk to other devices.
 
 Every thunk has `link(lookup, threads=None)` (bind machine code; `threads`: the
@@ -25,8 +27,9 @@ import ctypes
 import numpy as np
 
 from .. import runtime
+from ..runtime import profiler as _profiler
 
-from . import target as targets
+from . import native_loop, target as targets
 
 
 def array_at(address: int, shape, dtype) -> np.ndarray:
@@ -126,18 +129,36 @@ class CallThunk:
 
 
 class WhileThunk:
-    """while cond(state): state = body(state) — with the state as arrays on the host."""
+    """while cond(state): state = body(state). When cond and body are only kernels and
+    copies, the whole loop is one call of native code (native_loop.py: `loop` is
+    "native"); else it runs on the host (`loop` "host", `host_reason` says why), with
+    the state as arrays. Under a trace it always runs on the host (every kernel a span)."""
 
     def __init__(self, cond, body, reads, writes, leaf_shapes):
         self.cond, self.body = cond, body
         self.reads, self.writes = list(reads), list(writes)
         self.leaf_shapes = leaf_shapes        # (dims, numpy dtype) per state leaf
+        # Bound by `link` (transient in the disk cache: cache_format.py).
+        self._native = None
+        self.loop = None                      # "native" | "host" once linked
+        self.host_reason = None
+        self.trips = None                     # the last native run's trip count
 
     def link(self, lookup, threads: int | None = None) -> None:
         self.cond.link(lookup, threads)
         self.body.link(lookup, threads)
+        plan = native_loop.plan(self.cond, self.body, self.leaf_shapes)
+        if isinstance(plan, str):
+            self._native, self.loop, self.host_reason = None, "host", plan
+        else:
+            self._native, self.loop, self.host_reason = plan, "native", None
 
     def run(self, table, address, keep, ctx=None) -> None:
+        native = self._native
+        if native is not None and _profiler.active is None:
+            state, self.trips = native.run([table[s] for s in self.reads])
+            _bind(table, self.writes, state, keep)
+            return
         # Start from copies: the loop must never hand back (or write) its inputs.
         state = [array_at(table[s], dims, dt).copy() for s, (dims, dt) in zip(self.reads, self.leaf_shapes)]
         while True:

@@ -1,0 +1,354 @@
+"""A `while` loop run by native code: one foreign call for the whole loop.
+
+The host loop of `WhileThunk` pays, per iteration, two `Program.execute` calls (a
+buffer table, an arena, fresh output arrays) and a numpy read of the pred: tens of
+microseconds, more than a small body's kernels take. When every thunk of the cond
+and body programs is a native call -- a kernel (dots included: they are kernels of
+the same ABI that call the GEMM routines) or a byte copy -- the loop runs in a
+small driver compiled once per process (`_DRIVER_IR`), as XLA's CPU backend runs it
+in generated code:
+
+    trips = 0
+    loop: run cond's calls; if not *pred: return trips
+          run body's calls; swap each state leaf with the body's result for it;
+          point cond's parameters at the new state; trips += 1
+
+The driver reads a *plan* (int64 words, built once at link time) and a *workspace*
+(int64 words, one per run of the while): the cond's buffer table followed by the
+body's. Per run of the while, `Plan.run` copies the workspace template (constants
+bound), points temps into one arena shared by cond and body (they never run at the
+same time), allocates the state twice (A: the current state, a copy of the init;
+B: where the body writes the next one) and the cond's outputs once, then makes the
+one ctypes call, which releases the GIL.
+
+State: the body's results are always fresh output slots, never its parameters
+(compiler.py copies a root leaf that is a parameter or a constant), so after the
+body's calls the state and the results swap places (two words of the body's table)
+and nothing is copied. A leaf the body passes through unchanged (its result is a
+copy of the same parameter) keeps its one buffer: that copy is dropped from the
+calls and the leaf is not swapped.
+
+Which loops (`plan` returns the reason why not, a string, for the others): every
+thunk of cond and body is a `KernelThunk` or a `CopyThunk`, and each kernel runs as
+one call -- one slice, or several slices of less than `LOOP_PARALLEL_MIN_BYTES`
+of work (a trip through the thread pool per iteration would cost more than the
+second thread saves; the driver calls [0, extent) at once). The rest keep the host loop: nested whiles,
+conditionals, calls, collectives, host ops (host sort, library ops) and kernels
+that want several threads -- a loop with so large a body gains nothing here.
+While a trace runs (runtime.profiler), the host loop runs too, so that every
+kernel of every iteration is a span.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+
+from .. import runtime
+
+from . import target as targets
+from .llvm import target_machine
+
+# Words per call record: kernel (fn, table offset, begin, end, 0) or copy
+# (0, table offset, dst slot, src slot, nbytes).
+_RECORD = 5
+_HEADER = 5            # n_cond, n_body, n_swap, n_set, the pred's word
+
+_DRIVER_IR = r"""
+declare void @llvm.memmove.p0.p0.i64(ptr, ptr, i64, i1)
+
+define internal void @run_calls(ptr %rec, i64 %n, ptr %ws) {
+entry:
+  %none = icmp eq i64 %n, 0
+  br i1 %none, label %done, label %loop
+loop:
+  %i = phi i64 [0, %entry], [%i.next, %next]
+  %at = mul i64 %i, 5
+  %p0 = getelementptr i64, ptr %rec, i64 %at
+  %fn = load i64, ptr %p0
+  %p1 = getelementptr i64, ptr %p0, i64 1
+  %off = load i64, ptr %p1
+  %table = getelementptr i64, ptr %ws, i64 %off
+  %p2 = getelementptr i64, ptr %p0, i64 2
+  %a = load i64, ptr %p2
+  %p3 = getelementptr i64, ptr %p0, i64 3
+  %b = load i64, ptr %p3
+  %is.copy = icmp eq i64 %fn, 0
+  br i1 %is.copy, label %copy, label %call
+call:
+  %f = inttoptr i64 %fn to ptr
+  call void %f(ptr %table, i64 %a, i64 %b)
+  br label %next
+copy:
+  %p4 = getelementptr i64, ptr %p0, i64 4
+  %nbytes = load i64, ptr %p4
+  %dst.at = getelementptr ptr, ptr %table, i64 %a
+  %dst = load ptr, ptr %dst.at
+  %src.at = getelementptr ptr, ptr %table, i64 %b
+  %src = load ptr, ptr %src.at
+  call void @llvm.memmove.p0.p0.i64(ptr %dst, ptr %src, i64 %nbytes, i1 false)
+  br label %next
+next:
+  %i.next = add i64 %i, 1
+  %end = icmp eq i64 %i.next, %n
+  br i1 %end, label %done, label %loop
+done:
+  ret void
+}
+
+; swap (%copy = 0) or copy (%copy = 1) workspace words: pairs (x, y) of word indices;
+; a swap exchanges ws[x] and ws[y], a copy sets ws[x] = ws[y].
+define internal void @move_words(ptr %pairs, i64 %n, ptr %ws, i1 %copy) {
+entry:
+  %none = icmp eq i64 %n, 0
+  br i1 %none, label %done, label %loop
+loop:
+  %i = phi i64 [0, %entry], [%i.next, %loop]
+  %at = mul i64 %i, 2
+  %px = getelementptr i64, ptr %pairs, i64 %at
+  %x = load i64, ptr %px
+  %py = getelementptr i64, ptr %px, i64 1
+  %y = load i64, ptr %py
+  %wx = getelementptr i64, ptr %ws, i64 %x
+  %wy = getelementptr i64, ptr %ws, i64 %y
+  %vx = load i64, ptr %wx
+  %vy = load i64, ptr %wy
+  store i64 %vy, ptr %wx
+  %keep = select i1 %copy, i64 %vy, i64 %vx
+  store i64 %keep, ptr %wy
+  %i.next = add i64 %i, 1
+  %end = icmp eq i64 %i.next, %n
+  br i1 %end, label %done, label %loop
+done:
+  ret void
+}
+
+define i64 @xlapy_while_loop(ptr %plan, ptr %ws) {
+entry:
+  %n.cond = load i64, ptr %plan
+  %h1 = getelementptr i64, ptr %plan, i64 1
+  %n.body = load i64, ptr %h1
+  %h2 = getelementptr i64, ptr %plan, i64 2
+  %n.swap = load i64, ptr %h2
+  %h3 = getelementptr i64, ptr %plan, i64 3
+  %n.set = load i64, ptr %h3
+  %h4 = getelementptr i64, ptr %plan, i64 4
+  %pred.word = load i64, ptr %h4
+  %cond.rec = getelementptr i64, ptr %plan, i64 5
+  %cond.words = mul i64 %n.cond, 5
+  %body.rec = getelementptr i64, ptr %cond.rec, i64 %cond.words
+  %body.words = mul i64 %n.body, 5
+  %swap.rec = getelementptr i64, ptr %body.rec, i64 %body.words
+  %swap.words = mul i64 %n.swap, 2
+  %set.rec = getelementptr i64, ptr %swap.rec, i64 %swap.words
+  %pred.at = getelementptr ptr, ptr %ws, i64 %pred.word
+  br label %head
+head:
+  %trips = phi i64 [0, %entry], [%trips.next, %body]
+  call void @run_calls(ptr %cond.rec, i64 %n.cond, ptr %ws)
+  %pred.ptr = load ptr, ptr %pred.at
+  %pred = load i8, ptr %pred.ptr
+  %go = icmp ne i8 %pred, 0
+  br i1 %go, label %body, label %exit
+body:
+  call void @run_calls(ptr %body.rec, i64 %n.body, ptr %ws)
+  call void @move_words(ptr %swap.rec, i64 %n.swap, ptr %ws, i1 0)
+  call void @move_words(ptr %set.rec, i64 %n.set, ptr %ws, i1 1)
+  %trips.next = add i64 %trips, 1
+  br label %head
+exit:
+  ret i64 %trips
+}
+"""
+
+# A kernel with several slices runs as one call in the loop below this much work (bytes
+# read and written): a round trip through the thread pool per iteration costs more than
+# a second thread saves on it. Above, the loop keeps the host (and the threads).
+LOOP_PARALLEL_MIN_BYTES = 1 << 20
+# False: every while keeps the host loop (tests compare the two).
+enabled = True
+
+_DRIVER_SIGNATURE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)
+_driver_lock = threading.Lock()
+_driver = None         # (the JIT module that keeps the code alive, the ctypes function)
+
+
+def driver():
+    """The loop driver, compiled at its first use in this process (for the host: it
+    has no vector code, so the compile target's ISA cap does not matter)."""
+    global _driver
+    with _driver_lock:
+        if _driver is None:
+            host = targets.host()
+            with targets.using(host):
+                # (written in SSA form already: no optimization pass, which also keeps
+                # a process that loads everything from the disk cache free of them)
+                module = target_machine.jit_compile(_DRIVER_IR, optimize_ir=False,
+                                                    target=host)
+            _driver = (module, _DRIVER_SIGNATURE(module.lookup("xlapy_while_loop")))
+        return _driver[1]
+
+
+def _aligned(n: int, alignment: int = 64) -> int:
+    return -(-n // alignment) * alignment
+
+
+def _calls(program, offset: int, skip=frozenset()) -> list | str:
+    """The call records of a linked program's thunks (table at word `offset` of the
+    workspace), or why it cannot run natively."""
+    records = []
+    for index, thunk in enumerate(program.thunks):
+        kind = type(thunk).__name__
+        if kind == "CopyThunk":
+            if index not in skip and thunk.nbytes:
+                records.append((0, offset, thunk.dst, thunk.src, thunk.nbytes))
+        elif kind == "KernelThunk":
+            slices = thunk.dims.slices
+            if len(slices) > 1 and thunk.work_bytes >= LOOP_PARALLEL_MIN_BYTES:
+                return f"kernel {thunk.name} runs on {len(slices)} threads"
+            if slices:
+                records.append((thunk.kernel.address, offset, 0, thunk.dims.total, 0))
+        else:
+            name = (getattr(thunk, "profile", None) or {}).get("hlo") or kind
+            return f"{program.name} holds a {kind} ({name})"
+    return records
+
+
+def _check_slots(program) -> str | None:
+    kinds = {s.kind for s in program.slots}
+    if kinds - {"param", "constant", "temp", "output"}:
+        return f"{program.name} has slots bound at run time"
+    slots = [slot for slot, _ in program.outputs]
+    if any(program.slots[s].kind != "output" for s in slots) or len(set(slots)) != len(slots):
+        return f"{program.name}'s results are not fresh outputs"
+    return None
+
+
+class Plan:
+    """A while loop the driver runs (see the module docstring): built by `plan`."""
+
+    def __init__(self, cond, body, leaf_shapes, cond_calls, body_calls, passthrough):
+        self.leaf_shapes = leaf_shapes          # (dims, numpy dtype) per state leaf
+        nc = len(cond.slots)
+        self.body_base = nc                     # the body's table starts here
+        template = np.zeros(nc + len(body.slots), np.int64)
+        for base, program in ((0, cond), (nc, body)):
+            for i, s in enumerate(program.slots):
+                if s.kind == "constant":
+                    template[base + i] = program._template[i]
+        self.template = template
+        # Temps of both programs in one arena (cond and body never run at once).
+        words, offsets = [], []
+        for base, program in ((0, cond), (nc, body)):
+            for i, s in enumerate(program.slots):
+                if s.kind == "temp":
+                    words.append(base + i)
+                    offsets.append(s.offset)
+        self.temp_words = np.array(words, np.int64)
+        self.temp_offsets = np.array(offsets, np.int64)
+        self.arena_bytes = max(cond.arena_size, body.arena_size)
+        # The cond's outputs (its pred, and copies it may make): one small block.
+        self.cond_outputs, size = [], 0
+        for slot, _ in cond.outputs:
+            self.cond_outputs.append((slot, size))
+            size += _aligned(max(cond.slots[slot].nbytes, 1))
+        self.cond_bytes = size
+        self.pred_word = cond.outputs[0][0]
+        # Per state leaf: its word in cond's table, in body's table, its result's word.
+        self.cond_params = list(cond.param_slots)
+        self.body_params = [nc + s for s in body.param_slots]
+        self.body_results = [nc + slot for slot, _ in body.outputs]
+        self.passthrough = passthrough          # leaves whose result is their parameter
+        self.nbytes = [int(np.prod(dims, dtype=np.int64)) * np.dtype(dt).itemsize
+                       for dims, dt in leaf_shapes]
+        swaps = [(p, r) for i, (p, r) in enumerate(zip(self.body_params, self.body_results))
+                 if i not in passthrough]
+        sets = [(c, p) for c, p in zip(self.cond_params, self.body_params)]
+        header = [len(cond_calls), len(body_calls), len(swaps), len(sets), self.pred_word]
+        flat = header + [w for r in cond_calls + body_calls for w in r] \
+            + [w for pair in swaps + sets for w in pair]
+        self.words = np.array(flat, np.int64)
+        self.address = self.words.ctypes.data
+        self.calls = (len(cond_calls), len(body_calls))
+        self._call = driver()
+
+    def run(self, init_addresses) -> tuple[list[np.ndarray], int]:
+        """(the final state's arrays, the trip count) from the init leaves' addresses."""
+        ws = self.template.copy()
+        keep = []
+        if self.arena_bytes:
+            arena = _empty(self.arena_bytes)
+            keep.append(arena)
+            ws[self.temp_words] = arena.ctypes.data + self.temp_offsets
+        if self.cond_bytes:
+            block = np.empty(self.cond_bytes, np.uint8)
+            keep.append(block)
+            base = block.ctypes.data
+            for slot, offset in self.cond_outputs:
+                ws[slot] = base + offset
+        state, spare = [], []
+        for i, ((dims, dtype), nbytes, source) in enumerate(
+                zip(self.leaf_shapes, self.nbytes, init_addresses)):
+            a = _array(dims, dtype, nbytes)
+            address = a.ctypes.data
+            if nbytes:
+                ctypes.memmove(address, source, nbytes)
+            ws[self.cond_params[i]] = address
+            ws[self.body_params[i]] = address
+            state.append(a)
+            if i in self.passthrough:
+                spare.append(None)
+            else:
+                b = _array(dims, dtype, nbytes)
+                ws[self.body_results[i]] = b.ctypes.data
+                spare.append(b)
+        trips = self._call(self.address, ws.ctypes.data)
+        results = []
+        for i, a in enumerate(state):
+            b = spare[i]
+            # (after an odd number of swaps the state is in B; empty leaves: either)
+            if b is not None and self.nbytes[i] and ws[self.body_params[i]] == b.ctypes.data:
+                a = b
+            results.append(a)
+        del keep
+        return results, int(trips)
+
+
+def _empty(nbytes: int) -> np.ndarray:
+    return np.empty(nbytes, np.uint8) if nbytes < 64 * 1024 else runtime.empty((nbytes,), np.uint8)
+
+
+def _array(dims, dtype, nbytes: int) -> np.ndarray:
+    return np.empty(dims, dtype) if nbytes < 64 * 1024 else runtime.empty(dims, dtype)
+
+
+def plan(cond, body, leaf_shapes) -> Plan | str:
+    """The native plan of a while loop whose cond and body programs are linked, or
+    the reason it keeps the host loop (a string)."""
+    if not enabled:
+        return "native loops are switched off (native_loop.enabled)"
+    if len(cond.outputs) != 1 or len(body.outputs) != len(leaf_shapes) \
+            or len(body.param_slots) != len(leaf_shapes) \
+            or len(cond.param_slots) != len(leaf_shapes):
+        return "the cond or body does not take and return the state"
+    # A result that is a copy of its own parameter: the leaf passes through.
+    passthrough, skip = set(), set()
+    params = body.param_slots
+    for index, thunk in enumerate(body.thunks):
+        if type(thunk).__name__ == "CopyThunk":
+            for leaf, (slot, _) in enumerate(body.outputs):
+                if thunk.dst == slot and thunk.src == params[leaf]:
+                    passthrough.add(leaf)
+                    skip.add(index)
+    cond_calls = _calls(cond, 0)
+    if isinstance(cond_calls, str):
+        return cond_calls
+    body_calls = _calls(body, len(cond.slots), skip)
+    if isinstance(body_calls, str):
+        return body_calls
+    for program in (cond, body):
+        reason = _check_slots(program)
+        if reason is not None:
+            return reason
+    return Plan(cond, body, leaf_shapes, cond_calls, body_calls, passthrough)

@@ -1,0 +1,427 @@
+"""A `while` whose cond and body are only kernels and copies runs as one native call
+(backend_cpu/native_loop.py); other loops keep the host loop. Every case compares with
+the evaluator, and the path taken is read from the WhileThunk (`loop`, `host_reason`,
+`trips`), never from timing."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from xlapy import backend_cpu, hlo
+from xlapy.backend_cpu import native_loop
+from xlapy.backend_cpu.thunks import WhileThunk
+from xlapy.runtime import profiler
+from tests.backend_cpu.helpers import uniquify
+from tests.corpus_util import assert_close
+
+NO_CACHE = dict(cache=False, disk_cache=False)
+
+
+def compile_text(text: str, pipeline=None, **options):
+    module = hlo.parse_module(uniquify(text))
+    hlo.verify(module)
+    return backend_cpu.compile(module, backend_cpu.CompileOptions(
+        pipeline=pipeline, **{**NO_CACHE, **options}))
+
+
+def whiles(program) -> list:
+    """The WhileThunks of a program, outer first, nested ones after (in bodies)."""
+    found = []
+    for thunk in program.thunks:
+        if isinstance(thunk, WhileThunk):
+            found.append(thunk)
+            found += whiles(thunk.cond) + whiles(thunk.body)
+        for sub in getattr(thunk, "branches", ()):
+            found += whiles(sub)
+    return found
+
+
+def check(text: str, args, pipeline=None) -> tuple[list, list]:
+    """Runs the module, compares with the evaluator and with the host loop (the same
+    bytes: both run the same kernels); returns (results, the WhileThunks)."""
+    expected = hlo.evaluate(hlo.parse_module(uniquify(text)), list(args))
+    before = [np.copy(a) for a in args]
+    exe = compile_text(text, pipeline)
+    actual = exe.run(*args)
+    assert len(actual) == len(expected)
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        assert_close(a, np.asarray(e), f"output {i}")
+    for a, b in zip(args, before):
+        np.testing.assert_array_equal(a, b, err_msg="the loop wrote its input")
+    again = exe.run(*args)                 # a second run: fresh state, same numbers
+    for a, b in zip(actual, again):
+        np.testing.assert_array_equal(a, b)
+    native_loop.enabled = False
+    try:
+        host = compile_text(text, pipeline)
+    finally:
+        native_loop.enabled = True
+    assert all(w.loop == "host" for w in whiles(host._program))
+    for i, (a, b) in enumerate(zip(actual, host.run(*args))):
+        np.testing.assert_array_equal(a, b, err_msg=f"native and host loops differ: output {i}")
+    return actual, whiles(exe._program)
+
+
+# Several dtypes in the state; the trip count is a parameter.
+COUNTED = """HloModule counted
+cond {
+  s = (s32[], f32[8], f64[3], s8[5], s32[]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] get-tuple-element(s), index=4
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[8], f64[3], s8[5], s32[]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  x = f32[8] get-tuple-element(s), index=1
+  half = f32[] constant(0.5)
+  h = f32[8] broadcast(half), dimensions={}
+  x1 = f32[8] multiply(x, h)
+  c = f32[8] constant({1, 2, 3, 4, 5, 6, 7, 8})
+  x2 = f32[8] add(x1, c)
+  y = f64[3] get-tuple-element(s), index=2
+  xs = f32[3] slice(x2), slice={[0:3]}
+  yy = f64[3] convert(xs)
+  y1 = f64[3] add(y, yy)
+  z = s8[5] get-tuple-element(s), index=3
+  k = s8[] constant(3)
+  kb = s8[5] broadcast(k), dimensions={}
+  z1 = s8[5] add(z, kb)
+  n = s32[] get-tuple-element(s), index=4
+  ROOT t = (s32[], f32[8], f64[3], s8[5], s32[]) tuple(i1, x2, y1, z1, n)
+}
+ENTRY e {
+  x = f32[8] parameter(0)
+  y = f64[3] parameter(1)
+  z = s8[5] parameter(2)
+  n = s32[] parameter(3)
+  zero = s32[] constant(0)
+  init = (s32[], f32[8], f64[3], s8[5], s32[]) tuple(zero, x, y, z, n)
+  ROOT w = (s32[], f32[8], f64[3], s8[5], s32[]) while(init), condition=cond, body=body
+}
+"""
+
+
+@pytest.mark.parametrize("trips", [0, 1, 2, 37])
+@pytest.mark.parametrize("pipeline", [None, "default"])
+def test_counted_loop_of_several_dtypes(trips, pipeline):
+    rng = np.random.default_rng(trips)
+    args = [rng.standard_normal(8).astype(np.float32), rng.standard_normal(3),
+            rng.integers(-100, 100, 5).astype(np.int8), np.array(trips, np.int32)]
+    results, (loop,) = check(COUNTED, args, pipeline)
+    assert loop.loop == "native", loop.host_reason
+    assert loop.trips == trips
+    assert int(results[0]) == trips
+    assert 4 in loop._native.passthrough          # the trip limit passes through
+
+
+PASSTHROUGH = """HloModule passthrough
+cond {
+  s = (s32[], f32[4,4], f32[4], f32[4,4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(5)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[4,4], f32[4], f32[4,4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  w = f32[4,4] get-tuple-element(s), index=1
+  v = f32[4] get-tuple-element(s), index=2
+  d = f32[4] dot(w, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  v1 = f32[4] tanh(d)
+  u = f32[4,4] get-tuple-element(s), index=3
+  ROOT t = (s32[], f32[4,4], f32[4], f32[4,4]) tuple(i1, w, v1, u)
+}
+ENTRY e {
+  w = f32[4,4] parameter(0)
+  v = f32[4] parameter(1)
+  zero = s32[] constant(0)
+  init = (s32[], f32[4,4], f32[4], f32[4,4]) tuple(zero, w, v, w)
+  ROOT r = (s32[], f32[4,4], f32[4], f32[4,4]) while(init), condition=cond, body=body
+}
+"""
+
+
+@pytest.mark.parametrize("pipeline", [None, "default"])
+def test_leaves_that_pass_through_keep_their_buffer(pipeline):
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((4, 4)).astype(np.float32)
+    args = [w, rng.standard_normal(4).astype(np.float32)]
+    results, (loop,) = check(PASSTHROUGH, args, pipeline)
+    assert loop.loop == "native" and loop.trips == 5
+    assert {1, 3} <= loop._native.passthrough and 2 not in loop._native.passthrough
+    np.testing.assert_array_equal(results[1], w)
+    np.testing.assert_array_equal(results[3], w)
+    assert not np.shares_memory(results[1], w)      # the loop hands back copies
+
+
+# The body's root is its parameter (the state as it came): a loop that never runs.
+IDENTITY_BODY = """HloModule identity
+cond {
+  s = (f32[3], s32[]) parameter(0)
+  i = s32[] get-tuple-element(s), index=1
+  zero = s32[] constant(0)
+  ROOT lt = pred[] compare(i, zero), direction=LT
+}
+body {
+  ROOT s = (f32[3], s32[]) parameter(0)
+}
+ENTRY e {
+  x = f32[3] parameter(0)
+  i = s32[] parameter(1)
+  init = (f32[3], s32[]) tuple(x, i)
+  ROOT w = (f32[3], s32[]) while(init), condition=cond, body=body
+}
+"""
+
+
+def test_a_body_whose_root_is_its_parameter():
+    args = [np.array([1, 2, 3], np.float32), np.array(4, np.int32)]
+    _, (loop,) = check(IDENTITY_BODY, args)
+    assert loop.loop == "native" and loop.trips == 0
+    assert loop._native.passthrough == {0, 1}
+
+
+# The results trade places each trip (a result is a copy of *another* parameter).
+ROTATE = """HloModule rotate
+cond {
+  s = (s32[], f32[2,3], f32[2,3], f32[2,3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(7)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[2,3], f32[2,3], f32[2,3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  a = f32[2,3] get-tuple-element(s), index=1
+  b = f32[2,3] get-tuple-element(s), index=2
+  c = f32[2,3] get-tuple-element(s), index=3
+  ab = f32[2,3] add(a, b)
+  ROOT t = (s32[], f32[2,3], f32[2,3], f32[2,3]) tuple(i1, b, c, ab)
+}
+ENTRY e {
+  a = f32[2,3] parameter(0)
+  b = f32[2,3] parameter(1)
+  c = f32[2,3] parameter(2)
+  zero = s32[] constant(0)
+  init = (s32[], f32[2,3], f32[2,3], f32[2,3]) tuple(zero, a, b, c)
+  ROOT w = (s32[], f32[2,3], f32[2,3], f32[2,3]) while(init), condition=cond, body=body
+}
+"""
+
+
+@pytest.mark.parametrize("pipeline", [None, "default"])
+def test_results_that_are_other_parameters(pipeline):
+    rng = np.random.default_rng(2)
+    args = [rng.standard_normal((2, 3)).astype(np.float32) for _ in range(3)]
+    _, (loop,) = check(ROTATE, args, pipeline)
+    assert loop.loop == "native" and loop.trips == 7
+    assert not loop._native.passthrough & {1, 2, 3}
+
+
+# The cond reads a leaf the body computes (a pred), and nothing else.
+CONVERGE = """HloModule converge
+cond {
+  s = (f32[], pred[], f32[0], f32[3,0]) parameter(0)
+  done = pred[] get-tuple-element(s), index=1
+  ROOT go = pred[] not(done)
+}
+body {
+  s = (f32[], pred[], f32[0], f32[3,0]) parameter(0)
+  x = f32[] get-tuple-element(s), index=0
+  two = f32[] constant(2)
+  x1 = f32[] multiply(x, two)
+  big = f32[] constant(1000)
+  done = pred[] compare(x1, big), direction=GT
+  e = f32[0] get-tuple-element(s), index=2
+  e1 = f32[0] add(e, e)
+  m = f32[3,0] get-tuple-element(s), index=3
+  ROOT t = (f32[], pred[], f32[0], f32[3,0]) tuple(x1, done, e1, m)
+}
+ENTRY e {
+  x = f32[] parameter(0)
+  e = f32[0] parameter(1)
+  m = f32[3,0] parameter(2)
+  f = pred[] constant(false)
+  init = (f32[], pred[], f32[0], f32[3,0]) tuple(x, f, e, m)
+  ROOT w = (f32[], pred[], f32[0], f32[3,0]) while(init), condition=cond, body=body
+}
+"""
+
+
+@pytest.mark.parametrize("start, trips", [(1.0, 10), (999.0, 1), (3.0, 9)])
+def test_a_cond_reading_a_leaf_the_body_computes_and_empty_leaves(start, trips):
+    args = [np.array(start, np.float32), np.zeros(0, np.float32), np.zeros((3, 0), np.float32)]
+    results, (loop,) = check(CONVERGE, args)
+    assert loop.loop == "native" and loop.trips == trips
+    assert results[2].shape == (0,) and results[3].shape == (3, 0)
+
+
+NESTED = """HloModule nested
+inner_cond {
+  s = (s32[], f32[4]) parameter(0)
+  j = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(3)
+  ROOT lt = pred[] compare(j, n), direction=LT
+}
+inner_body {
+  s = (s32[], f32[4]) parameter(0)
+  j = s32[] get-tuple-element(s), index=0
+  one = s32[] constant(1)
+  j1 = s32[] add(j, one)
+  x = f32[4] get-tuple-element(s), index=1
+  x1 = f32[4] sine(x)
+  ROOT t = (s32[], f32[4]) tuple(j1, x1)
+}
+outer_cond {
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(4)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+outer_body {
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  x = f32[4] get-tuple-element(s), index=1
+  zero = s32[] constant(0)
+  init = (s32[], f32[4]) tuple(zero, x)
+  w = (s32[], f32[4]) while(init), condition=inner_cond, body=inner_body
+  x1 = f32[4] get-tuple-element(w), index=1
+  c = f32[4] constant({0.5, 1, 1.5, 2})
+  x2 = f32[4] add(x1, c)
+  ROOT t = (s32[], f32[4]) tuple(i1, x2)
+}
+ENTRY e {
+  x = f32[4] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[4]) tuple(zero, x)
+  ROOT w = (s32[], f32[4]) while(init), condition=outer_cond, body=outer_body
+}
+"""
+
+
+def test_a_nested_while_keeps_the_outer_loop_on_the_host():
+    _, (outer, inner) = check(NESTED, [np.array([0.1, 0.2, -0.3, 2.0], np.float32)])
+    assert outer.loop == "host" and "WhileThunk" in outer.host_reason
+    assert inner.loop == "native" and inner.trips == 3
+
+
+CONDITIONAL_BODY = """HloModule branchy
+cond {
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(6)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+double {
+  x = f32[4] parameter(0)
+  ROOT y = f32[4] add(x, x)
+}
+negate {
+  x = f32[4] parameter(0)
+  ROOT y = f32[4] negate(x)
+}
+body {
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  two = s32[] constant(2)
+  r = s32[] remainder(i, two)
+  zero = s32[] constant(0)
+  even = pred[] compare(r, zero), direction=EQ
+  x = f32[4] get-tuple-element(s), index=1
+  x1 = f32[4] conditional(even, x, x), true_computation=double, false_computation=negate
+  ROOT t = (s32[], f32[4]) tuple(i1, x1)
+}
+ENTRY e {
+  x = f32[4] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[4]) tuple(zero, x)
+  ROOT w = (s32[], f32[4]) while(init), condition=cond, body=body
+}
+"""
+
+
+def test_a_conditional_in_the_body_keeps_the_host_loop():
+    _, (loop,) = check(CONDITIONAL_BODY, [np.array([1, -2, 3, 0.5], np.float32)])
+    assert loop.loop == "host" and "ConditionalThunk" in loop.host_reason
+
+
+def test_under_a_trace_every_kernel_of_the_loop_is_a_span():
+    exe = compile_text(PASSTHROUGH)
+    (loop,) = whiles(exe._program)
+    assert loop.loop == "native"
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal((4, 4)).astype(np.float32),
+            rng.standard_normal(4).astype(np.float32)]
+    expected = exe.run(*args)
+    rec = profiler.start()
+    try:
+        traced = exe.run(*args)
+    finally:
+        profiler.stop()
+    for a, b in zip(expected, traced):
+        np.testing.assert_array_equal(a, b)
+    bodies = [e for e in rec.events if e.cat == "program" and e.name.startswith("body")]
+    assert len(bodies) == 5
+
+
+def test_threads_running_the_loop_at_once():
+    exe = compile_text(COUNTED)
+    rng = np.random.default_rng(4)
+    cases = [[rng.standard_normal(8).astype(np.float32), rng.standard_normal(3),
+              rng.integers(-9, 9, 5).astype(np.int8), np.array(n, np.int32)]
+             for n in (3, 50, 0, 17)]
+    expected = [exe.run(*args) for args in cases]
+    errors = []
+
+    def work(k):
+        try:
+            for _ in range(20):
+                for a, b in zip(exe.run(*cases[k]), expected[k]):
+                    np.testing.assert_array_equal(a, b)
+        except BaseException as e:        # noqa: BLE001 (reported below)
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(cases))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+def test_the_disk_cache_keeps_the_native_loop(tmp_path, monkeypatch):
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("XLAPY_DISABLE_DISK_CACHE", raising=False)
+    text = uniquify(PASSTHROUGH)
+    options = backend_cpu.CompileOptions(cache=False, disk_cache=True)
+    first = backend_cpu.compile(hlo.parse_module(text), options)
+    loaded = []
+    real = backend_cpu.compiler._load_from_disk
+
+    def counting(*a, **k):
+        result = real(*a, **k)
+        loaded.append(result is not None)
+        return result
+    monkeypatch.setattr(backend_cpu.compiler, "_load_from_disk", counting)
+    second = backend_cpu.compile(hlo.parse_module(text), options)
+    assert loaded == [True], "the second compile did not load from disk"
+    (loop,) = whiles(second._program)
+    assert loop.loop == "native" and loop.trips is None
+    rng = np.random.default_rng(5)
+    args = [rng.standard_normal((4, 4)).astype(np.float32),
+            rng.standard_normal(4).astype(np.float32)]
+    for a, b in zip(first.run(*args), second.run(*args)):
+        np.testing.assert_array_equal(a, b)
+    assert loop.trips == 5
