@@ -17,6 +17,11 @@ hlo/collectives.py (the device numbering and group modes are HLO business):
     collective-permute    comm.permute with the device's (source, target); a device that
                           is no pair's target gets zeros
     collective-broadcast  comm.broadcast from the first device of the group
+    ragged-all-to-all     comm.all_gather of the input and of the offset and size arrays
+                          (equal shapes on every member), then each device writes its
+                          own received slices (hlo's ragged_exchange, the evaluator's
+                          code): G times the traffic of a true ragged exchange, but no
+                          communicator method of its own (XLA:CPU has no thunk for it)
     replica-id, partition-id   the context's numbers as u32
     X-start / X-done      the start issues comm.start_X (the device's communication
                           thread runs it, in issue order) and leaves the PendingCollective
@@ -45,6 +50,7 @@ import numpy as np
 
 from ..hlo import collectives
 from ..hlo.dtypes import numpy_dtype
+from ..hlo.eval_collective import ragged_exchange
 from ..hlo.eval_common import recognize_binary_reducer
 from ..hlo.eval_reduce import call_reducer
 from ..hlo.evaluator import EvalContext
@@ -339,6 +345,46 @@ class PermuteThunk(CollectiveThunk):
             pendings.append(_call(ctx, start, "permute", target, source, send, recv))
             after.append((dst, out))
         return pendings, _finisher(table, pendings, after)
+
+
+class RaggedAllToAllThunk(CollectiveThunk):
+    """ragged-all-to-all as all-gathers plus a local scatter (see the module docstring)."""
+
+    def __init__(self, instr, operands: list[Buffer], results: list[Buffer], R: int, P: int):
+        super().__init__(instr.name, [b.slot for b in operands], [b.slot for b in results])
+        self.operands, (self.result,) = operands, results
+        self.groups = _groups(instr, R, P)
+
+    def issue(self, table, ctx, start: bool):
+        group = self.groups[ctx.device]
+        rank = group.index(ctx.device)
+        values = [np.ascontiguousarray(b.logical(table)) for b in self.operands]
+        shared = (0, 2, 3, 4)        # the input, input_offsets, send_sizes, output_offsets
+        gathered: dict[int, list] = {}
+        pendings, staged = [], []
+        for k in shared:
+            v = values[k]
+            if len(group) == 1 or ctx.comm is None or v.size == 0:
+                gathered[k] = [v] * len(group)
+                continue
+            recv = np.empty((len(group) * v.shape[0],) + v.shape[1:], v.dtype)
+            pendings.append(_call(ctx, start, "all_gather", group, v, recv))
+            staged.append((k, recv))
+
+        def finish():
+            for pending in pendings:
+                if pending is not None:
+                    pending.wait()
+            for k, recv in staged:
+                gathered[k] = np.split(recv, len(group))
+            try:
+                out = ragged_exchange(rank, gathered[0], gathered[2], gathered[3], gathered[4],
+                                      values[5], values[1])
+            except ValueError as e:
+                raise ValueError(f"{self.name} (ragged-all-to-all) on device {ctx.device}: "
+                                 f"{e}") from None
+            self.result.logical(table)[...] = out
+        return pendings, finish
 
 
 class BroadcastThunk(CollectiveThunk):

@@ -848,7 +848,8 @@ class ProgramBuilder:
         extra = ct._leaves(self._dynamic_temp_leaves(extra_shapes), extra_shapes)
         kinds = {"all-reduce": ct.AllReduceThunk, "all-gather": ct.AllGatherThunk,
                  "reduce-scatter": ct.ReduceScatterThunk, "all-to-all": ct.AllToAllThunk,
-                 "collective-broadcast": ct.BroadcastThunk}
+                 "collective-broadcast": ct.BroadcastThunk,
+                 "ragged-all-to-all": ct.RaggedAllToAllThunk}
         if sync == "collective-permute":
             thunk = ct.PermuteThunk(instr, sources, results, R, P, extra)
         elif sync in kinds:

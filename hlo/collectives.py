@@ -71,7 +71,8 @@ _GLOBAL_ID_OPS = frozenset({"all-reduce", "all-reduce-start", "reduce-scatter",
                             "all-gather", "all-gather-start"})
 # Collectives that use replica_groups (the others use source_target_pairs, or are -done).
 _GROUPED_OPS = frozenset({"all-reduce", "all-reduce-start", "reduce-scatter", "all-gather",
-                          "all-gather-start", "all-to-all", "collective-broadcast"})
+                          "all-gather-start", "all-to-all", "ragged-all-to-all",
+                          "collective-broadcast"})
 _PERMUTE_OPS = frozenset({"collective-permute", "collective-permute-start"})
 
 

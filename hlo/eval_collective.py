@@ -16,6 +16,13 @@ result from all of the group's operands, in rank order (hlo/collectives.py):
     all-to-all(d)         each value split along d in G parts; rank k concatenates
                           part k of every member's value, in rank order
     all-to-all (tuple)    result j is operand k of rank j, for rank k
+    ragged-all-to-all     the output operand with slices of dimension 0 written in:
+                          with N offsets and S = N / G, rank r receives from each
+                          member m its slices i = r*S .. r*S+S-1, input[input_offsets[i]
+                          : +send_sizes[i]] of m, written at m's output_offsets[i]; the
+                          size must equal the receiver's recv_sizes[m*S + k] (XLA's
+                          semantics, as jax.lax.ragged_all_to_all documents them); a
+                          slice out of bounds or sizes that disagree are errors
     collective-permute    the value of the source device; zeros if none
     collective-broadcast  the value of the group's first device
     -start / -done        the start computes everything; the done picks it out
@@ -300,6 +307,49 @@ def collective_permute_start(instr, operands, ctx):
     received = _permuted(instr, ctx, operands)
     contexts = [np.zeros((), np.uint32) for _ in instr.shape.tuple_shapes[2:]]
     return (sent, tuple(received) if len(operands) > 1 else received[0], *contexts)
+
+
+def ragged_exchange(rank: int, inputs, input_offsets, send_sizes, output_offsets,
+                    recv_sizes, output: np.ndarray) -> np.ndarray:
+    """ragged-all-to-all's result on the member of place `rank`, from every member's
+    input, input_offsets, send_sizes and output_offsets (lists in rank order) and its own
+    recv_sizes and output. ValueError for a slice out of bounds or sizes that disagree.
+    (The CPU backend's thunk computes with this function too.)"""
+    group = len(inputs)
+    n = len(recv_sizes)
+    if n % group:
+        raise ValueError(f"{n} offsets do not split evenly over a group of {group}")
+    per = n // group
+    result = np.array(output, copy=True)
+    rows_out = result.shape[0]
+    for m in range(group):
+        rows_in = inputs[m].shape[0]
+        for k in range(per):
+            i = rank * per + k
+            start, size = int(input_offsets[m][i]), int(send_sizes[m][i])
+            at, expected = int(output_offsets[m][i]), int(recv_sizes[m * per + k])
+            if size != expected:
+                raise ValueError(f"member {m} sends {size} rows as its slice {i}, but "
+                                 f"member {rank} expects {expected} (recv_sizes[{m * per + k}])")
+            if size < 0 or not 0 <= start <= rows_in - size or not 0 <= at <= rows_out - size:
+                raise ValueError(f"slice {i} of member {m}: rows [{start}, {start + size}) "
+                                 f"of an input of {rows_in} rows to rows [{at}, {at + size}) "
+                                 f"of an output of {rows_out}: out of bounds")
+            result[at:at + size] = inputs[m][start:start + size]
+    return result
+
+
+@reference("ragged-all-to-all")
+def ragged_all_to_all(instr, operands, ctx):
+    group = ctx.device.group(instr)
+    rank = group.index(ctx.device.device)
+    gathered = ctx.device.exchange(instr, list(operands))
+    try:
+        return ragged_exchange(rank, [g[0] for g in gathered], [g[2] for g in gathered],
+                               [g[3] for g in gathered], [g[4] for g in gathered],
+                               operands[5], operands[1])
+    except ValueError as e:
+        raise EvaluationError(f"{instr.name}: {e}") from None
 
 
 @reference("collective-broadcast")

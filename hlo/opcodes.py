@@ -188,6 +188,7 @@ def _rows():
         OpInfo("all-gather", None, C, **COLL),
         OpInfo("reduce-scatter", None, C, **COLL),
         OpInfo("all-to-all", None, C, **COLL),
+        OpInfo("ragged-all-to-all", 6, C, **COLL),
         OpInfo("collective-permute", None, C, **COLL),
         OpInfo("collective-broadcast", None, C, **COLL),
         *_async_pair("all-reduce"),

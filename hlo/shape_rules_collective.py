@@ -291,6 +291,34 @@ def collective_permute_start_shape(opcode, shapes, attrs, hint):
     return hint
 
 
+_RAGGED_INDEX_TYPES = ("s32", "s64")
+
+
+@rule("ragged-all-to-all")
+def ragged_all_to_all_shape(opcode, shapes, attrs, hint):
+    """(input, output, input_offsets, send_sizes, output_offsets, recv_sizes) -> output's
+    shape: slices of input's dimension 0 go to the group's members (see eval_collective)."""
+    _check_common_attrs(attrs)
+    if len(shapes) != 6:
+        fail(f"takes 6 operands (input, output, input_offsets, send_sizes, output_offsets, "
+             f"recv_sizes), got {len(shapes)}")
+    inp, out = array(shapes[0], "input"), array(shapes[1], "output")
+    if inp.rank == 0 or inp.rank != out.rank or inp.dims[1:] != out.dims[1:]:
+        fail(f"input {inp} and output {out} must have one rank (at least 1) and the same "
+             f"dimensions after the first")
+    if inp.element_type != out.element_type:
+        fail(f"input {inp} and output {out} must have one element type")
+    names = ("input_offsets", "send_sizes", "output_offsets", "recv_sizes")
+    first = shapes[2]
+    for name, s in zip(names, shapes[2:]):
+        array(s, name)
+        if s.rank != 1 or s.element_type not in _RAGGED_INDEX_TYPES:
+            fail(f"{name} must be a rank-1 s32 or s64 array, got {s}")
+        if s.dims != first.dims:
+            fail(f"{name} {s} must have as many elements as input_offsets {first}")
+    return out
+
+
 @rule("collective-broadcast")
 def collective_broadcast_shape(opcode, shapes, attrs, hint):
     _check_common_attrs(attrs)

@@ -299,7 +299,7 @@ def _check_literal(instr: HloInstruction, at: str) -> None:
 
 # Ops that split or stack per participant: their groups must all have one size.
 _UNIFORM_GROUPS = frozenset({"all-gather", "all-gather-start", "reduce-scatter", "all-to-all",
-                             "collective-broadcast"})
+                             "ragged-all-to-all", "collective-broadcast"})
 
 
 def _verify_collective(module: HloModule, comp: HloComputation, instr: HloInstruction) -> None:
@@ -327,6 +327,11 @@ def _verify_collective(module: HloModule, comp: HloComputation, instr: HloInstru
     size = sizes[0]
     if instr.opcode in ("all-gather", "all-gather-start", "reduce-scatter"):
         _check_shard_count(at, instr, size)
+    elif instr.opcode == "ragged-all-to-all":
+        n = instr.operands[2].shape.dims[0]
+        if n % size:
+            _fail(at, f"ragged-all-to-all's {n} offsets must split evenly over groups of "
+                      f"{size}")
     elif instr.opcode == "all-to-all":
         if "dimensions" in instr.attrs:
             (d,) = instr.dims()

@@ -203,6 +203,7 @@ EVERY_OPCODE = """
     %agd = f32[8,4]{1,0} all-gather-done(%ags)
     %cps = (f32[8,2]{1,0}, f32[8,2]{1,0}, u32[], u32[]) collective-permute-start(%x), channel_id=10, source_target_pairs={{0,1},{1,0},{2,3},{3,2}}
     %cpd = f32[8,2]{1,0} collective-permute-done(%cps)
+    %ra2a = f32[8,2]{1,0} ragged-all-to-all(%x, %x, %y, %y, %y, /*index=5*/%y), channel_id=11, replica_groups={{0,1,2,3}}
     ROOT %t = ((f32[8,2]{1,0}, f32[8,2]{1,0}), f32[16,2]{1,0}, f32[8,1]{1,0}, f32[8,2]{1,0}, (s32[4]{0}, s32[4]{0}), /*index=5*/f32[8,2]{1,0}, s32[4]{0}, f32[8,2]{1,0}, f32[8,4]{1,0}, f32[8,2]{1,0}, /*index=10*/u32[], u32[]) tuple(%ar, %ag, %rs, %a2a, %a2a.tuple, /*index=5*/%cp, %cb, %ard, %agd, %cpd, /*index=10*/%replica, %partition)
 """
 

@@ -29,6 +29,18 @@ ENTRY e {
   %s
 }"""
 
+# ragged-all-to-all on 4 devices: the offsets' and sizes' shapes, the groups.
+RAGGED = """HloModule m, replica_count=4
+ENTRY e {
+  x = bf16[64,8] parameter(0)
+  out = bf16[96,8] parameter(1)
+  io = %s parameter(2)
+  ss = %s parameter(3)
+  oo = s32[4] parameter(4)
+  rs = s32[4] parameter(5)
+  ROOT r = bf16[96,8] ragged-all-to-all(x, out, io, ss, oo, rs), replica_groups=%s
+}"""
+
 # (id, text): must parse, verify and print back stably.
 ACCEPTED = [
     ("slash_slash_comments", """HloModule slash_slash_comment:
@@ -293,6 +305,8 @@ ENTRY e {
         "s = (f32[4,6], f32[16,8], u32[], u32[]) collective-permute-start(x, out, lo, hi), "
         "source_target_pairs={{0,1},{1,0}}, slice_sizes={{4,6}}\n"
         "  ROOT r = f32[16,8] collective-permute-done(s)")),
+    ("ragged_all_to_all", RAGGED % ("s64[4]", "s64[4]", "{{0,1},{2,3}}")),
+    ("ragged_all_to_all_all_devices", RAGGED % ("s32[4]", "s32[4]", "{}")),
     ("dynamic_slice_index_vector", """HloModule m
 ENTRY e {
   x = s32[2,2,258] parameter(0)
@@ -641,6 +655,17 @@ REJECTED += [
         "ROOT r = f32[16,8] collective-permute(x, out, lo, hi), "
         "source_target_pairs={{0,1},{0,0},{0,1}}, slice_sizes={{4,6}}"),
      "source 0 too often"),
+    ("ragged_index_lengths", RAGGED % ("s64[4]", "s32[8]", "{{0,1},{2,3}}"),
+     "send_sizes s32[8] must have as many elements as input_offsets s64[4]"),
+    ("ragged_float_offsets", RAGGED % ("f32[4]", "f32[4]", "{{0,1},{2,3}}"),
+     "input_offsets must be a rank-1 s32 or s64 array"),
+    ("ragged_uneven_split", RAGGED.replace("s32[4]", "s32[3]") % ("s32[3]", "s32[3]", "{}"),
+     "ragged-all-to-all's 3 offsets must split evenly over groups of 4"),
+    ("ragged_rows_differ", RAGGED.replace("out = bf16[96,8]", "out = bf16[96,4]")
+     .replace("ROOT r = bf16[96,8]", "ROOT r = bf16[96,4]") % ("s32[4]", "s32[4]", "{}"),
+     "must have one rank (at least 1) and the same dimensions after the first"),
+    ("ragged_five_operands", RAGGED.replace(", rs)", ")") % ("s32[4]", "s32[4]", "{}"),
+     "takes 6 operands"),
     ("scalar_for_zero_size_constant", entry("ROOT c = f32[0] constant(15)"),
      "value 15 cannot be set in a literal of shape f32[0]"),
     ("complex_pair_for_array_constant", entry("ROOT c = c64[2] constant((1, 2))"),
