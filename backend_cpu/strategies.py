@@ -224,7 +224,8 @@ def _emit_materialize_inner(c: Candidate, _: Decision) -> int:
 
 def _match_gemm(c: Candidate) -> Decision:
     return _decision(_not(c, "dot") or why_not_gemm(c.root, c.operand_view(0), c.operand_view(1),
-                                                    c.outputs[0].shape))
+                                                    c.outputs[0].shape,
+                                                    relayout=c.kernel.scratch_slot is not None))
 
 
 def _emit_gemm(c: Candidate, _: Decision) -> int | None:
