@@ -49,10 +49,11 @@ INT_LIST_ATTRS = frozenset({
 })
 INT_ATTRS = frozenset({"index", "iota_dimension", "index_vector_dim",
                        "feature_group_count", "batch_group_count", "channel_id",
-                       "exponent_bits", "mantissa_bits", "k", "feature_index"})
+                       "exponent_bits", "mantissa_bits", "k", "feature_index",
+                       "num_carries"})
 BOOL_ATTRS = frozenset({"is_stable", "indices_are_sorted", "unique_indices",
                         "use_global_device_ids", "constrain_layout",
-                        "largest", "left_side", "lower", "unit_diagonal"})
+                        "largest", "left_side", "lower", "unit_diagonal", "is_reverse"})
 ENUM_ATTRS = {
     "direction": ("EQ", "NE", "LT", "LE", "GT", "GE"),
     "type": ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"),

@@ -36,6 +36,34 @@ def while_loop(instr, operands, ctx):
     return state
 
 
+@reference("scan")
+def scan(instr, operands, ctx):
+    """XLA's ScanExpander as a loop: step t reads slice t of each input along d (from
+    the end when is_reverse), calls to_apply(slices..., carries...) -> (outputs...,
+    carries...), and writes output slice t; outputs start as zeros (no steps: zeros)."""
+    carries_n = instr.attrs.get("num_carries", 0)
+    (d,) = instr.dims()
+    inputs = list(operands[:len(operands) - carries_n])
+    carries = list(operands[len(operands) - carries_n:])
+    comp = instr.attrs["to_apply"]
+    result_shapes = list(instr.shape.tuple_shapes) if instr.shape.is_tuple else [instr.shape]
+    outputs = [np.zeros(s.dims, numpy_dtype(s.element_type))
+               for s in result_shapes[:len(result_shapes) - carries_n]]
+    length = inputs[0].shape[d] if inputs else 0
+    for step in range(length):
+        t = length - 1 - step if instr.attrs.get("is_reverse", False) else step
+        value = ctx.call(comp, [np.take(x, t, axis=d) for x in inputs] + carries)
+        parts = list(value) if comp.root.shape.is_tuple else [value]
+        n_out = len(parts) - carries_n
+        for out, part in zip(outputs, parts[:n_out]):
+            index = [slice(None)] * out.ndim
+            index[d] = t
+            out[tuple(index)] = part
+        carries = parts[n_out:]
+    results = outputs + carries
+    return tuple(results) if instr.shape.is_tuple else results[0]
+
+
 def branches_of(instr) -> list:
     """The branch computations in selector order (a pred selects index 0 when true)."""
     if "branch_computations" in instr.attrs:

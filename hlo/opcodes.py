@@ -143,6 +143,7 @@ def _rows():
         OpInfo("call", None, "control"),
         OpInfo("fusion", None, "control"),
         OpInfo("while", 1, "control"),
+        OpInfo("scan", None, "control"),
         OpInfo("conditional", None, "control"),
         OpInfo("opt-barrier", 1, "control"),
         OpInfo("custom-call", None, "other", side_effect=True),

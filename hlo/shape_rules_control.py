@@ -53,6 +53,56 @@ def fusion_shape(opcode, shapes, attrs, hint):
     return root_shape(comp, "calls")
 
 
+def scan_parts(shapes, attrs) -> tuple[list, list, int]:
+    """(input shapes, init shapes, scan dimension) of a scan, checked."""
+    carries = attrs.get("num_carries", 0)
+    if not isinstance(carries, int) or isinstance(carries, bool) or \
+            not 0 <= carries < len(shapes):
+        fail(f"num_carries must be a count from 0 to {len(shapes) - 1} (the operands are "
+             f"the inputs, then the carries' initial values), got {carries!r}")
+    inputs, inits = list(shapes[:len(shapes) - carries]), list(shapes[len(shapes) - carries:])
+    dims = tuple(attrs.get("dimensions", ()))
+    if len(dims) != 1:
+        fail(f"needs dimensions={{d}} with the one scanned dimension, got {list(dims)}")
+    (d,) = dims
+    length = None
+    for i, s in enumerate(inputs):
+        if not s.is_array or not 0 <= d < s.rank:
+            fail(f"input {i} {s} has no dimension {d} to scan")
+        if length is None:
+            length = s.dims[d]
+        elif s.dims[d] != length:
+            fail(f"input {i} {s} has {s.dims[d]} steps along dimension {d}, input 0 has "
+                 f"{length}")
+    return inputs, inits, d
+
+
+@rule("scan")
+def scan_shape(opcode, shapes, attrs, hint):
+    """scan(inputs..., inits...), num_carries=c, dimensions={d}: to_apply(input slices...,
+    carries...) -> (outputs..., carries...); the result is (the outputs stacked along d,
+    the final carries), or the one array alone (XLA's ScanExpander defines it so)."""
+    inputs, inits, d = scan_parts(shapes, attrs)
+    comp = attrs.get("to_apply")
+    slices = [Shape(s.element_type, s.dims[:d] + s.dims[d + 1:]) for s in inputs]
+    check_params_match(comp, "to_apply", slices + inits)
+    got = root_shape(comp, "to_apply")
+    parts = list(got.tuple_shapes) if got.is_tuple else [got]
+    n_out = len(parts) - len(inits)
+    if n_out < 0 or parts[n_out:] != inits:
+        fail(f"to_apply {comp.name} returns {got}: expected the outputs, then the carries "
+             f"{Shape.tuple_of(inits)}")
+    length = inputs[0].dims[d] if inputs else 0
+    stacked = []
+    for i, p in enumerate(parts[:n_out]):
+        if not p.is_array or d > p.rank:
+            fail(f"output {i} of to_apply {p} cannot be stacked along dimension {d}")
+        stacked.append(Shape(p.element_type, p.dims[:d] + (length,) + p.dims[d:]))
+    if not got.is_tuple:
+        return stacked[0] if stacked else inits[0]
+    return Shape.tuple_of(stacked + inits)
+
+
 @rule("while")
 def while_shape(opcode, shapes, attrs, hint):
     """while(init): condition maps the state to pred[], body maps the state to itself."""

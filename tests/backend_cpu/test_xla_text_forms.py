@@ -56,3 +56,33 @@ def test_in_place_collective_permute_is_refused_by_evaluator_and_backend():
         with pytest.raises(NotImplementedError, match="in-place collective-permute .* not "
                                                       "computed"):
             backend_cpu.compile(module, backend_cpu.CompileOptions(num_devices=2))
+
+
+def test_scan_evaluates_as_xla_expands_it_and_compiles_the_same():
+    """scan runs to_apply step by step (from the end with is_reverse); the backend runs
+    it on the host through the evaluator, so only the plumbing can differ."""
+    from tests.hlo.test_xla_syntax import ACCEPTED
+    texts = dict(ACCEPTED)
+    x = np.array([[1, 5, np.nan, 2, 0], [-np.inf, 3, 3, 7, -1]], np.float32)
+    lo = np.float32([0, -10])
+    expected = np.empty_like(x)
+    run = lo.copy()
+    for t in range(4, -1, -1):                    # reversed, maximum propagates NaN
+        run = np.maximum(x[:, t], run)
+        expected[:, t] = run
+    out, final, steps = hlo.evaluate(hlo.parse_module(texts["scan_running_max_and_count"]),
+                                     [x, lo])
+    np.testing.assert_array_equal(out, expected)
+    np.testing.assert_array_equal(final, run)
+    assert steps == 5
+    _compare(texts["scan_running_max_and_count"], [x, lo])
+    empty = np.zeros((2, 0), np.float32)
+    out, final, steps = hlo.evaluate(hlo.parse_module(
+        texts["scan_running_max_and_count"].replace("f32[2,5]", "f32[2,0]")), [empty, lo])
+    assert out.shape == (2, 0) and steps == 0
+    np.testing.assert_array_equal(final, lo)
+    _compare(texts["scan_running_max_and_count"].replace("f32[2,5]", "f32[2,0]"), [empty, lo])
+    p = np.array([3, -2, 0, 46341, 7, 1], np.int32)
+    (sq,) = hlo.evaluate(hlo.parse_module(texts["scan_one_output_no_carry"]), [p])
+    np.testing.assert_array_equal(sq, p * p)
+    _compare(texts["scan_one_output_no_carry"], [p])

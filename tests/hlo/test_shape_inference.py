@@ -15,6 +15,24 @@ from .shape_helpers import (S, argmax_reducer, const_fn, identity_fn, make_windo
                             unary_fn)
 
 ADD_F32 = scalar_fn("add", ["f32", "f32"], "add_f32")
+
+
+def _scan_step():
+    """(x: f32[3], c: f32[3]) -> (x + c, x + c): a running sum over rows of 3."""
+    from xlapy.hlo import parse_module
+    return parse_module("""HloModule m
+step {
+  x = f32[3] parameter(0)
+  c = f32[3] parameter(1)
+  s = f32[3] add(x, c)
+  ROOT t = (f32[3], f32[3]) tuple(s, s)
+}
+ENTRY e {
+  ROOT p = f32[] parameter(0)
+}""").computation("step")
+
+
+SCAN_STEP = _scan_step()
 ADD_S32 = scalar_fn("add", ["s32", "s32"], "add_s32")
 LT_F32 = scalar_fn("compare", ["f32", "f32"], "lt_f32")
 LT_F32_S64 = scalar_fn("compare", ["f32", "f32", "s64", "s64"], "lt_f32_s64")
@@ -183,6 +201,9 @@ OK = [
     ("call", "call", ["f32[4]"], {"to_apply": unary_fn(S("f32[4]"), "negate")}, None, "f32[4]"),
     ("fusion", "fusion", ["f32[4]"],
      {"kind": "kLoop", "calls": unary_fn(S("f32[4]"), "is-finite")}, None, "pred[4]"),
+    ("scan", "scan", ["f32[3,5]", "f32[3]"],
+     {"dimensions": (1,), "num_carries": 1, "to_apply": SCAN_STEP}, None,
+     "(f32[3,5], f32[3])"),
     ("while", "while", ["(s32[], f32[8])"],
      {"condition": const_fn(S("(s32[], f32[8])"), True, "pred"),
       "body": identity_fn(S("(s32[], f32[8])"))}, None, "(s32[], f32[8])"),
@@ -416,6 +437,14 @@ ERRORS = [
     ("call-missing", "call", ["f32[5]"], {}, None, "missing to_apply"),
     ("fusion-kind", "fusion", ["f32[4]"],
      {"kind": "kFast", "calls": identity_fn(S("f32[4]"))}, None, "kind must be one of"),
+    ("scan-carries", "scan", ["f32[3,5]", "f32[3]"],
+     {"dimensions": (1,), "num_carries": 2, "to_apply": SCAN_STEP}, None,
+     "num_carries must be a count from 0 to 1"),
+    ("scan-dimension", "scan", ["f32[5,3]", "f32[3]"],
+     {"dimensions": (2,), "num_carries": 1, "to_apply": SCAN_STEP}, None,
+     "input 0 f32[5,3] has no dimension 2 to scan"),
+    ("scan-slice-shape", "scan", ["f32[3,5]", "f32[3]"],
+     {"dimensions": (0,), "num_carries": 1, "to_apply": SCAN_STEP}, None, "to_apply"),
     ("while-body", "while", ["(s32[], f32[8])"],
      {"condition": const_fn(S("(s32[], f32[8])"), True, "pred"),
       "body": const_fn(S("(s32[], f32[8])"), 0, "s32", "step")}, None,

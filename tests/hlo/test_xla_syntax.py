@@ -41,6 +41,25 @@ ENTRY e {
   ROOT r = bf16[96,8] ragged-all-to-all(x, out, io, ss, oo, rs), replica_groups=%s
 }"""
 
+# scan over the columns of x (dimension 1), from the last: per step the running
+# maximum of the column (an output) and a count of steps (a second carry).
+SCAN = """HloModule m
+step {
+  col = f32[2] parameter(0)
+  best = f32[2] parameter(1)
+  n = s32[] parameter(2)
+  m = f32[2] maximum(col, best)
+  one = s32[] constant(1)
+  k = s32[] add(n, one)
+  ROOT t = (f32[2], f32[2], s32[]) tuple(m, m, k)
+}
+ENTRY e {
+  x = f32[2,5] parameter(0)
+  lo = f32[2] parameter(1)
+  zero = s32[] constant(0)
+  ROOT r = (f32[2,5], f32[2], s32[]) scan(x, lo, zero), dimensions={1}, num_carries=2, is_reverse=true, is_associative=false, to_apply=step
+}"""
+
 # (id, text): must parse, verify and print back stably.
 ACCEPTED = [
     ("slash_slash_comments", """HloModule slash_slash_comment:
@@ -307,6 +326,16 @@ ENTRY e {
         "  ROOT r = f32[16,8] collective-permute-done(s)")),
     ("ragged_all_to_all", RAGGED % ("s64[4]", "s64[4]", "{{0,1},{2,3}}")),
     ("ragged_all_to_all_all_devices", RAGGED % ("s32[4]", "s32[4]", "{}")),
+    ("scan_running_max_and_count", SCAN),
+    ("scan_one_output_no_carry", """HloModule m
+sq {
+  x = s32[] parameter(0)
+  ROOT y = s32[] multiply(x, x)
+}
+ENTRY e {
+  p = s32[6] parameter(0)
+  ROOT r = s32[6] scan(p), dimensions={0}, num_carries=0, to_apply=sq
+}"""),
     ("dynamic_slice_index_vector", """HloModule m
 ENTRY e {
   x = s32[2,2,258] parameter(0)
@@ -666,6 +695,13 @@ REJECTED += [
      "must have one rank (at least 1) and the same dimensions after the first"),
     ("ragged_five_operands", RAGGED.replace(", rs)", ")") % ("s32[4]", "s32[4]", "{}"),
      "takes 6 operands"),
+    ("scan_steps_differ", SCAN.replace("scan(x, lo, zero)", "scan(x, y, lo, zero)")
+     .replace("x = f32[2,5] parameter(0)", "x = f32[2,5] parameter(0)\n  y = f32[2,4] parameter(2)"),
+     "input 1 f32[2,4] has 4 steps along dimension 1, input 0 has 5"),
+    ("scan_carry_shape", SCAN.replace("lo = f32[2] parameter(1)", "lo = f32[3] parameter(1)"),
+     "to_apply"),
+    ("scan_no_dimension", SCAN.replace("dimensions={1}, ", ""),
+     "needs dimensions={d} with the one scanned dimension"),
     ("scalar_for_zero_size_constant", entry("ROOT c = f32[0] constant(15)"),
      "value 15 cannot be set in a literal of shape f32[0]"),
     ("complex_pair_for_array_constant", entry("ROOT c = c64[2] constant((1, 2))"),
