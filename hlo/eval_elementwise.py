@@ -254,6 +254,7 @@ def _float_binary(instr, a, b, ctx):
         raise EvaluationError(f"{instr.name}: {instr.opcode} is not defined for {a.dtype}")
     a, b = flush_all((a, b), ctx)
     if a.dtype.kind == "c":
+        fn = complex_atan2 if instr.opcode == "atan2" else fn
         return flush(to_result(fn(a, b), instr), ctx)
     if OPCODES[instr.opcode].transcendental:      # power, atan2: in f64, as the unary ones
         y = fn(a.astype(np.float64), b.astype(np.float64)).astype(compute_dtype(a))
@@ -261,6 +262,15 @@ def _float_binary(instr, a, b, ctx):
         work = compute_dtype(a)
         y = fn(a.astype(work, copy=False), b.astype(work, copy=False))
     return flush(to_result(y, instr), ctx)
+
+
+def complex_atan2(y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """atan2 of complex numbers as XLA's emitter defines it: -i log((x + iy) /
+    sqrt(x^2 + y^2)), each step a complex operation in the operands' precision (so
+    0/0 gives NaN where XLA's does, and real inputs give the real atan2 of their
+    signs' quadrant)."""
+    i = np.asarray(1j, dtype=y.dtype)
+    return -i * np.log((x + i * y) / np.sqrt(x * x + y * y))
 
 
 def _int_divide(a, b, opcode):

@@ -381,3 +381,24 @@ def test_bf16_rounds_to_nearest_even_after_every_op():
         }""", f32(1 + 2**-8, 1 + 3 * 2**-8, 3e38))
     assert out[0].dtype == ml_dtypes.bfloat16   # bf16 values are held natively
     np.testing.assert_array_equal(out[0].astype(np.float32), f32(2, 2 * (1 + 2**-6), inf))
+
+
+def test_complex_atan2_is_xla_s():
+    """atan2 on c64 (it raised: numpy has no complex arctan2). Reference: XLA's CPU
+    backend through jax 0.10.2 (jax.lax.atan2 on c64), within f32 rounding."""
+    from xlapy.hlo import evaluate, parse_module
+    y = np.array([1 + 2j, -3 - 0.25j, 0.5 + 0j, -2 + 0j, 1e-3 + 4j, 0j], np.complex64)
+    x = np.array([0.5 - 1j, 2 + 2j, -1 + 0j, -1 + 0j, 3 - 1e-3j, 1 + 0j], np.complex64)
+    xla_re = [1.9081668, -0.82617295, 2.6779451, -2.0344439, 1.5709392, 0.0]
+    xla_im = [0.37908688, 0.383078, 0.0, -0.0, 0.972955, 0.0]
+    for t, (a, b) in (("c64", (y, x)), ("c128", (y.astype(np.complex128),
+                                                  x.astype(np.complex128)))):
+        m = parse_module(f"HloModule m\nENTRY e {{\n  a = {t}[6] parameter(0)\n"
+                         f"  b = {t}[6] parameter(1)\n  ROOT r = {t}[6] atan2(a, b)\n}}")
+        (got,) = evaluate(m, [a, b])
+        assert got.dtype == a.dtype
+        np.testing.assert_allclose(got.real, xla_re, rtol=1e-6, atol=2e-7)
+        np.testing.assert_allclose(got.imag, xla_im, rtol=1e-6, atol=2e-7)
+    # 0 / 0 inside: NaN, as XLA gives for atan2(0, 0) on complex.
+    (got,) = evaluate(m, [np.zeros(6, np.complex128), np.zeros(6, np.complex128)])
+    assert np.isnan(got.real).all()
