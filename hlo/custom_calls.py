@@ -34,14 +34,19 @@ and in the backend alike:
     (x - mean) / sqrt(var + eps) [* scale] [+ shift], `rescale` saying which of
     scale and shift follow x as operands (SCALE, SHIFT, SCALE_AND_SHIFT),
     eps an f32's bits in `epsilon_typecast`.
-  These three are defined as HLO: `expansion(instr)` builds a computation of
+  - `__onednn$convolution`: the convolution its own `window`, `dim_labels` and
+    group counts describe (the attributes of the convolution it replaced),
+    accumulated in f32, then the fused ops as for the matmul, except that a
+    rank-1 BIAS of the output feature count is added along the output feature
+    dimension (any other addend broadcasts numpy-style).
+  These four are defined as HLO: `expansion(instr)` builds a computation of
   ordinary ops on the custom-call's operands, which the evaluator calls and the
   CPU backend compiles as a called computation, so both compute the same thing.
 
 Dynamic-shape helpers (`SliceToDynamic`, `PadToStatic`) make or take dynamic
 dimensions, which nothing here computes with (docs/hlo.md): they are refused
-with that reason. `__onednn$convolution` and `__onednn$matmul_reorder` (a
-weight-layout cache) are refused by name like any other target.
+with that reason. `__onednn$matmul_reorder` (a weight-layout cache) is refused
+by name like any other target.
 """
 from __future__ import annotations
 
@@ -57,7 +62,8 @@ IDENTITY_TARGETS = frozenset({
     "Sharding", "xla.sdy.Sharding", "xla.sdy.FuncResultSharding",
     "SPMDFullToShardShape", "SPMDShardToFullShape",
     "MoveToHost", "MoveToDevice", "PinToDevice", "annotate_device_placement"})
-ONEDNN_TARGETS = frozenset({"__onednn$matmul", "__onednn$softmax", "__onednn$layernorm"})
+ONEDNN_TARGETS = frozenset({"__onednn$matmul", "__onednn$softmax", "__onednn$layernorm",
+                            "__onednn$convolution"})
 DYNAMIC_TARGETS = frozenset({"SliceToDynamic", "PadToStatic"})
 KNOWN_TARGETS = IDENTITY_TARGETS | ONEDNN_TARGETS | {"TopK", "AllocateBuffer"}
 
@@ -212,7 +218,7 @@ def expansion(instr: HloInstruction) -> HloComputation:
     ONEDNN_TARGETS) from parameters shaped like its operands."""
     target = target_of(instr)
     builders = {"__onednn$matmul": _matmul, "__onednn$softmax": _softmax,
-                "__onednn$layernorm": _layernorm}
+                "__onednn$layernorm": _layernorm, "__onednn$convolution": _convolution}
     if target not in builders:
         raise CustomCallError(f"unsupported custom-call target {target!r}")
     if not instr.shape.is_array or instr.shape.element_type not in _FLOATS:
@@ -311,6 +317,49 @@ def _matmul(b: HloBuilder, instr, params, calc: str) -> HloInstruction:
     if extra:
         raise CustomCallError(f"custom-call '__onednn$matmul': {len(extra)} operand(s) "
                               f"beyond what the fused ops {ops} take")
+    return out
+
+
+def _convolution(b: HloBuilder, instr, params, calc: str) -> HloInstruction:
+    name = "custom-call '__onednn$convolution'"
+    if len(params) < 2:
+        raise CustomCallError(f"{name} takes input, filter and the fused ops' operands")
+    labels, window = instr.attrs.get("dim_labels"), instr.attrs.get("window")
+    if not isinstance(labels, str) or window is None:
+        raise CustomCallError(f"{name} needs the convolution's window= and dim_labels= "
+                              f"attributes")
+    config = _sub_config(instr, "onednn_conv_config")
+    fusions = _field(config, "fusions", {}) or {}
+    ops = [_enum(op, _FUSION_KINDS, instr, "fused op") for op in _field(fusions, "ops", []) or []]
+    attrs = {"window": window, "dim_labels": labels}
+    for key in ("feature_group_count", "batch_group_count"):
+        if key in instr.attrs:
+            attrs[key] = instr.attrs[key]
+    lhs, rhs = (_widen(b, p, calc) for p in params[:2])
+    try:
+        out = b.op("convolution", [lhs, rhs], **attrs)
+    except ValueError as e:
+        raise CustomCallError(f"{name}: {e}") from None
+    feature = labels.split("->")[1].index("f")
+    extra = list(params[2:])
+    alpha = _f32_from_bits(_field(fusions, "alpha_typecast", 0), instr, "alpha_typecast")
+    for op in ops:
+        if op in _OPERAND_OPS:
+            if not extra:
+                raise CustomCallError(f"{name}: fused op {op} needs an operand and none is left")
+            addend = _widen(b, extra.pop(0), calc)
+            if op == "BIAS" and addend.shape.dims == (out.shape.dims[feature],):
+                addend = b.broadcast(addend, out.shape, [feature])
+            else:
+                addend = _broadcast_to(b, addend, out.shape.dims, instr, f"the {op} operand")
+            out = b.add(out, addend)
+        elif op in _ACTIVATIONS:
+            out = _activation(b, op, out, calc, alpha)
+        else:
+            raise CustomCallError(f"{name}: fused op {op!r} is not supported")
+    if extra:
+        raise CustomCallError(f"{name}: {len(extra)} operand(s) beyond what the fused ops "
+                              f"{ops} take")
     return out
 
 

@@ -60,6 +60,64 @@ def _layernorm(x, eps, scale=None, shift=None):
     return y
 
 
+def _conv(x, w, stride=1, pad=0, groups=1):
+    """NHWC input, HWIO filter (groups split C and O), SAME-style symmetric padding."""
+    x = np.pad(x.astype(np.float64), ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+    w = w.astype(np.float64)
+    kh, kw, ci, co = w.shape
+    n, h, wd, c = x.shape
+    oh, ow = (h - kh) // stride + 1, (wd - kw) // stride + 1
+    out = np.zeros((n, oh, ow, co))
+    og = co // groups
+    for g in range(groups):
+        xs = x[..., g * ci:(g + 1) * ci]
+        for i in range(oh):
+            for j in range(ow):
+                patch = xs[:, i * stride:i * stride + kh, j * stride:j * stride + kw, :]
+                out[:, i, j, g * og:(g + 1) * og] = np.einsum(
+                    "nhwc,hwco->no", patch, w[..., g * og:(g + 1) * og])
+    return out
+
+
+def conv_case(name, ops=(), nchw=False, groups=1, dtype="f32", alpha=None):
+    """A __onednn$convolution case: 3x3 window, stride 2, padding 1, on [2,5,5,4] x
+    [3,3,4/groups,6] (NHWC, or NCHW/OIHW with nchw), then `ops` (BIAS takes f32[6])."""
+    x_shape = "[2,4,5,5]" if nchw else "[2,5,5,4]"
+    w_shape = f"[6,{4 // groups},3,3]" if nchw else f"[3,3,{4 // groups},6]"
+    out_shape = "[2,6,3,3]" if nchw else "[2,3,3,6]"
+    labels = "bf01_oi01->bf01" if nchw else "b01f_01io->b01f"
+    params = [f"x = {dtype}{x_shape} parameter(0)", f"w = {dtype}{w_shape} parameter(1)"]
+    operands = ["x", "w"]
+    if "BIAS" in ops:
+        params.append("bias = f32[6] parameter(2)")
+        operands.append("bias")
+    fusions = ",".join(f'"{o}"' for o in ops)
+    alpha_text = f',"alpha_typecast":{f32_bits(alpha)}' if alpha is not None else ""
+    groups_text = f"feature_group_count={groups}, " if groups > 1 else ""
+    text = module("\n".join(params),
+                  f'{dtype}{out_shape} custom-call({", ".join(operands)}), '
+                  f'window={{size=3x3 stride=2x2 pad=1_1x1_1}}, dim_labels={labels}, '
+                  f'{groups_text}custom_call_target="__onednn$convolution", '
+                  f'backend_config={{"outer_dimension_partitions":[],"onednn_conv_config":'
+                  f'{{"fusions":{{"ops":[{fusions}]{alpha_text}}}}}}}')
+
+    def reference(x, w, *bias):
+        if nchw:
+            x, w = x.transpose(0, 2, 3, 1), w.transpose(2, 3, 1, 0)
+        y = _conv(x, w, 2, 1, groups)
+        for op in ops:
+            if op == "BIAS":
+                y = y + bias[0].astype(np.float64)
+            elif op == "RELU":
+                y = np.maximum(y, 0)
+            elif op == "LINEAR":
+                y = y * np.float32(alpha)
+            elif op == "GELU_TANH":
+                y = _gelu_tanh(y)
+        return y.transpose(0, 3, 1, 2) if nchw else y
+    return (name, text, reference)
+
+
 def module(params: str, root: str) -> str:
     lines = "\n".join(f"  {p}" for p in params.strip().splitlines())
     return f"HloModule m\n\nENTRY e {{\n{lines}\n  ROOT r = {root.strip()}\n}}\n"
@@ -152,6 +210,12 @@ COMPUTING = [
     mm("matmul_bf16_to_f32", "bf16[3,8]", "bf16[8,5]", "f32[3,5]", ["f32[5]"], ["BIAS"]),
     mm("matmul_zero_contraction", "f32[3,0]", "f32[0,5]", "f32[3,5]", ["f32[5]"], ["BIAS"]),
     mm("matmul_empty_batch", "f32[0,3,4]", "f32[4,5]", "f32[0,3,5]"),
+    conv_case("conv_nhwc"),
+    conv_case("conv_nhwc_bias_relu", ["BIAS", "RELU"]),
+    # The bias goes along the feature dimension, which is not the minor one here.
+    conv_case("conv_nchw_bias", ["BIAS"], nchw=True),
+    conv_case("conv_grouped_linear", ["LINEAR"], groups=2, alpha=0.5),
+    conv_case("conv_bf16_gelu", ["BIAS", "GELU_TANH"], dtype="bf16"),
     ("softmax_last", module("x = f32[4,7] parameter(0)",
                             'f32[4,7] custom-call(x), custom_call_target="__onednn$softmax", '
                             'backend_config={"onednn_softmax_config":{"softmax_axis":1}}'),
@@ -222,10 +286,17 @@ REFUSED = [
     ("unknown_target", module("x = f32[4] parameter(0)",
                               'f32[4] custom-call(x), custom_call_target="my_kernel"'),
      "unsupported custom-call target 'my_kernel'"),
-    ("onednn_convolution", module(
+    ("onednn_convolution_without_window", module(
         "x = f32[1,4,4,1] parameter(0)\nw = f32[1,1,1,1] parameter(1)",
         'f32[1,4,4,1] custom-call(x, w), custom_call_target="__onednn$convolution"'),
-     "unsupported custom-call target '__onednn$convolution'"),
+     "custom-call '__onednn$convolution' needs the convolution's window= and dim_labels= "
+     "attributes"),
+    ("onednn_convolution_bias_missing", module(
+        "x = f32[1,4,4,1] parameter(0)\nw = f32[1,1,1,2] parameter(1)",
+        'f32[1,4,4,2] custom-call(x, w), window={size=1x1}, dim_labels=b01f_01io->b01f, '
+        'custom_call_target="__onednn$convolution", '
+        'backend_config={"onednn_conv_config":{"fusions":{"ops":["BIAS"]}}}'),
+     "custom-call '__onednn$convolution': fused op BIAS needs an operand and none is left"),
     ("slice_to_dynamic", module(
         "x = f32[8] parameter(0)\nn = s32[] parameter(1)",
         'f32[<=8] custom-call(x, n), custom_call_target="SliceToDynamic"'),
