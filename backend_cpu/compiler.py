@@ -32,6 +32,12 @@ index operands logically, so fused parameters and roots need no copy (the memory
 views of gemm/operands.resolve_view check the layout). The entry's results keep the
 root's layouts; CpuExecutable converts them to numpy's.
 
+While loops own their state (the init is copied in), so a body's root leaf that is a
+dynamic-update-slice of its own state leaf, which nothing else reads (a scan's stacked
+outputs), is computed in place: a kernel stores only the update into the state
+(`in_place_updates`, emitters/in_place_update.py). A while whose cond and body are only
+kernels and copies runs as one native call (native_loop.py).
+
 Compile time is part of the first call, so the driver avoids work that does
 not change the machine code: Python's cyclic garbage collector is paused
 while a module compiles (`paused_gc`), a caller that hands its module over
@@ -85,7 +91,7 @@ from . import collective_thunks as ct, disk_cache, inter_op, kernel_cache, libra
 from . import strategies
 from . import target as targets
 from .buffer_assignment import Slot, assign_arena
-from .emitters import loop_nest
+from .emitters import in_place_update, loop_nest
 from .executable import CpuExecutable, Program, physical_dims, to_physical
 from .gemm import library as gemm_library
 from .llvm import ir_policy, machine_code
@@ -604,10 +610,12 @@ class ProgramBuilder:
     """Builds the Program of one computation (see the module docstring)."""
 
     def __init__(self, context: _Context, comp, arg_shapes: list | None = None,
-                 result_shapes: list | None = None):
+                 result_shapes: list | None = None, in_place: bool = False):
         """`arg_shapes`: per parameter leaf, the layout the caller binds it in (None: the
         parameters' own); `result_shapes`: per root leaf, the layout the caller reads
-        (None: the root's own)."""
+        (None: the root's own). `in_place` (a while body, whose state the loop owns): a
+        root leaf that is a dynamic-update-slice of its own state leaf, read by nothing
+        else, is written into the state in place (`_update_in_place`)."""
         self.context, self.comp = context, comp
         self.slots: list[Slot] = []
         self.thunks: list = []
@@ -616,6 +624,8 @@ class ProgramBuilder:
         self.arg_shapes, self.result_shapes = arg_shapes, result_shapes
         self._relayouts: dict = {}       # (slot, its shape, target order) -> the copy's slot
         self._starts: dict = {}          # a -start instruction -> (its thunk, result slots)
+        self._in_place = in_place_updates(comp) if in_place else {}
+        self._updated: dict[int, int] = {}   # param slot -> state leaf updated in place
 
     # --- slots ------------------------------------------------------------------------------
     def _new_slot(self, kind: str, shape, **extra) -> int:
@@ -679,7 +689,8 @@ class ProgramBuilder:
         self.thunks = ct.schedule(self.thunks, inter_op.slot_dependencies)
         arena = assign_arena(self.slots, [(t.reads, t.writes) for t in self.thunks],
                              inter_op.overlap_ancestors(self.thunks))
-        return Program(self.comp.name, self.slots, self.thunks, param_slots, outputs, arena)
+        return Program(self.comp.name, self.slots, self.thunks, param_slots, outputs, arena,
+                       in_place=sorted(self._updated.values()))
 
     def _visit(self, instr) -> list[int]:
         op = instr.opcode
@@ -708,6 +719,8 @@ class ProgramBuilder:
         if op == "reshape" and instr.shape.has_default_layout() \
                 and instr.operands[0].shape.has_default_layout():
             return operands[0]
+        if id(instr) in self._in_place:
+            return self._update_in_place(instr, operands)
         host = library_ops.lower(self, instr, operands)     # host routines, complex, no-ops
         if host is not None:
             return host
@@ -753,18 +766,20 @@ class ProgramBuilder:
     def _dynamic_slots(self, shape) -> list[int]:
         return [self._new_slot("dynamic", leaf) for leaf in shape.leaves()]
 
-    def _sub_program(self, comp, arg_shapes=None, result_shapes=None) -> Program:
-        return ProgramBuilder(self.context, comp, arg_shapes, result_shapes).build()
+    def _sub_program(self, comp, arg_shapes=None, result_shapes=None,
+                     in_place: bool = False) -> Program:
+        return ProgramBuilder(self.context, comp, arg_shapes, result_shapes, in_place).build()
 
     def _while(self, instr, operands) -> list[int]:
         """The loop state lives in the body parameter's layouts: the init is converted
         once, the body's results (if its root differs) every iteration, the final
-        state once, to the while's own layouts."""
+        state once, to the while's own layouts. The loop owns its state (the init is
+        copied), so the body may update a leaf in place (`in_place_updates`)."""
         body_comp = instr.attrs["body"]
         state = body_comp.parameters[0].shape.leaves()
         init = self._conform(operands[0], instr.operands[0].shape.leaves(), state, instr.name)
         cond = self._sub_program(instr.attrs["condition"], state)
-        body = self._sub_program(body_comp, None, state)
+        body = self._sub_program(body_comp, None, state, in_place=True)
         writes = [self._new_slot("dynamic", leaf) for leaf in state]
         leaves = [(physical_dims(s), numpy_dtype(s.element_type)) for s in state]
         self.thunks.append(WhileThunk(cond, body, init, writes, leaves))
@@ -866,6 +881,38 @@ class ProgramBuilder:
             return value
         self.thunks.append(thunk)
         return value
+
+    def _update_in_place(self, instr, operands) -> list[int]:
+        """A dynamic-update-slice of state leaf `leaf` (in_place_updates): a kernel that
+        stores only the update into the leaf's parameter slot, which is then the body's
+        result for that leaf. Where the slot is not the parameter itself (a relayout
+        between), an ordinary kernel."""
+        leaf = self._in_place[id(instr)]
+        target = operands[0][0]
+        slot = self.slots[target]
+        want = self.result_shapes[leaf] if self.result_shapes is not None \
+            else self.comp.root.shape.leaves()[leaf]
+        if slot.kind != "param" or slot.param_index != leaf or target in self._updated \
+                or not same_bytes(slot.shape, instr.shape) or not same_bytes(instr.shape, want):
+            return self._kernel(instr, operands)
+        name = self.context.kernel_name(instr.name)
+        kernel = kernel_cache.LocalSlotsKernelIR(ir.Module(name="xlapy_kernel"),
+                                                 self.constant_slot)
+        reads = [leaves[0] for leaves in operands[1:]]
+        inputs = [kernel.buffer(s, o.shape) for s, o in zip(reads, instr.operands[1:])]
+        extent = in_place_update.emit(kernel, instr, inputs, kernel.buffer(target, slot.shape))
+        kernel.finish()
+        self.context.kernels_not_streaming += 1
+        self.context.kernel_choices.append(strategies.Choice(name, "in_place_update", ()))
+        self.context.add_kernel(name, kernel)
+        self._updated[target] = leaf
+        update_bytes = self.slots[reads[0]].nbytes
+        thunk = KernelThunk(name, extent, 2 * update_bytes, reads, [target], 1)
+        thunk.profile = self._profile(instr, thunk, "in_place_update", [])
+        thunk.profile["bytes_read"] = sum(self.slots[s].nbytes for s in reads)
+        thunk.profile["bytes_written"] = update_bytes
+        self.thunks.append(thunk)
+        return [target]
 
     def _dynamic_temp(self, shape) -> list[int]:
         return self._dynamic_temp_leaves(shape.leaves())
@@ -987,7 +1034,9 @@ class ProgramBuilder:
         outputs, seen = [], set()
         for slot, shape in zip(slots, want):
             kind = self.slots[slot].kind
-            if slot in seen or kind in ("param", "constant"):
+            if slot in self._updated and slot not in seen:
+                pass                  # a state leaf updated in place: its own result
+            elif slot in seen or kind in ("param", "constant"):
                 copy = self._new_slot("output", shape)
                 self.thunks.append(CopyThunk(slot, copy, self.slots[copy].nbytes))
                 slot = copy
@@ -996,6 +1045,37 @@ class ProgramBuilder:
             seen.add(slot)
             outputs.append((slot, shape))
         return outputs
+
+
+def in_place_updates(body) -> dict[int, int]:
+    """The root leaves of a while body that may be computed in place: id of a
+    dynamic-update-slice -> its state leaf i, where the body's one parameter is a tuple
+    of arrays read only through get-tuple-elements, the root is a tuple whose element i
+    is the dynamic-update-slice (and only there, read by nothing else), and its operand
+    0 is the parameter's element i, read by nothing else. The old value of the leaf is
+    then dead once the update runs, so the update may overwrite it."""
+    if len(body.parameters) != 1:
+        return {}
+    param, root = body.parameters[0], body.root
+    if not param.shape.is_tuple or root.opcode != "tuple" \
+            or any(not s.is_array for s in param.shape.tuple_shapes) \
+            or any(u.opcode != "get-tuple-element" for u in param.users):
+        return {}
+    readers: dict[int, list] = {}
+    for g in param.users:
+        readers.setdefault(g.attrs["index"], []).append(g)
+    found = {}
+    for i, d in enumerate(root.operands):
+        if d.opcode != "dynamic-update-slice" or len(readers.get(i, ())) != 1:
+            continue
+        g = readers[i][0]
+        if d.operands[0] is not g or sum(o is g for o in d.operands) != 1 \
+                or any(u is not d for u in g.users) \
+                or any(u is not root for u in d.users) \
+                or sum(o is d for o in root.operands) != 1:
+            continue
+        found[id(d)] = i
+    return found
 
 
 def physical_order(shape) -> tuple[int, ...]:

@@ -79,9 +79,16 @@ def _allocate(dims, dtype, nbytes: int) -> np.ndarray:
 class Program:
     """One compiled computation (see the module docstring)."""
 
+    # (a class default: programs stored in the disk cache before the field existed)
+    in_place: tuple = ()
+
     def __init__(self, name: str, slots: list[Slot], thunks: list, param_slots: list[int],
-                 outputs: list[tuple[int, object]], arena_size: int):
+                 outputs: list[tuple[int, object]], arena_size: int, in_place=()):
+        """`in_place` (a while body): the state leaves whose result is their parameter's
+        buffer, updated in place; `execute` returns None for them."""
         self.name = name
+        if in_place:
+            self.in_place = tuple(in_place)
         self.slots, self.thunks = slots, thunks
         self.param_slots = param_slots
         self.outputs = outputs                  # (slot, root leaf Shape) in order
@@ -182,6 +189,9 @@ class Program:
         results = []
         for slot, dims, dtype in self._result_layout:
             array = fresh.get(slot)
+            if array is None and self.slots[slot].kind == "param":
+                results.append(None)  # a while body's state leaf, updated in place
+                continue
             if array is None:         # bound at run time by a while/conditional/call thunk
                 array = keep[slot].reshape(-1).view(dtype).reshape(dims)
             results.append(array)

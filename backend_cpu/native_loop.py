@@ -21,12 +21,14 @@ same time), allocates the state twice (A: the current state, a copy of the init;
 B: where the body writes the next one) and the cond's outputs once, then makes the
 one ctypes call, which releases the GIL.
 
-State: the body's results are always fresh output slots, never its parameters
-(compiler.py copies a root leaf that is a parameter or a constant), so after the
-body's calls the state and the results swap places (two words of the body's table)
-and nothing is copied. A leaf the body passes through unchanged (its result is a
-copy of the same parameter) keeps its one buffer: that copy is dropped from the
-calls and the leaf is not swapped.
+State: the body's results are fresh output slots, not its parameters (compiler.py
+copies a root leaf that is a parameter or a constant), so after the body's calls
+the state and the results swap places (two words of the body's table) and nothing
+is copied. Two kinds of leaves keep one buffer and are not swapped: a leaf the body
+passes through unchanged (its result is a copy of the same parameter: that copy is
+dropped from the calls), and a leaf the body updates in place (`Program.in_place`:
+a dynamic-update-slice of the leaf that nothing else reads, which compiler.py emits
+as a kernel storing only the update into the state, emitters/in_place_update.py).
 
 Which loops (`plan` returns the reason why not, a string, for the others): every
 thunk of cond and body is a `KernelThunk` or a `CopyThunk`, and each kernel runs as
@@ -220,7 +222,9 @@ def _check_slots(program) -> str | None:
     if kinds - {"param", "constant", "temp", "output"}:
         return f"{program.name} has slots bound at run time"
     slots = [slot for slot, _ in program.outputs]
-    if any(program.slots[s].kind != "output" for s in slots) or len(set(slots)) != len(slots):
+    updated = {program.param_slots[leaf] for leaf in program.in_place}
+    if any(program.slots[s].kind != "output" and s not in updated for s in slots) \
+            or len(set(slots)) != len(slots):
         return f"{program.name}'s results are not fresh outputs"
     return None
 
@@ -260,10 +264,12 @@ class Plan:
         self.body_params = [nc + s for s in body.param_slots]
         self.body_results = [nc + slot for slot, _ in body.outputs]
         self.passthrough = passthrough          # leaves whose result is their parameter
+        # Leaves that keep one buffer: passed through, or updated in place by the body.
+        self.fixed = frozenset(passthrough) | frozenset(body.in_place)
         self.nbytes = [int(np.prod(dims, dtype=np.int64)) * np.dtype(dt).itemsize
                        for dims, dt in leaf_shapes]
         swaps = [(p, r) for i, (p, r) in enumerate(zip(self.body_params, self.body_results))
-                 if i not in passthrough]
+                 if i not in self.fixed]
         sets = [(c, p) for c, p in zip(self.cond_params, self.body_params)]
         header = [len(cond_calls), len(body_calls), len(swaps), len(sets), self.pred_word]
         flat = header + [w for r in cond_calls + body_calls for w in r] \
@@ -297,7 +303,7 @@ class Plan:
             ws[self.cond_params[i]] = address
             ws[self.body_params[i]] = address
             state.append(a)
-            if i in self.passthrough:
+            if i in self.fixed:
                 spare.append(None)
             else:
                 b = _array(dims, dtype, nbytes)

@@ -165,7 +165,9 @@ class WhileThunk:
             addresses = [a.ctypes.data for a in state]
             if not bool(self.cond.execute(addresses, ctx)[0].reshape(())):
                 break
-            state = self.body.execute(addresses, ctx)
+            results = self.body.execute(addresses, ctx)
+            # (None: a leaf the body updated in place, in the array it was given)
+            state = [old if new is None else new for old, new in zip(state, results)]
         _bind(table, self.writes, state, keep)
 
 

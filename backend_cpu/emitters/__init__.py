@@ -10,6 +10,7 @@ one LLVM function. strategies.py (one level up) chooses among them, in order.
                     columns, a lane-wise pass over the reduced dimension per reduce
     column_reduce   the streaming column reduce and its epilogues
     scatter         scatter and select-and-scatter, in place, parallel where race-free
+    in_place_update  a while body's dynamic-update-slice stored into the loop state
     merge_sort      the sort kernel: a merge sort of a permutation (sorts numpy cannot do)
     streaming       non-temporal stores for outputs that cannot stay in cache
 

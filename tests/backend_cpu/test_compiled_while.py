@@ -425,3 +425,92 @@ def test_the_disk_cache_keeps_the_native_loop(tmp_path, monkeypatch):
     for a, b in zip(first.run(*args), second.run(*args)):
         np.testing.assert_array_equal(a, b)
     assert loop.trips == 5
+
+
+# --- a stacked output updated in place (a scan's ys) ------------------------------------
+
+def scan_text(layout="{1,0}", extra_read=False, extra_use=False, start="i") -> str:
+    """A loop that stacks h (f32[4]) into row `start` of a f32[T,4] stack each trip;
+    `extra_read`: the body reads the old stack elsewhere too (a sum of it feeds h);
+    `extra_use`: the updated stack feeds h as well."""
+    old = "  tot = f32[] reduce(st, zf), dimensions={0,1}, to_apply=add\n" \
+          "  tb = f32[4] broadcast(tot), dimensions={}\n  h2 = f32[4] add(h1, tb)\n" \
+        if extra_read else "  h2 = f32[4] add(h1, h1)\n"
+    new = "  tot2 = f32[] reduce(st1, zf), dimensions={0,1}, to_apply=add\n" \
+          "  tb2 = f32[4] broadcast(tot2), dimensions={}\n  h3 = f32[4] add(h2, tb2)\n" \
+        if extra_use else "  h3 = f32[4] add(h2, h2)\n"
+    return f"""HloModule scan
+add {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}}
+cond {{
+  s = (s32[], f32[4], f32[6,4]{layout}) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(6)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}}
+body {{
+  s = (s32[], f32[4], f32[6,4]{layout}) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  h = f32[4] get-tuple-element(s), index=1
+  st = f32[6,4]{layout} get-tuple-element(s), index=2
+  zf = f32[] constant(0)
+  k = f32[4] constant({{0.25, -0.5, 1, 0.125}})
+  h1 = f32[4] multiply(h, k)
+{old}  row = f32[1,4] reshape(h2)
+  z = s32[] constant(0)
+  big = s32[] constant(100)
+  t = s32[] {"add(i, big)" if start == "clamped" else "add(i, z)"}
+  st1 = f32[6,4]{layout} dynamic-update-slice(st, row, t, z)
+{new}  ROOT r = (s32[], f32[4], f32[6,4]{layout}) tuple(i1, h3, st1)
+}}
+ENTRY e {{
+  h = f32[4] parameter(0)
+  st = f32[6,4]{layout} parameter(1)
+  zero = s32[] constant(0)
+  init = (s32[], f32[4], f32[6,4]{layout}) tuple(zero, h, st)
+  ROOT w = (s32[], f32[4], f32[6,4]{layout}) while(init), condition=cond, body=body
+}}
+"""
+
+
+def scan_args():
+    rng = np.random.default_rng(6)
+    return [rng.standard_normal(4).astype(np.float32),
+            rng.standard_normal((6, 4)).astype(np.float32)]
+
+
+@pytest.mark.parametrize("layout", ["{1,0}", "{0,1}"])
+@pytest.mark.parametrize("start", ["i", "clamped"])
+def test_a_stack_updated_in_place(layout, start):
+    _, (loop,) = check(scan_text(layout, start=start), scan_args())
+    assert loop.loop == "native" and loop.trips == 6
+    assert loop.body.in_place == (2,)
+    assert 2 in loop._native.fixed
+    kinds = [(t.profile or {}).get("strategy") for t in loop.body.thunks]
+    assert "in_place_update" in kinds
+
+
+@pytest.mark.parametrize("extra_read, extra_use", [(True, False), (False, True)])
+def test_a_stack_read_elsewhere_is_not_updated_in_place(extra_read, extra_use):
+    _, (loop,) = check(scan_text(extra_read=extra_read, extra_use=extra_use), scan_args())
+    assert loop.loop == "native" and loop.body.in_place == ()
+
+
+def test_in_place_under_a_trace_and_through_the_pipeline():
+    text = scan_text()
+    check(text, scan_args(), "default")
+    exe = compile_text(text)
+    expected = exe.run(*scan_args())
+    rec = profiler.start()
+    try:
+        traced = exe.run(*scan_args())         # the host loop, with the in-place leaf
+    finally:
+        profiler.stop()
+    for a, b in zip(expected, traced):
+        np.testing.assert_array_equal(a, b)
+    assert sum(e.cat == "program" for e in rec.events) >= 6
