@@ -69,6 +69,7 @@ Attributes keep the order they were given in, and print in that order.
 """
 from __future__ import annotations
 
+import contextlib
 import heapq
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
@@ -233,6 +234,8 @@ class HloInstruction:
         """`pred` must run before self (kept once; the order of addition is kept)."""
         if not any(p is pred for p in self.control_predecessors):
             self.control_predecessors.append(pred)
+            if self.parent is not None:
+                self.parent._edge_free = False
 
     def remove_control_predecessor(self, pred: "HloInstruction") -> None:
         self.control_predecessors = [p for p in self.control_predecessors if p is not pred]
@@ -284,6 +287,8 @@ class HloInstruction:
 class HloComputation:
     """An ordered list of instructions with parameters and a root."""
 
+    _edge_free = False      # see `control_edge_scope` (a class default for old pickles)
+
     def __init__(self, name: str):
         self.name = name
         self.instructions: list[HloInstruction] = []
@@ -292,6 +297,9 @@ class HloComputation:
         self.is_fusion_computation = False   # set when a fusion instruction calls it
         # Attributes written after the closing brace: {"execution_thread": "main"}.
         self.attrs: dict[str, Any] = {}
+        # True while a pass runs under `control_edge_scope` and no instruction here has a
+        # control predecessor: the scans for control successors are skipped.
+        self._edge_free = False
 
     # --- building -------------------------------------------------------------
     def add_instruction(self, instr: HloInstruction, *,
@@ -301,6 +309,8 @@ class HloComputation:
         if instr.parent is not None and instr.parent is not self:
             raise ValueError(f"{instr.name} already belongs to {instr.parent.name}")
         instr.parent = self
+        if instr.control_predecessors:
+            self._edge_free = False
         if not instr.name:
             instr.name = self._fresh_name(instr.opcode)
         elif self.parent is not None:
@@ -328,6 +338,8 @@ class HloComputation:
         if instr.parent is not None:
             instr.parent.instructions.remove(instr)
         instr.parent = self
+        if instr.control_predecessors:
+            self._edge_free = False
         self.instructions.append(instr)
         if before is not None:
             self.move_before(instr, before)
@@ -346,40 +358,54 @@ class HloComputation:
     def sort_topologically(self) -> None:
         """Reorders the instruction list so operands (and control predecessors) come
         first, otherwise keeping the order: of the instructions that are ready, the
-        earliest listed goes first."""
-        index = {id(i): n for n, i in enumerate(self.instructions)}
-        if self._is_sorted(index):
-            return            # the order below would be this one (passes call this often)
-        pending = {id(i): len({id(o) for o in i.operands + i.control_predecessors})
-                   for i in self.instructions}
-        readers: dict[int, list[HloInstruction]] = {}
-        for i in self.instructions:
-            for o in {id(o): o for o in i.operands + i.control_predecessors}.values():
-                readers.setdefault(id(o), []).append(i)
-        heap = [(index[id(i)], i.name, i) for i in self.instructions if pending[id(i)] == 0]
+        earliest listed goes first.
+
+        Passes call this after each rewrite, which leaves most of the list in order: the
+        instructions before the first one listed ahead of an operand are ready in turn
+        and each is the earliest listed, so they keep their places, and only the rest is
+        sorted (one scan finds where that starts; the result is the same as sorting all)."""
+        instrs = self.instructions
+        done: set[int] = set()
+        start = len(instrs)
+        for n, instr in enumerate(instrs):
+            if any(id(o) not in done for o in instr.operands) or (
+                    instr.control_predecessors
+                    and any(id(o) not in done for o in instr.control_predecessors)):
+                start = n
+                break
+            done.add(id(instr))
+        if start == len(instrs):
+            return            # already in order: the order below would be this one
+        rest = instrs[start:]
+        # Heap keys are list positions (unique), so instructions are never compared.
+        pending: dict[int, int] = {}
+        readers: dict[int, list[tuple[int, HloInstruction]]] = {}
+        heap = []
+        for n, instr in enumerate(rest, start):
+            waits = {id(o): o for o in instr.operands}
+            for o in instr.control_predecessors:
+                waits[id(o)] = o
+            count = 0
+            for key in waits:
+                if key not in done:        # the placed prefix is ready
+                    count += 1
+                    readers.setdefault(key, []).append((n, instr))
+            pending[id(instr)] = count
+            if count == 0:
+                heap.append((n, instr))
         heapq.heapify(heap)
-        order = []
+        order = instrs[:start]
         while heap:
-            _, _, instr = heapq.heappop(heap)
+            _, instr = heapq.heappop(heap)
             order.append(instr)
-            for r in readers.get(id(instr), ()):
-                pending[id(r)] -= 1
-                if pending[id(r)] == 0:
-                    heapq.heappush(heap, (index[id(r)], r.name, r))
-        if len(order) != len(self.instructions):
+            for item in readers.get(id(instr), ()):
+                key = id(item[1])
+                pending[key] -= 1
+                if pending[key] == 0:
+                    heapq.heappush(heap, item)
+        if len(order) != len(instrs):
             raise ValueError(f"cycle in {self.name}")
         self.instructions[:] = order
-
-    def _is_sorted(self, index: dict[int, int]) -> bool:
-        """True if every operand and control predecessor is listed before its reader."""
-        for n, instr in enumerate(self.instructions):
-            for o in instr.operands:
-                if index.get(id(o), n) >= n:
-                    return False
-            for o in instr.control_predecessors:
-                if index.get(id(o), n) >= n:
-                    return False
-        return True
 
     def _fresh_name(self, base: str) -> str:
         if self.parent is not None:
@@ -399,9 +425,10 @@ class HloComputation:
         if instr is self.root:
             raise ValueError(f"cannot remove the root {instr.name}")
         instr.drop_operands()
-        for other in self.instructions:
-            if instr in other.control_predecessors:
-                other.control_predecessors.remove(instr)
+        if not self._edge_free:
+            for other in self.instructions:
+                if instr in other.control_predecessors:
+                    other.control_predecessors.remove(instr)
         self.instructions.remove(instr)
         instr.parent = None
 
@@ -416,6 +443,8 @@ class HloComputation:
             self.remove_instruction(old)
 
     def _move_control_edges(self, old: HloInstruction, new: HloInstruction) -> None:
+        if self._edge_free:
+            return
         successors = [i for i in self.instructions if old in i.control_predecessors]
         if not successors and not old.control_predecessors:
             return
@@ -431,8 +460,15 @@ class HloComputation:
     # --- queries ----------------------------------------------------------------
     def control_successors(self, instr: HloInstruction) -> list[HloInstruction]:
         """The instructions that must run after `instr` (a scan of the computation)."""
+        if self._edge_free:
+            return []
         return [other for other in self.instructions if other.control_predecessors
                 and any(p is instr for p in other.control_predecessors)]
+
+    def has_control_edges(self) -> bool:
+        """True if an instruction here has a control predecessor (a scan, unless a
+        `control_edge_scope` knows there is none)."""
+        return not self._edge_free and any(i.control_predecessors for i in self.instructions)
 
     @property
     def parameters(self) -> list[HloInstruction]:
@@ -603,6 +639,26 @@ class HloModule:
 
     def __repr__(self) -> str:
         return f"<HloModule {self.name}: {len(self.computations)} computations>"
+
+
+@contextlib.contextmanager
+def control_edge_scope(module: "HloModule"):
+    """While a pass runs: each computation of `module` without control edges is marked
+    so, and the scans for control successors (removing or replacing an instruction,
+    `control_successors`) skip it. The IR's methods unmark a computation when one of
+    them gives an instruction of it a control predecessor (`add_control_predecessor`,
+    adding or moving in an instruction that has some); a pass must not append to
+    `control_predecessors` itself (tests/passes/test_ir_mutation.py checks passes/).
+    Without the scope every scan runs: the results are the same."""
+    marked = [c for c in module.computations
+              if not c._edge_free and not any(i.control_predecessors for i in c.instructions)]
+    for comp in marked:
+        comp._edge_free = True
+    try:
+        yield
+    finally:
+        for comp in marked:
+            comp._edge_free = False
 
 
 def _copy_literal(literal):

@@ -214,10 +214,7 @@ def _carry_control_edges(instr: HloInstruction, fusion: HloInstruction,
 def control_successors(instr: HloInstruction) -> list[HloInstruction]:
     """The instructions of its computation that must run after `instr` (a scan)."""
     comp = instr.parent
-    if comp is None:
-        return []
-    return [other for other in comp.instructions
-            if other.control_predecessors and any(p is instr for p in other.control_predecessors)]
+    return [] if comp is None else comp.control_successors(instr)
 
 
 # --- clones of producers that stay outside ------------------------------------------

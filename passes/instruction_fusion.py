@@ -153,8 +153,7 @@ class InstructionFusion(HloModulePass):
     def run(self, module: HloModule) -> bool:
         changed = False
         comps = fusible_computations(module)
-        self._edge_free = frozenset(id(c) for c in comps
-                                    if not any(i.control_predecessors for i in c.instructions))
+        self._edge_free = frozenset(id(c) for c in comps if not c.has_control_edges())
         try:
             for comp in comps:
                 changed |= self.fuse_computation(comp)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from ..hlo import HloModule, print_module, verify
+from ..hlo.ir import control_edge_scope
 
 
 class PassError(Exception):
@@ -146,14 +147,17 @@ class HloPassPipeline(HloModulePass):
         if isinstance(p, HloPassFix):
             return p.iterate(module, lambda m: self._run_one(m, p.inner))
         start = time.perf_counter()
-        if self.explain:
-            saved, p.explain_log = p.explain_log, self.explanations
-            try:
+        # The computations without control edges skip the scans for control successors
+        # (hlo/ir.py; the IR's methods unmark one that gets an edge).
+        with control_edge_scope(module):
+            if self.explain:
+                saved, p.explain_log = p.explain_log, self.explanations
+                try:
+                    changed = bool(p.run(module))
+                finally:
+                    p.explain_log = saved
+            else:
                 changed = bool(p.run(module))
-            finally:
-                p.explain_log = saved
-        else:
-            changed = bool(p.run(module))
         self.records.append(PassRecord(p.name, changed, time.perf_counter() - start, start))
         if changed and self.verify_each:
             verify(module, context=f"after pass {p.name}")

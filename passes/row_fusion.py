@@ -164,7 +164,7 @@ def grow_row_region(root: HloInstruction, refused: list | None = None,
             refused.append((root, "the row dimension is not the minor one (a row must be "
                                   "contiguous in memory to stay in cache)"))
         return None
-    ordered = any(i.control_predecessors for i in root.parent.instructions)
+    ordered = root.parent.has_control_edges()
     region = [root]
     members = {id(root)}
     frontier = [root]
