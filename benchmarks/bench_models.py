@@ -2,9 +2,9 @@
 
 Three jitted steps written with Flax (linen) and optax, lowered by JAX to HLO text
 (`jax.jit(f).lower(*args).as_text(dialect="hlo")`, the unoptimized module, what
-xlapy is given), compiled by xlapy (`xlapy.hlo.parse_module` +
-`xlapy.backend_cpu.compile`) and by XLA (`lowered.compile()`), outputs checked
-against XLA's (DESIGN.md tolerances) and timed:
+xlapy is given), compiled by xlapy (`xlapy.hlo.parse_module` + `xlapy.backend_cpu.compile`
+with the default pass pipeline, as `hlo-opt --run`) and by XLA (`lowered.compile()`),
+outputs checked against XLA's (DESIGN.md tolerances) and timed:
 
     lm       a 2-layer causal transformer LM's AdamW training step (embedding,
              pre-LN attention + MLP blocks, tied softmax cross-entropy); the
@@ -188,7 +188,8 @@ def measure(name: str, size: str, repeat: int, profile: bool) -> dict:
     expected = [np.asarray(o) for o in jax.tree_util.tree_leaves(compiled_xla(*args))]
 
     t0 = time.perf_counter()
-    ours = backend_cpu.compile(hlo.parse_module(text))
+    ours = backend_cpu.compile(hlo.parse_module(text),
+                               backend_cpu.CompileOptions(pipeline="default"))
     our_compile = time.perf_counter() - t0
     assert_all_close(ours.run(*flat), expected, f"{name} ({size})")
 

@@ -51,11 +51,43 @@ def emit_loop_nest_root(kernel, root, operand_gens, outputs, root_gen=None, hois
 
 
 def emit_tuple_together(kernel, root, gens, outputs, hoist=None) -> int:
-    """A multi-output fusion whose outputs share one shape and layout: one nest stores
-    every element."""
+    """A multi-output fusion whose outputs share one shape: one nest stores every
+    element. Outputs of different layouts (JAX's AdamW update of a transposed gradient:
+    the new moments in {0,1}, the new parameter in {1,0}) get one nest per layout
+    (`_store_layout_groups`), all partitioned, rather than one serial nest per output
+    that recomputes the shared chain each time."""
+    layouts = [o.shape.minor_to_major() for o in outputs]
+    if len(set(layouts)) > 1:
+        return _store_layout_groups(kernel, root, gens, outputs, layouts)
     return _store_together(
         kernel, lambda b, index: [v for e in root.operands for v in _as_list(gens[e](b, index))],
         outputs, hoist=hoist, roots=list(root.operands), gens=gens)
+
+
+def _store_layout_groups(kernel, root, gens, outputs, layouts) -> int:
+    """The outputs of each layout stored by a nest of their own, walking that layout
+    (contiguous stores, vectorized along its minor dimension; the inputs of the other
+    layout are read across). The kernel's [begin, end) counts units of the largest
+    nest's partition extent; each nest scales it to its own extent, so every nest is
+    covered exactly once over all partitions."""
+    leaves = [(e, k) for e in root.operands for k in range(len(e.shape.leaves()))]
+    groups: dict = {}
+    for i, layout in enumerate(layouts):
+        groups.setdefault(layout, []).append(i)
+    extents = {layout: partition_extent(outputs[members[0]].shape)
+               for layout, members in groups.items()}
+    total = max(extents.values())
+    b = kernel.b
+    for layout, members in groups.items():
+        extent = extents[layout]
+        begin, end = (b.udiv(b.mul(bound, i64(extent)), i64(total))
+                      for bound in (kernel.begin, kernel.end))
+
+        def gen(b, index, members=members):
+            return [_as_list(gens[leaves[i][0]](b, index))[leaves[i][1]] for i in members]
+        _store_together(kernel, gen, [outputs[i] for i in members],
+                        shape=outputs[members[0]].shape, bounds=(begin, end))
+    return total
 
 
 def emit_per_output(kernel, root, gens, outputs) -> int:
@@ -76,8 +108,8 @@ def emit_per_output(kernel, root, gens, outputs) -> int:
 
 def why_not_one_nest(root, outputs) -> str | None:
     """Why the outputs of the tuple `root` cannot be stored by one loop nest, or None."""
-    if len({(o.shape.dims, o.shape.minor_to_major()) for o in outputs}) != 1:
-        return "the outputs differ in shape or layout"
+    if len({o.shape.dims for o in outputs}) != 1:
+        return "the outputs differ in shape"
     in_place = next((e for e in root.operands if e.opcode in IN_PLACE), None)
     if in_place is not None:
         return f"{in_place.name} ({in_place.opcode}) writes its output in place"
@@ -89,13 +121,15 @@ def _as_list(value) -> list:
 
 
 def _store_together(kernel, gen, outputs, tile_dim=None, hoist=None, roots=(),
-                    gens=None) -> int:
+                    gens=None, shape=None, bounds=None) -> int:
     """One loop nest over the (common) output shape storing every value of `gen`
     (a large output with non-temporal stores: streaming.py). When `roots` (the
     instructions whose values `gen` gives, one output each) have vector generators,
-    the minor loop works on vectors (elemental/vector_gen.py)."""
-    shape = outputs[0].shape
-    if tile_dim is None:
+    the minor loop works on vectors (elemental/vector_gen.py). `shape`: the dims and
+    layout the nest walks (the outputs' dims; default: the first output's layout).
+    `bounds`: the nest's [begin, end) instead of the kernel's (then no streaming)."""
+    shape = shape or outputs[0].shape
+    if tile_dim is None and bounds is None:
         outputs = streaming.streamed_outputs(kernel, shape, outputs,
                                              prefetch_next_row=hoist is not None)
     minor_loop = getattr(outputs[0], "emit_minor_loop", None)
@@ -105,7 +139,8 @@ def _store_together(kernel, gen, outputs, tile_dim=None, hoist=None, roots=(),
             for out, value in zip(outputs, gen(b, index)):
                 out.store(b, index, value)
     vector_body = None if tile_dim is not None else _vector_body(kernel, roots, gens, outputs)
-    emit_loop_nest(kernel.b, shape, kernel.begin, kernel.end, body, tile_dim=tile_dim,
+    begin, end = bounds or (kernel.begin, kernel.end)
+    emit_loop_nest(kernel.b, shape, begin, end, body, tile_dim=tile_dim,
                    hoist=hoist, level_scope=kernel.scope, minor_loop=minor_loop,
                    vector_body=vector_body)
     return streaming.partition_extent(outputs) or partition_extent(shape)

@@ -27,7 +27,7 @@ def load(name: str):
 @pytest.mark.parametrize("name", ["lm", "lstm", "dropout"])
 def test_model_matches_xla(name):
     module, args, expected = load(name)
-    executable = backend_cpu.compile(module)
+    executable = backend_cpu.compile(module, backend_cpu.CompileOptions(pipeline="default"))
     assert_all_close(executable.run(*args), expected, name)
     # A second run on the same executable (arena reuse) gives the same results.
     assert_all_close(executable.run(*args), expected, f"{name}, second run")
