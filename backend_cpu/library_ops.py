@@ -17,7 +17,7 @@ tuples, slots), which tests/backend_cpu/test_new_opcodes.py checks.
 fft (FFT, IFFT, RFFT, IRFFT on c64/c128) is one of them: numpy.fft through the
 evaluator, where XLA calls DUCC. Other complex (c64, c128) instructions are computed
 by kernels (elemental/complex_ops.py: elementwise ops, converts, movement, reduce,
-dot); the few that are not (complex_ops.why_not_compiled: power, atan2, scatter,
+dot, power, atan2); the few that are not (complex_ops.why_not_compiled: scatter,
 sort, convolution, ...), or a fusion holding one, run here through the evaluator,
 one numpy pass per instruction.
 

@@ -341,5 +341,111 @@ def sign(b, x, y, part):
     return _narrow(b, re, part), _narrow(b, im, part)
 
 
+# --- binary functions: the evaluator's steps, one recipe each -----------------------------
+
+def atan2(b, yr, yi, xr, xi, part):
+    """XLA's complex atan2(y, x) = -i log((x + iy) / sqrt(x^2 + y^2)), step by step as
+    the evaluator takes it (hlo/eval_elementwise.complex_atan2): the products and sums
+    in the parts' type, sqrt and log by their recipes."""
+    x2, y2 = multiply(b, xr, xi, xr, xi), multiply(b, yr, yi, yr, yi)
+    rr, ri = sqrt(b, b.fadd(x2[0], y2[0]), b.fadd(x2[1], y2[1]), part)
+    iyr, iyi = multiply(b, _c(yr, 0.0), _c(yr, 1.0), yr, yi)
+    qr, qi = divide(b, b.fadd(xr, iyr), b.fadd(xi, iyi), rr, ri)
+    lr, li = log(b, qr, qi, part)
+    return multiply(b, _c(lr, -0.0), _c(lr, -1.0), lr, li)
+
+
+def _multiply_plain(b, ar, ai, br, bi):
+    """(ar br - ai bi, ar bi + ai br), four roundings and no fused multiply-add: numpy's
+    scalar C product in its complex power (nc_prod), and C's complex product."""
+    return (b.fsub(b.fmul(ar, br), b.fmul(ai, bi)), b.fadd(b.fmul(ar, bi), b.fmul(ai, br)))
+
+
+def _multiply_annex_g(b, ar, ai, br, bi):
+    """C's complex product (what libm's cpow computes w log z with): the plain one,
+    except that a NaN + NaN i from an infinite factor is recomputed with the infinite
+    factor boxed to its signs (C99 Annex G): (2.5) (inf + NaN i) is inf + inf i."""
+    re, im = _multiply_plain(b, ar, ai, br, bi)
+    both_nan = b.and_(_is_nan(b, re), _is_nan(b, im))
+
+    def boxed(x, y):
+        """An infinite factor's parts as +-1 / +-0 (a NaN part as +-0), and whether it
+        is infinite."""
+        inf = b.or_(_is_inf(b, x), _is_inf(b, y))
+        one, zero = _c(x, 1.0), _c(x, 0.0)
+        bx = _copysign(b, b.select(_is_inf(b, x), one, zero), x)
+        by = _copysign(b, b.select(_is_inf(b, y), one, zero), y)
+        return inf, bx, by
+
+    def unnan(x):
+        return b.select(_is_nan(b, x), _copysign(b, _c(x, 0.0), x), x)
+
+    a_inf, bar, bai = boxed(ar, ai)
+    b_inf, bbr, bbi = boxed(br, bi)
+    # Box whichever factor is infinite; the other loses its NaNs to +-0.
+    xr = b.select(a_inf, bar, unnan(ar))
+    xi = b.select(a_inf, bai, unnan(ai))
+    yr = b.select(b_inf, bbr, unnan(br))
+    yi = b.select(b_inf, bbi, unnan(bi))
+    inf = _c(re, INF)
+    rr = b.fmul(inf, b.fsub(b.fmul(xr, yr), b.fmul(xi, yi)))
+    ri = b.fmul(inf, b.fadd(b.fmul(xr, yi), b.fmul(xi, yr)))
+    recover = b.and_(both_nan, b.or_(a_inf, b_inf))
+    return b.select(recover, rr, re), b.select(recover, ri, im)
+
+
+# numpy's integer exponents: |n| < 100 by repeated squaring (7 bits).
+_POWER_BITS = 7
+
+
+def power(b, ar, ai, br, bi, part):
+    """numpy's complex power (the evaluator's np.power), its branches as selects:
+    z^0 = 1; 0^w = 0 when re(w) > 0, else NaN; a real integer exponent n with
+    |n| < 100 multiplies (n = 1, 2, 3 unrolled; else squaring from 1, then 1 / that
+    for n < 0); any other exponent is exp(w log z) (libm's cpow)."""
+    one, zero = _c(ar, 1.0), _c(ar, 0.0)
+    nan = _c(ar, float("nan"))
+    # The integer path.
+    n_float = call_intrinsic(b, "llvm.trunc", [br])
+    integral = b.and_(_eq(b, bi, 0.0), b.fcmp_ordered("==", n_float, br))
+    small = b.and_(b.fcmp_ordered("<", n_float, _c(br, 100.0)),
+                   b.fcmp_ordered(">", n_float, _c(br, -100.0)))
+    n = b.fptosi(b.select(b.and_(integral, small), _fabs(b, n_float), zero),
+                 ir.IntType(32))
+    acc = (one, zero)
+    p = (ar, ai)
+    for k in range(_POWER_BITS):
+        bit = b.icmp_unsigned("!=", b.and_(n, ir.Constant(n.type, 1 << k)),
+                              ir.Constant(n.type, 0))
+        prod = _multiply_plain(b, acc[0], acc[1], p[0], p[1])
+        acc = (b.select(bit, prod[0], acc[0]), b.select(bit, prod[1], acc[1]))
+        if k + 1 < _POWER_BITS:
+            p = _multiply_plain(b, p[0], p[1], p[0], p[1])
+    inv = divide(b, one, zero, acc[0], acc[1])
+    negative = b.fcmp_ordered("<", br, zero)
+    looped = (b.select(negative, inv[0], acc[0]), b.select(negative, inv[1], acc[1]))
+    sq = _multiply_plain(b, ar, ai, ar, ai)
+    cube = _multiply_plain(b, ar, ai, sq[0], sq[1])
+    n_eq = lambda v: b.fcmp_ordered("==", n_float, _c(br, v))          # noqa: E731
+    int_re = b.select(n_eq(1.0), ar, b.select(n_eq(2.0), sq[0],
+                                             b.select(n_eq(3.0), cube[0], looped[0])))
+    int_im = b.select(n_eq(1.0), ai, b.select(n_eq(2.0), sq[1],
+                                             b.select(n_eq(3.0), cube[1], looped[1])))
+    # The general path: exp(w log z), each step rounded to the parts' type as libm's
+    # cpowf / cpow round it (w log z may be huge: its rounding decides the angle).
+    lr, li = log(b, ar, ai, part)
+    er, ei = _multiply_annex_g(b, br, bi, lr, li)
+    gr, gi = exp(b, er, ei, part)
+    use_int = b.and_(integral, small)
+    re, im = b.select(use_int, int_re, gr), b.select(use_int, int_im, gi)
+    # The zero base, then the zero exponent (which wins, as in numpy).
+    base_zero = b.and_(_eq(b, ar, 0.0), _eq(b, ai, 0.0))
+    positive = b.fcmp_ordered(">", br, zero)
+    re = b.select(base_zero, b.select(positive, zero, nan), re)
+    im = b.select(base_zero, b.select(positive, zero, nan), im)
+    exp_zero = b.and_(_eq(b, br, 0.0), _eq(b, bi, 0.0))
+    return b.select(exp_zero, one, re), b.select(exp_zero, zero, im)
+
+
 def negate(b, x, y, part):
     return b.fneg(x), b.fneg(y)

@@ -23,7 +23,7 @@ Like every kernel these run with denormals flushed (DESIGN.md); the evaluator
 flushes complex parts the same way.
 
 What is not compiled stays on the host (backend_cpu/library_ops.py runs it through
-the evaluator): `power`, `atan2`, `cbrt`, `erf`, maximum/minimum and TOTALORDER
+the evaluator): `cbrt`, `erf`, maximum/minimum and TOTALORDER
 compares on complex, complex -> integer or pred converts, bitcast-convert, and the
 non-elementwise ops other than the movement ops, reduce, reduce-window and dot
 (fft, scatter, sort, convolution, map, ...). `why_not_compiled(instr)` says which
@@ -62,8 +62,11 @@ _BINARY = {
     "divide": cm.divide,
 }
 
+# Binary functions whose recipes take the part type too.
+_BINARY_FUNCTIONS = {"atan2": cm.atan2, "power": cm.power}
+
 # Elementwise opcodes computed here; `copy` and `select` move whole values.
-ELEMENTWISE = frozenset(_UNARY) | frozenset(_BINARY) | {
+ELEMENTWISE = frozenset(_UNARY) | frozenset(_BINARY) | frozenset(_BINARY_FUNCTIONS) | {
     "abs", "real", "imag", "complex", "convert", "compare", "select", "copy"}
 # Other opcodes a compiled kernel computes on complex values (elemental/generators.py).
 MOVEMENT = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "broadcast",
@@ -111,6 +114,9 @@ def emit_elementwise(b, instr, args, operand_types) -> ir.Value:
         return join(b, args[0].type, *_UNARY[op](b, *split(b, args[0]), part))
     if op in _BINARY:
         return join(b, args[0].type, *_BINARY[op](b, *split(b, args[0]), *split(b, args[1])))
+    if op in _BINARY_FUNCTIONS:
+        return join(b, args[0].type,
+                    *_BINARY_FUNCTIONS[op](b, *split(b, args[0]), *split(b, args[1]), part))
     raise NotImplementedError(f"backend_cpu: {op} on {t} is not compiled")
 
 
