@@ -782,8 +782,20 @@ class ProgramBuilder:
         body = self._sub_program(body_comp, None, state, in_place=True)
         writes = [self._new_slot("dynamic", leaf) for leaf in state]
         leaves = [(physical_dims(s), numpy_dtype(s.element_type)) for s in state]
-        self.thunks.append(WhileThunk(cond, body, init, writes, leaves))
-        return self._conform(writes, state, instr.shape.leaves(), instr.name)
+        # Which leaves of the final state anything reads: the loop need not copy out
+        # the others (a scan's weights and inputs, passed through).
+        used = None
+        if instr is not self.comp.root and instr.shape.is_tuple \
+                and all(u.opcode == "get-tuple-element" for u in instr.users):
+            read = {u.attrs["index"] for u in instr.users}
+            used = [k in read for k, element in enumerate(instr.shape.tuple_shapes)
+                    for _ in range(_leaf_count(element))]
+        self.thunks.append(WhileThunk(cond, body, init, writes, leaves, used))
+        if used is None:
+            return self._conform(writes, state, instr.shape.leaves(), instr.name)
+        # (a leaf nobody reads needs no relayout either)
+        return [self._conform([slot], [have], [want], instr.name)[0] if read else slot
+                for slot, have, want, read in zip(writes, state, instr.shape.leaves(), used)]
 
     def _conditional(self, instr, operands) -> list[int]:
         """Branch i takes operand i+1 in that operand's layouts and returns the

@@ -279,8 +279,11 @@ class Plan:
         self.calls = (len(cond_calls), len(body_calls))
         self._call = driver()
 
-    def run(self, init_addresses) -> tuple[list[np.ndarray], int]:
-        """(the final state's arrays, the trip count) from the init leaves' addresses."""
+    def run(self, init_addresses, used=None) -> tuple[list, int]:
+        """(the final state's arrays, the trip count) from the init leaves' addresses.
+        `used`: per leaf, whether anyone reads its final value (None: all). A leaf that
+        passes through is read from the init itself (the body never writes it) and
+        copied out only if used; an unused one comes back as None."""
         ws = self.template.copy()
         keep = []
         if self.arena_bytes:
@@ -294,14 +297,19 @@ class Plan:
             for slot, offset in self.cond_outputs:
                 ws[slot] = base + offset
         state, spare = [], []
+        passthrough = self.passthrough
         for i, ((dims, dtype), nbytes, source) in enumerate(
                 zip(self.leaf_shapes, self.nbytes, init_addresses)):
+            if i in passthrough:
+                ws[self.cond_params[i]] = ws[self.body_params[i]] = source
+                state.append(None)
+                spare.append(None)
+                continue
             a = _array(dims, dtype, nbytes)
             address = a.ctypes.data
             if nbytes:
                 ctypes.memmove(address, source, nbytes)
-            ws[self.cond_params[i]] = address
-            ws[self.body_params[i]] = address
+            ws[self.cond_params[i]] = ws[self.body_params[i]] = address
             state.append(a)
             if i in self.fixed:
                 spare.append(None)
@@ -312,6 +320,14 @@ class Plan:
         trips = self._call(self.address, ws.ctypes.data)
         results = []
         for i, a in enumerate(state):
+            if a is None:                       # passed through: the init's value
+                if used is None or used[i]:
+                    dims, dtype = self.leaf_shapes[i]
+                    a = _array(dims, dtype, self.nbytes[i])
+                    if self.nbytes[i]:
+                        ctypes.memmove(a.ctypes.data, init_addresses[i], self.nbytes[i])
+                results.append(a)
+                continue
             b = spare[i]
             # (after an odd number of swaps the state is in B; empty leaves: either)
             if b is not None and self.nbytes[i] and ws[self.body_params[i]] == b.ctypes.data:

@@ -134,10 +134,12 @@ class WhileThunk:
     "native"); else it runs on the host (`loop` "host", `host_reason` says why), with
     the state as arrays. Under a trace it always runs on the host (every kernel a span)."""
 
-    def __init__(self, cond, body, reads, writes, leaf_shapes):
+    def __init__(self, cond, body, reads, writes, leaf_shapes, used=None):
         self.cond, self.body = cond, body
         self.reads, self.writes = list(reads), list(writes)
         self.leaf_shapes = leaf_shapes        # (dims, numpy dtype) per state leaf
+        # Per leaf: does anything read its final value (None: all, or unknown)?
+        self.used = None if used is None else [bool(u) for u in used]
         # Bound by `link` (transient in the disk cache: cache_format.py).
         self._native = None
         self.loop = None                      # "native" | "host" once linked
@@ -156,8 +158,16 @@ class WhileThunk:
     def run(self, table, address, keep, ctx=None) -> None:
         native = self._native
         if native is not None and _profiler.active is None:
-            state, self.trips = native.run([table[s] for s in self.reads])
-            _bind(table, self.writes, state, keep)
+            state, self.trips = native.run([table[s] for s in self.reads],
+                                           getattr(self, "used", None))
+            for slot, read, array in zip(self.writes, self.reads, state):
+                if array is None:
+                    # A final value nobody reads (a dead relayout kernel may still load
+                    # it): the init it equals, not handed to anyone.
+                    table[slot] = table[read]
+                else:
+                    table[slot] = array.ctypes.data
+                    keep[slot] = array
             return
         # Start from copies: the loop must never hand back (or write) its inputs.
         state = [array_at(table[s], dims, dt).copy() for s, (dims, dt) in zip(self.reads, self.leaf_shapes)]
