@@ -30,6 +30,8 @@ Layers, bottom up (each may import only those below it; tests/test_imports.py):
                      inter_op.py (independent kernels on runtime streams),
                      collective_thunks.py (collectives through the runtime's
                      Communicator, async starts early and dones late),
+                     collective_fold.py (the one-pass native folds the runtime's
+                     in-process all-reduce runs),
                      sort_thunk.py (sorts numpy does on the host), disk_cache.py
                      (the persistent cache: $XLAPY_CACHE_DIR, disabled by
                      XLAPY_DISABLE_DISK_CACHE=1; its entries are plain data,
@@ -38,7 +40,12 @@ Layers, bottom up (each may import only those below it; tests/test_imports.py):
 Where to read next: compiler.py, strategies.py, elemental/generators.py,
 emitters/loop_nest.py, elemental/hoisting.py, emitters/row_normalize.py.
 """
+from .. import runtime
+from . import collective_fold
 from .compiler import CompileOptions, compile
 from .executable import CpuExecutable
+
+# The runtime's in-process all-reduce folds in one native pass (collective_fold.py).
+runtime.set_native_folds(collective_fold.provide)
 
 __all__ = ["CompileOptions", "CpuExecutable", "compile"]

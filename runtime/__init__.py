@@ -31,6 +31,7 @@ from .allocator import (CachingAllocator, Lease, default_allocator, empty,
                                empty_with_address)
 from .communicator import (REDUCE_OPS, CollectiveError, Communicator,
                            PendingCollective)
+from .collective_util import set_native_folds
 from .config import RuntimeOptions, configure, get_options
 from .inprocess_communicator import InProcessCommunicator
 from .executor import (DeviceDescription, Platform, StreamExecutor, describe_host,

@@ -3,8 +3,26 @@
 Named reductions are numpy ufuncs (the in-process path and MPI's ring apply them to
 pieces of buffers); a callable reducer is applied as `combine(a, b)`. Buffers are seen
 flat: a C-contiguous array of any shape is its elements in memory order.
+
+Native folds. numpy folds two arrays per call, so an all-reduce over N buffers reads the
+running result N-1 times and then copies it to every member: on a host whose cores share
+one memory bus, that traffic is the time. A layer above that compiles code (backend_cpu)
+may offer, through `set_native_folds(provider)`, one-pass folds:
+
+    provider(op, dtype, parts, outs, nontemporal) -> fold | None
+    fold(part_addresses, out_addresses, begin, vbegin, vend, end)   (ctypes: no GIL)
+
+which read element i of `parts` buffers, combine them in order ((p0 op p1) op p2 ...,
+the same bits as numpy's fold) and store the result into `outs` buffers, for i in
+[begin, end). [vbegin, vend) is the middle part run in 64-byte vectors; with
+`nontemporal` its stores bypass the cache and need every out at vbegin aligned to 64
+bytes (`fold_span` chooses the bounds). The runtime itself compiles nothing: without a
+provider, or for a reduction the provider declines, the numpy path runs.
 """
 from __future__ import annotations
+
+import ctypes
+import threading
 
 import numpy as np
 
@@ -54,6 +72,60 @@ def resolve_reduction(op, dtype: np.dtype) -> Reduction:
     if op in ("min", "max") and kind == "c":
         raise ValueError(f"reduction {op!r} is not defined for complex buffers ({dtype})")
     return Reduction(op, _UFUNCS[op], None)
+
+
+_native_provider = None
+_native_cache: dict = {}
+_native_lock = threading.Lock()
+_VECTOR_BYTES = 64
+
+
+def set_native_folds(provider) -> None:
+    """Installs (or, with None, removes) the provider of native folds (module docstring)."""
+    global _native_provider
+    with _native_lock:
+        _native_provider = provider
+        _native_cache.clear()
+
+
+def native_fold(op, dtype: np.dtype, parts: int, outs: int, nontemporal: bool):
+    """The provider's fold for this combination, or None (decided once per process: every
+    device of a collective gets the same answer)."""
+    if _native_provider is None or not isinstance(op, str):
+        return None
+    key = (op, np.dtype(dtype).str, parts, outs, nontemporal)
+    fold = _native_cache.get(key, False)
+    if fold is False:
+        with _native_lock:
+            fold = _native_cache.get(key, False)
+            if fold is False:
+                try:
+                    fold = _native_provider(op, np.dtype(dtype), parts, outs, nontemporal)
+                except Exception:  # noqa: BLE001 - a fold that cannot be built: numpy's path
+                    fold = None
+                _native_cache[key] = fold
+    return fold
+
+
+def run_native_fold(fold, fold_nt, parts: list, outs: list, begin: int, end: int) -> None:
+    """Runs a native fold over elements [begin, end) of flat arrays: the non-temporal one
+    (`fold_nt`, may be None) when every out has the same offset from a 64-byte line, so
+    that one vector start aligns them all; else `fold`."""
+    if end <= begin:
+        return
+    itemsize = outs[0].itemsize
+    lanes = _VECTOR_BYTES // itemsize
+    out_addresses = [o.ctypes.data for o in outs]
+    offset = (out_addresses[0] + begin * itemsize) % _VECTOR_BYTES
+    if fold_nt is not None and offset % itemsize == 0 and \
+            all((a - out_addresses[0]) % _VECTOR_BYTES == 0 for a in out_addresses):
+        vbegin = min(end, begin + ((_VECTOR_BYTES - offset) % _VECTOR_BYTES) // itemsize)
+        chosen = fold_nt
+    else:
+        vbegin, chosen = begin, fold
+    vend = vbegin + (end - vbegin) // lanes * lanes
+    chosen((ctypes.c_void_p * len(parts))(*[p.ctypes.data for p in parts]),
+           (ctypes.c_void_p * len(outs))(*out_addresses), begin, vbegin, vend, end)
 
 
 def flat(array: np.ndarray, what: str) -> np.ndarray:

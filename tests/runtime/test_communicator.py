@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 
 from xlapy import runtime
+from xlapy.backend_cpu import collective_fold
 from xlapy.runtime import CollectiveError, InProcessCommunicator
+from xlapy.runtime import inprocess_communicator
 from xlapy.runtime.inprocess_communicator import BLOCK_BYTES, SMALL_BYTES
 
 JOIN = 60.0         # seconds a test waits for its device threads: a hang fails, never stalls
@@ -70,6 +72,18 @@ def fold(op, arrays):
     return functools.reduce(lambda a, b: combine(a, b), arrays)
 
 
+@pytest.fixture(params=["native", "native-nontemporal", "numpy"])
+def fold_path(request, monkeypatch):
+    """The all-reduce's three ways to fold: backend_cpu's native one-pass fold (cached
+    stores, or non-temporal ones from the first byte), and numpy's two passes."""
+    if request.param == "numpy":
+        runtime.set_native_folds(None)
+    elif request.param == "native-nontemporal":
+        monkeypatch.setattr(inprocess_communicator, "NONTEMPORAL_BYTES", 0)
+    yield request.param
+    runtime.set_native_folds(collective_fold.provide)
+
+
 # --- every collective against numpy ------------------------------------------------------
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
@@ -92,7 +106,7 @@ def test_all_reduce_groups(case, op):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("size", SIZES)
-def test_all_reduce_dtypes_and_sizes(dtype, size):
+def test_all_reduce_dtypes_and_sizes(dtype, size, fold_path):
     ops = ["sum", "prod", "min", "max", "and", "or"]
     if np.dtype(dtype).kind == "f":
         ops.remove("and"), ops.remove("or")
@@ -119,7 +133,7 @@ def test_all_reduce_dtypes_and_sizes(dtype, size):
 
 
 @pytest.mark.parametrize("size", [5, SMALL_BYTES // 4 + 3, 3 * BLOCK_BYTES // 4 + 1])
-def test_all_reduce_in_place(size):
+def test_all_reduce_in_place(size, fold_path):
     n = 4
     comm = InProcessCommunicator(n)
     sends = [make("float64", size, d) for d in range(n)]
@@ -134,7 +148,7 @@ def test_all_reduce_in_place(size):
 
 
 @pytest.mark.parametrize("size", [SMALL_BYTES // 4 + 3, 3 * BLOCK_BYTES // 4 + 1])
-def test_all_reduce_some_members_in_place(size):
+def test_all_reduce_some_members_in_place(size, fold_path):
     # Each member writes its reduced chunk into every member's recv: a member whose recv is
     # its send must not see its send change before every member has read it.
     n = 3
@@ -155,7 +169,7 @@ def test_all_reduce_some_members_in_place(size):
         np.testing.assert_array_equal(buffers[d], sends[d])     # sends left alone
 
 
-def test_all_reduce_results_are_bit_identical_across_members():
+def test_all_reduce_results_are_bit_identical_across_members(fold_path):
     # Rounding differs with the order of a float sum: every member must get the same bits.
     n = 3
     comm = InProcessCommunicator(n)
@@ -187,6 +201,64 @@ def test_all_reduce_max_min_propagate_nan(op):
     for result in run(comm, device):
         assert np.isnan(result[:2]).all()
         assert result[2] == (3.0 if op == "max" else 2.0)
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_large_all_reduce_max_min_propagate_nan(op, fold_path):
+    # Above SMALL_BYTES, where the native fold runs: numpy's minimum/maximum semantics.
+    n, size = 3, SMALL_BYTES // 4 + 77
+    comm = InProcessCommunicator(n)
+    sends = [make("float32", size, d) for d in range(n)]
+    sends[0][::5] = np.nan
+    sends[2][3::7] = np.nan
+    sends[1][1::9] = -0.0
+    sends[2][1::9] = 0.0
+
+    def device(d):
+        recv = np.empty(size, np.float32)
+        comm.all_reduce(d, None, sends[d], recv, op)
+        return recv
+
+    expected = fold(op, sends)
+    for result in run(comm, device):
+        assert result.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("offsets", [(1, 1, 1), (0, 1, 3), (3, 0, 0)])
+def test_all_reduce_into_buffers_at_any_alignment(offsets, fold_path):
+    # The native fold stores 64-byte vectors; non-temporal stores need every recv aligned
+    # alike, else the fold falls back to cached stores. Both must give the same bits.
+    n, size = 3, SMALL_BYTES // 8 + 13
+    comm = InProcessCommunicator(n)
+    sends = [make("float64", size + 8, d)[offsets[d]:offsets[d] + size] for d in range(n)]
+    recvs = [np.full(size + 8, np.nan)[offsets[d]:offsets[d] + size] for d in range(n)]
+
+    def device(d):
+        comm.all_reduce(d, None, sends[d], recvs[d], "sum")
+
+    run(comm, device)
+    for d in range(n):
+        np.testing.assert_array_equal(recvs[d], fold("sum", sends), err_msg=f"device {d}")
+
+
+def test_the_native_fold_is_the_default_with_backend_cpu(monkeypatch):
+    # Importing xlapy installs backend_cpu's folds; a large sum takes the one-pass path.
+    calls = []
+    real = inprocess_communicator.run_native_fold
+    monkeypatch.setattr(inprocess_communicator, "run_native_fold",
+                        lambda *a: (calls.append(a[4]), real(*a)))
+    comm = InProcessCommunicator(2)
+    size = SMALL_BYTES // 2                 # int32: twice the one-meeting size
+    sends = [make("int32", size, d) for d in range(2)]
+
+    def device(d):
+        recv = np.empty_like(sends[d])
+        comm.all_reduce(d, None, sends[d], recv)
+        return recv
+
+    for result in run(comm, device):
+        np.testing.assert_array_equal(result, sends[0] + sends[1])
+    assert sorted(calls) == [0, size // 2]                  # each member its chunk
 
 
 def test_all_reduce_with_a_callable_reducer():
