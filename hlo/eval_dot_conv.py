@@ -22,6 +22,7 @@ import numpy as np
 
 from .eval_common import EvaluationError, flush, np_dtype_of, to_result
 from .opcodes import reference
+from .shape_rules_dot import ragged_dot_mode, ragged_group_prefix
 
 
 def _accumulation_dtype(result: np.dtype) -> np.dtype:
@@ -82,6 +83,96 @@ def dot(instr, operands, ctx):
         out = np.matmul(a, b)
     out = out.reshape(batch + [lhs.shape[d] for d in lf] + [rhs.shape[d] for d in rf])
     return _finish(out, instr, ctx)
+
+
+def _dot_general(a: np.ndarray, b: np.ndarray, lb, lc, rb, rc) -> np.ndarray:
+    """dot_general of already prepared (accumulation-type) arrays: batch, lhs free, rhs free."""
+    lf = [d for d in range(a.ndim) if d not in lb and d not in lc]
+    rf = [d for d in range(b.ndim) if d not in rb and d not in rc]
+    batch = [a.shape[d] for d in lb]
+    m = int(np.prod([a.shape[d] for d in lf]))
+    n = int(np.prod([b.shape[d] for d in rf]))
+    k = int(np.prod([a.shape[d] for d in lc]))
+    x = np.transpose(a, list(lb) + lf + list(lc)).reshape(batch + [m, k])
+    y = np.transpose(b, list(rb) + list(rc) + rf).reshape(batch + [k, n])
+    with np.errstate(all="ignore"):
+        out = np.matmul(x, y)
+    return out.reshape(batch + [a.shape[d] for d in lf] + [b.shape[d] for d in rf])
+
+
+def _ragged_groups(instr, lhs_shape, sizes: np.ndarray, mode: str, ragged: int) -> np.ndarray:
+    """The group of every lhs element's position along the ragged dimension (-1 past the
+    last group), as an array broadcastable to the lhs: group j holds positions
+    [sum(sizes[..:j]), sum(sizes[..:j+1])) of the group_sizes row the element's
+    batch (and outer) coordinates select."""
+    prefix = ragged_group_prefix(instr.attrs, mode, ragged)
+    sizes = np.maximum(sizes.astype(np.int64), 0)
+    if sizes.ndim == 1:
+        sizes = np.broadcast_to(sizes, tuple(lhs_shape[d] for d in prefix) + sizes.shape)
+    ends = np.cumsum(sizes, axis=-1)
+    starts = ends - sizes
+    # Axes: the prefix dims (in group_sizes' order), the ragged dim, the groups.
+    order = prefix + [ragged]
+    pos = np.arange(lhs_shape[ragged]).reshape((1,) * len(prefix) + (-1, 1))
+    inside = (starts[..., None, :] <= pos) & (pos < ends[..., None, :])
+    group = np.where(inside.any(-1), inside.argmax(-1), -1)       # prefix..., ragged
+    by_dim = sorted(range(len(order)), key=lambda i: order[i])
+    full = [1] * len(lhs_shape)
+    for d in order:
+        full[d] = lhs_shape[d]
+    return np.transpose(group, by_dim).reshape(full)
+
+
+@reference("ragged-dot")
+def ragged_dot(instr, operands, ctx):
+    """XLA's ragged dot by modes (shape_rules_dot.ragged_dot_shape): non-contracting,
+    each row of the ragged dimension takes the rhs of its group, rows past the last
+    group are zero; contracting, result j contracts group j's positions only (both
+    operands masked); batch, the plain dot."""
+    lhs, rhs, sizes = operands
+    result = np_dtype_of(instr)
+    lb, lc = list(instr.dims("lhs_batch_dims")), list(instr.dims("lhs_contracting_dims"))
+    rb, rc = list(instr.dims("rhs_batch_dims")), list(instr.dims("rhs_contracting_dims"))
+    mode, ragged = ragged_dot_mode(instr.attrs, lhs.ndim)
+    a, b = _prepare(lhs, result, ctx), _prepare(rhs, result, ctx)
+    if mode == "batch":
+        return _finish(_dot_general(a, b, lb, lc, rb, rc), instr, ctx)
+    group = _ragged_groups(instr, lhs.shape, sizes, mode, ragged)
+    g = sizes.shape[-1]
+    lf = [d for d in range(lhs.ndim) if d not in lb and d not in lc]
+    if mode == "non-contracting":
+        (gd,) = instr.dims("rhs_group_dims")
+        rb2, rc2 = [d - (d > gd) for d in rb], [d - (d > gd) for d in rc]
+        # The group of each output row, laid out as the result: batch, lhs free, rhs free.
+        rows = np.squeeze(group, axis=tuple(lc))
+        kept = sorted(lb + lf)
+        rows = np.transpose(rows, [kept.index(d) for d in lb + lf])
+        rows = rows.reshape(rows.shape + (1,) * (rhs.ndim - 1 - len(rb) - len(rc)))
+        out = np.zeros(instr.shape.dims, a.dtype)
+        for j in range(g):
+            part = _dot_general(a, np.take(b, j, axis=gd), lb, lc, rb2, rc2)
+            out = np.where(rows == j, part, out)
+        return _finish(out, instr, ctx)
+    # Contracting: result j masks the positions outside group j in both operands.
+    on_rhs = _groups_on_rhs(np.squeeze(group, axis=tuple(lf)), lb, lc, rb, rc, rhs.ndim)
+    zero = np.zeros((), a.dtype)
+    out = np.zeros(instr.shape.dims, a.dtype)
+    for j in range(g):
+        out[j] = _dot_general(np.where(group == j, a, zero), np.where(on_rhs == j, b, zero),
+                              lb, lc, rb, rc)
+    return _finish(out, instr, ctx)
+
+
+def _groups_on_rhs(group: np.ndarray, lb, lc, rb, rc, rhs_rank: int) -> np.ndarray:
+    """A group array over the lhs's batch and contracting dims (in lhs order), moved
+    onto the rhs's matching dims (size 1 on the rhs's free dims)."""
+    to_rhs = dict(zip(lb, rb)) | dict(zip(lc, rc))
+    kept = sorted(lb + lc)
+    order = sorted(range(len(kept)), key=lambda i: to_rhs[kept[i]])
+    full = [1] * rhs_rank
+    for i, d in enumerate(kept):
+        full[to_rhs[d]] = group.shape[i]
+    return np.transpose(group, order).reshape(full)
 
 
 # --- convolution -------------------------------------------------------------------

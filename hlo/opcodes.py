@@ -135,6 +135,7 @@ def _rows():
         OpInfo("sort", None, "reduce", expensive=True),
         OpInfo("dot", 2, "dot", expensive=True),
         OpInfo("convolution", 2, "dot", expensive=True),
+        OpInfo("ragged-dot", 3, "library", expensive=True),
         # --- leaves, tuples, control flow -------------------------------------
         OpInfo("parameter", 0, "leaf"),
         OpInfo("constant", 0, "leaf"),

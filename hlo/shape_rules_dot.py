@@ -51,6 +51,77 @@ def dot_shape(opcode, shapes, attrs, hint):
     return Shape(_result_type(lhs, rhs, hint), tuple(dims))
 
 
+def ragged_dot_mode(attrs, lhs_rank: int) -> tuple[str, int]:
+    """("non-contracting" | "contracting" | "batch", the lhs ragged dimension)."""
+    ragged = tuple(attrs.get("lhs_ragged_dims", ()))
+    if len(ragged) != 1 or not 0 <= ragged[0] < lhs_rank:
+        fail(f"needs lhs_ragged_dims={{d}} with one dimension of the lhs, got {list(ragged)}")
+    (d,) = ragged
+    if d in tuple(attrs.get("lhs_batch_dims", ())):
+        return "batch", d
+    if d in tuple(attrs.get("lhs_contracting_dims", ())):
+        return "contracting", d
+    return "non-contracting", d
+
+
+def ragged_group_prefix(attrs, mode: str, ragged: int) -> list[int]:
+    """The lhs dimensions group_sizes is indexed by before its group dimension: the
+    batch dims, then the dims of the ragged dim's kind outer to it (none for batch)."""
+    lb = list(attrs.get("lhs_batch_dims", ()))
+    if mode == "batch":
+        return [d for d in lb if d < ragged]
+    kind = list(attrs.get("lhs_contracting_dims", ())) if mode == "contracting" else None
+    if kind is None:
+        skip = set(lb) | set(attrs.get("lhs_contracting_dims", ()))
+        return lb + [d for d in range(ragged) if d not in skip]
+    return lb + [d for d in kind if d < ragged]
+
+
+@rule("ragged-dot")
+def ragged_dot_shape(opcode, shapes, attrs, hint):
+    """ragged-dot(lhs, rhs, group_sizes): XLA's three modes by the kind of lhs's ragged
+    dimension. non-contracting: rhs has a group dimension (rhs_group_dims) that the
+    dot drops; contracting: the result gets a leading group dimension; batch: the
+    dot's shape. group_sizes is [g] or [prefix..., g] (ragged_group_prefix)."""
+    if len(shapes) != 3:
+        fail(f"takes lhs, rhs and group_sizes, got {len(shapes)} operands")
+    lhs, rhs, sizes = (array(s, w) for s, w in zip(shapes, ("lhs", "rhs", "group_sizes")))
+    if sizes.rank == 0 or sizes.element_type not in ("s32", "s64", "u32", "u64"):
+        fail(f"group_sizes must be an integer array with the groups last, got {sizes}")
+    mode, ragged = ragged_dot_mode(attrs, lhs.rank)
+    groups = tuple(attrs.get("rhs_group_dims", ()))
+    g = sizes.dims[-1]
+    dot_attrs = {k: v for k, v in attrs.items() if k not in ("lhs_ragged_dims", "rhs_group_dims")}
+    if mode == "non-contracting":
+        if len(groups) != 1 or not 0 <= groups[0] < rhs.rank:
+            fail(f"a non-contracting ragged dimension needs rhs_group_dims={{d}} with one "
+                 f"dimension of the rhs, got {list(groups)}")
+        (gd,) = groups
+        if gd in tuple(attrs.get("rhs_batch_dims", ())) or \
+                gd in tuple(attrs.get("rhs_contracting_dims", ())):
+            fail(f"rhs_group_dims {gd} is also a batch or contracting dimension")
+        if rhs.dims[gd] != g:
+            fail(f"rhs has {rhs.dims[gd]} groups along dimension {gd}, group_sizes {sizes} "
+                 f"has {g}")
+        rhs = Shape(rhs.element_type, rhs.dims[:gd] + rhs.dims[gd + 1:])
+        shift = lambda ds: tuple(d - (d > gd) for d in ds)               # noqa: E731
+        dot_attrs["rhs_batch_dims"] = shift(attrs.get("rhs_batch_dims", ()))
+        dot_attrs["rhs_contracting_dims"] = shift(attrs.get("rhs_contracting_dims", ()))
+    elif groups:
+        fail(f"rhs_group_dims is only for a non-contracting ragged dimension ({mode} here)")
+    prefix = [lhs.dims[d] for d in ragged_group_prefix(attrs, mode, ragged)]
+    if sizes.rank > 1 and list(sizes.dims[:-1]) != prefix:
+        fail(f"group_sizes {sizes} must be [g] or {prefix + ['g']} for this ragged dimension")
+    inner_hint = None
+    if hint is not None:
+        inner_hint = Shape(hint.element_type, hint.dims[1:]) \
+            if mode == "contracting" and hint.is_array and hint.rank else hint
+    out = dot_shape("dot", [lhs, rhs], dot_attrs, inner_hint)
+    if mode == "contracting":
+        return Shape(out.element_type, (g,) + out.dims)
+    return out
+
+
 _LABEL = re.compile(r"^([^_]+)_([^-]+)->(.+)$")
 
 
