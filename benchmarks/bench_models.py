@@ -14,7 +14,8 @@ outputs checked against XLA's (DESIGN.md tolerances) and timed:
     lstm     a 16-step LSTM (nn.RNN over nn.LSTMCell, a lax.scan) forward + gradient
     dropout  nn.Dropout(0.1) with the threefry key on a [B, S, D] activation
 
-For each: xlapy compile s, XLA compile s, xlapy step ms, XLA step ms, ratio. Needs
+For each: xlapy compile s, XLA compile s, xlapy step ms, XLA step ms (medians, the two
+steps called in turn), ratio. Needs
 JAX, Flax and optax (run in a venv holding them and xlapy, e.g. /work/jaxvenv):
 
     /work/jaxvenv/bin/python benchmarks/bench_models.py
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 
@@ -36,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 
-from _common import fmt_ms, host_line, load_average, median_ms  # noqa: E402
+from _common import fmt_ms, host_line, load_average  # noqa: E402
 
 MODELS = ("lm", "lstm", "dropout")
 
@@ -175,6 +177,21 @@ def lower(name: str, size: str = "full"):
 
 # --- measuring --------------------------------------------------------------------------------
 
+def interleaved_ms(fns, repeat: int, warmup: int = 2) -> list[float]:
+    """Median wall time (ms) of each of `fns`, called in turn `repeat` times, so that
+    on a shared machine both sides see the same load."""
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    times = [[] for _ in fns]
+    for _ in range(repeat):
+        for fn, spent in zip(fns, times):
+            start = time.perf_counter()
+            fn()
+            spent.append(time.perf_counter() - start)
+    return [statistics.median(t) * 1e3 for t in times]
+
+
 def measure(name: str, size: str, repeat: int, profile: bool) -> dict:
     import jax
     from xlapy import backend_cpu, hlo
@@ -193,11 +210,9 @@ def measure(name: str, size: str, repeat: int, profile: bool) -> dict:
     our_compile = time.perf_counter() - t0
     assert_all_close(ours.run(*flat), expected, f"{name} ({size})")
 
-    our_ms = median_ms(lambda: ours.run(*flat), repeat, warmup=2)
-
     def run_xla():
         jax.block_until_ready(compiled_xla(*args))
-    xla_ms = median_ms(run_xla, repeat, warmup=2)
+    our_ms, xla_ms = interleaved_ms([lambda: ours.run(*flat), run_xla], repeat)
     if profile:
         from xlapy.backend_cpu import profiling
         print(profiling.profile(ours, flat).table(limit=25))
