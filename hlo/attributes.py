@@ -233,6 +233,24 @@ def _decode_dim_labels(text: str) -> str:
     return text
 
 
+_SPARSITY_RE = re.compile(r"([LR])\.(\d+)@(\d+):(\d+)")
+
+
+def _decode_sparsity(text: str) -> tuple[tuple[str, int, int, int], ...]:
+    """A sparse dot's descriptors, `L.1@2:4` or `L.1@2:4_R.0@2:4`: (side, dimension,
+    n, m) -- n of every m elements along that operand dimension are stored."""
+    parts = text.split("_")
+    found = [_SPARSITY_RE.fullmatch(p) for p in parts]
+    if not parts or not all(found):
+        raise AttributeValueError(f"sparsity must look like L.1@2:4 (side, dimension, n:m), "
+                                  f"got {text!r}")
+    return tuple((f[1], int(f[2]), int(f[3]), int(f[4])) for f in found)
+
+
+def encode_sparsity(value) -> str:
+    return "_".join(f"{side}.{d}@{n}:{m}" for side, d, n, m in value)
+
+
 def _decode_string(text: str) -> str:
     if not (len(text) >= 2 and text[0] == text[-1] == '"'):
         raise AttributeValueError(f"expected a quoted string, got {text!r}")
@@ -275,6 +293,7 @@ _SPECIAL_DECODERS: dict[str, Callable[[str], Any]] = {
     "padding": _decode_padding,
     "window": _decode_window,
     "dim_labels": _decode_dim_labels,
+    "sparsity": lambda text: _decode_sparsity(text),
     "custom_call_target": _decode_string,
     "result_accuracy": lambda text: _decode_result_accuracy(text),
     "origin": lambda text: _decode_origin(text),
@@ -507,6 +526,8 @@ def encode_attribute(key: str, value: Any) -> str:
         return json.dumps(value)
     if key == "source_target_pairs":
         return "{" + ",".join(f"{{{int(a)},{int(b)}}}" for a, b in value) + "}"
+    if key == "sparsity":
+        return encode_sparsity(value)
     if key in CALLED_COMPUTATION_ATTRS:
         return "%" + value.name
     if key in CALLED_COMPUTATION_LIST_ATTRS:

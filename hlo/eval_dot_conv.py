@@ -49,6 +49,10 @@ def algorithm_refusal(instr) -> str | None:
     types; an algorithm that names exactly those (dot_f32_f32_f32 on f32 operands and
     result, dot_bf16_bf16_f32 on bf16 operands into f32, ...) or `unset` is that, any
     other (tf32, split x3/x6/x9 products, f8 fast accumulation) would round differently."""
+    if "sparsity" in instr.attrs:
+        from .attributes import encode_sparsity
+        return (f"a sparse dot (sparsity={encode_sparsity(instr.attrs['sparsity'])}) is read "
+                f"and verified but not computed")
     algorithm = instr.attrs.get("algorithm")
     if algorithm is None or algorithm == "unset":
         return None

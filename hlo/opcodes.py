@@ -133,7 +133,7 @@ def _rows():
         OpInfo("reduce-window", None, "reduce"),
         OpInfo("select-and-scatter", 3, "reduce"),
         OpInfo("sort", None, "reduce", expensive=True),
-        OpInfo("dot", 2, "dot", expensive=True),
+        OpInfo("dot", None, "dot", expensive=True),   # 2, or more for a sparse dot
         OpInfo("convolution", 2, "dot", expensive=True),
         OpInfo("ragged-dot", 3, "library", expensive=True),
         # --- leaves, tuples, control flow -------------------------------------

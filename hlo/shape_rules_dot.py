@@ -23,9 +23,39 @@ def _result_type(lhs: Shape, rhs: Shape, hint: Shape | None) -> str:
     return lhs.element_type
 
 
+def _sparse_operands(shapes, attrs) -> tuple[Shape, Shape]:
+    """A sparse dot (sparsity=L.1@2:4): lhs, rhs and one metadata operand per
+    descriptor; returns lhs and rhs with each sparse dimension at its logical size
+    (stored size * m / n), which the dot's checks then see."""
+    descriptors = attrs["sparsity"]
+    if len(shapes) != 2 + len(descriptors):
+        fail(f"a sparse dot with {len(descriptors)} sparsity descriptor(s) takes "
+             f"{2 + len(descriptors)} operands (lhs, rhs, metadata), got {len(shapes)}")
+    operands = {"L": array(shapes[0], "lhs"), "R": array(shapes[1], "rhs")}
+    for i, (side, d, n, m) in enumerate(descriptors):
+        s = operands[side]
+        meta = array(shapes[2 + i], f"sparsity metadata {i}")
+        if meta.element_type not in ("u16", "u8", "u32"):
+            fail(f"sparsity metadata {i} must be unsigned integers, got {meta}")
+        if not 0 <= d < s.rank or not 0 < n < m:
+            fail(f"sparsity {side}.{d}@{n}:{m} does not fit {s}")
+        if (s.dims[d] * m) % n:
+            fail(f"sparsity {side}.{d}@{n}:{m}: stored size {s.dims[d]} is not a multiple of {n}")
+        dims = list(s.dims)
+        dims[d] = s.dims[d] * m // n
+        operands[side] = Shape(s.element_type, tuple(dims))
+    return operands["L"], operands["R"]
+
+
 @rule("dot")
 def dot_shape(opcode, shapes, attrs, hint):
-    """dot_general: result = batch dims, then lhs free dims, then rhs free dims."""
+    """dot_general: result = batch dims, then lhs free dims, then rhs free dims. A sparse
+    dot (sparsity=) is checked at its operands' logical sizes."""
+    if "sparsity" in attrs:
+        shapes = list(_sparse_operands(shapes, attrs))
+    elif len(shapes) != 2:
+        fail(f"takes 2 operands (lhs, rhs), got {len(shapes)} (more only for a sparse dot, "
+             f"with sparsity=)")
     lhs, rhs = array(shapes[0], "lhs"), array(shapes[1], "rhs")
     lc = check_dims_attr(attrs.get("lhs_contracting_dims", ()), lhs.rank, "lhs_contracting_dims")
     rc = check_dims_attr(attrs.get("rhs_contracting_dims", ()), rhs.rank, "rhs_contracting_dims")

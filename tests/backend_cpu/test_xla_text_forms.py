@@ -86,3 +86,16 @@ def test_scan_evaluates_as_xla_expands_it_and_compiles_the_same():
     (sq,) = hlo.evaluate(hlo.parse_module(texts["scan_one_output_no_carry"]), [p])
     np.testing.assert_array_equal(sq, p * p)
     _compare(texts["scan_one_output_no_carry"], [p])
+
+
+def test_sparse_dot_is_refused_by_evaluator_and_backend():
+    import pytest
+    from tests.hlo.test_xla_syntax import ACCEPTED
+    module = hlo.parse_module(dict(ACCEPTED)["sparse_dot"])
+    args = [np.ones((10, 16), np.float32), np.ones((32, 20), np.float32),
+            np.zeros((10, 2), np.uint16)]
+    with pytest.raises(hlo.EvaluationError, match=r"sparse dot \(sparsity=L.1@2:4\) is read "
+                                                  r"and verified but not computed"):
+        hlo.evaluate(module, args)
+    with pytest.raises(NotImplementedError, match=r"sparse dot .* not computed"):
+        backend_cpu.compile(module)

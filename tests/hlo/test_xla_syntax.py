@@ -60,6 +60,15 @@ ENTRY e {
   ROOT r = (f32[2,5], f32[2], s32[]) scan(x, lo, zero), dimensions={1}, num_carries=2, is_reverse=true, is_associative=false, to_apply=step
 }"""
 
+# A sparse dot: 2 of every 4 lhs elements along dimension 1 are stored (16 of 32).
+SPARSE = """HloModule m
+ENTRY e {
+  a = %s parameter(0)
+  b = f32[32,20] parameter(1)
+  meta = %s parameter(2)
+  ROOT d = f32[10,20] dot(a, b, meta), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sparsity=%s
+}"""
+
 # (id, text): must parse, verify and print back stably.
 ACCEPTED = [
     ("slash_slash_comments", """HloModule slash_slash_comment:
@@ -336,6 +345,10 @@ ENTRY e {
   p = s32[6] parameter(0)
   ROOT r = s32[6] scan(p), dimensions={0}, num_carries=0, to_apply=sq
 }"""),
+    ("sparse_dot", SPARSE % ("f32[10,16]", "u16[10,2]", "L.1@2:4")),
+    ("sparse_dot_both_sides", SPARSE.replace("meta)", "meta, meta2)").replace(
+        "b = f32[32,20] parameter(1)", "b = f32[16,20] parameter(1)\n  meta2 = u16[2,20] parameter(3)")
+     % ("f32[10,16]", "u16[10,2]", "L.1@2:4_R.0@2:4")),
     ("dynamic_slice_index_vector", """HloModule m
 ENTRY e {
   x = s32[2,2,258] parameter(0)
@@ -702,6 +715,19 @@ REJECTED += [
      "to_apply"),
     ("scan_no_dimension", SCAN.replace("dimensions={1}, ", ""),
      "needs dimensions={d} with the one scanned dimension"),
+    ("sparse_dot_logical_size", SPARSE % ("f32[10,12]", "u16[10,2]", "L.1@2:4"),
+     "contracting dims lhs 1 (size 24) and rhs 0 (size 32) differ"),
+    ("sparse_dot_metadata_type", SPARSE % ("f32[10,16]", "f32[10,2]", "L.1@2:4"),
+     "sparsity metadata 0 must be unsigned integers"),
+    ("sparse_dot_descriptor", SPARSE % ("f32[10,16]", "u16[10,2]", "L.1@4:2"),
+     "sparsity L.1@4:2 does not fit f32[10,16]"),
+    ("sparse_dot_text", SPARSE % ("f32[10,16]", "u16[10,2]", "left"),
+     "sparsity must look like L.1@2:4"),
+    ("sparse_dot_metadata_missing", SPARSE.replace("dot(a, b, meta)", "dot(a, b)")
+     % ("f32[10,16]", "u16[10,2]", "L.1@2:4"),
+     "takes 3 operands (lhs, rhs, metadata), got 2"),
+    ("dot_three_operands", SPARSE.replace(", sparsity=%s", "") % ("f32[10,32]", "u16[10,2]"),
+     "takes 2 operands (lhs, rhs), got 3"),
     ("scalar_for_zero_size_constant", entry("ROOT c = f32[0] constant(15)"),
      "value 15 cannot be set in a literal of shape f32[0]"),
     ("complex_pair_for_array_constant", entry("ROOT c = c64[2] constant((1, 2))"),
