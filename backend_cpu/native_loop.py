@@ -268,6 +268,29 @@ class Plan:
         self.fixed = frozenset(passthrough) | frozenset(body.in_place)
         self.nbytes = [int(np.prod(dims, dtype=np.int64)) * np.dtype(dt).itemsize
                        for dims, dt in leaf_shapes]
+        # The loop's own state, one block per run: A (the value) for each leaf not
+        # passed through, and B (the body's next value) for each leaf that swaps.
+        pas = sorted(passthrough)
+        self._pass = (pas, np.array([self.cond_params[i] for i in pas], np.int64),
+                      np.array([self.body_params[i] for i in pas], np.int64))
+        own, spare, offset = [], [], 0
+        for i, nbytes in enumerate(self.nbytes):
+            if i in passthrough:
+                continue
+            own.append((i, offset))
+            offset += _aligned(max(nbytes, 1))
+            if i not in self.fixed:
+                spare.append((i, offset))
+                offset += _aligned(max(nbytes, 1))
+        self.state_bytes = offset
+        self._own = [i for i, _ in own]
+        self._own_words = np.array([self.cond_params[i] for i, _ in own]
+                                   + [self.body_params[i] for i, _ in own], np.int64)
+        self._own_offsets = np.array([o for _, o in own] * 2, np.int64)
+        self._own_body_words = np.array([self.body_params[i] for i, _ in own], np.int64)
+        self._spare_words = np.array([self.body_results[i] for i, _ in spare], np.int64)
+        self._spare_offsets = np.array([o for _, o in spare], np.int64)
+        self._copy_in = [(i, o, self.nbytes[i]) for i, o in own if self.nbytes[i]]
         swaps = [(p, r) for i, (p, r) in enumerate(zip(self.body_params, self.body_results))
                  if i not in self.fixed]
         sets = [(c, p) for c, p in zip(self.cond_params, self.body_params)]
@@ -281,9 +304,9 @@ class Plan:
 
     def run(self, init_addresses, used=None) -> tuple[list, int]:
         """(the final state's arrays, the trip count) from the init leaves' addresses.
-        `used`: per leaf, whether anyone reads its final value (None: all). A leaf that
-        passes through is read from the init itself (the body never writes it) and
-        copied out only if used; an unused one comes back as None."""
+        `used`: per leaf, whether anyone reads its final value (None: all); the others
+        come back as None. A leaf that passes through is read from the init itself (the
+        body never writes it) and copied out only if used."""
         ws = self.template.copy()
         keep = []
         if self.arena_bytes:
@@ -296,43 +319,34 @@ class Plan:
             base = block.ctypes.data
             for slot, offset in self.cond_outputs:
                 ws[slot] = base + offset
-        state, spare = [], []
-        passthrough = self.passthrough
-        for i, ((dims, dtype), nbytes, source) in enumerate(
-                zip(self.leaf_shapes, self.nbytes, init_addresses)):
-            if i in passthrough:
-                ws[self.cond_params[i]] = ws[self.body_params[i]] = source
-                state.append(None)
-                spare.append(None)
-                continue
-            a = _array(dims, dtype, nbytes)
-            address = a.ctypes.data
-            if nbytes:
-                ctypes.memmove(address, source, nbytes)
-            ws[self.cond_params[i]] = ws[self.body_params[i]] = address
-            state.append(a)
-            if i in self.fixed:
-                spare.append(None)
-            else:
-                b = _array(dims, dtype, nbytes)
-                ws[self.body_results[i]] = b.ctypes.data
-                spare.append(b)
+        passed, cond_words, body_words = self._pass
+        if passed:
+            inits = [init_addresses[i] for i in passed]
+            ws[cond_words] = inits
+            ws[body_words] = inits
+        state = None
+        if self.state_bytes:
+            state = _empty(self.state_bytes)
+            base = state.ctypes.data
+            ws[self._own_words] = base + self._own_offsets
+            ws[self._spare_words] = base + self._spare_offsets
+            for i, offset, nbytes in self._copy_in:
+                ctypes.memmove(base + offset, init_addresses[i], nbytes)
         trips = self._call(self.address, ws.ctypes.data)
-        results = []
-        for i, a in enumerate(state):
-            if a is None:                       # passed through: the init's value
+        results = [None] * len(self.leaf_shapes)
+        if state is not None:
+            # Each leaf is in its A or its B: where the body's table points now.
+            for i, offset in zip(self._own, (ws[self._own_body_words] - base).tolist()):
                 if used is None or used[i]:
                     dims, dtype = self.leaf_shapes[i]
-                    a = _array(dims, dtype, self.nbytes[i])
-                    if self.nbytes[i]:
-                        ctypes.memmove(a.ctypes.data, init_addresses[i], self.nbytes[i])
-                results.append(a)
-                continue
-            b = spare[i]
-            # (after an odd number of swaps the state is in B; empty leaves: either)
-            if b is not None and self.nbytes[i] and ws[self.body_params[i]] == b.ctypes.data:
-                a = b
-            results.append(a)
+                    results[i] = state[offset:offset + self.nbytes[i]].view(dtype).reshape(dims)
+        for i in passed:
+            if used is None or used[i]:
+                dims, dtype = self.leaf_shapes[i]
+                a = _array(dims, dtype, self.nbytes[i])
+                if self.nbytes[i]:
+                    ctypes.memmove(a.ctypes.data, init_addresses[i], self.nbytes[i])
+                results[i] = a
         del keep
         return results, int(trips)
 
