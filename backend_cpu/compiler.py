@@ -90,6 +90,7 @@ from ..hlo.verifier import VerifyError, check_static_shapes
 from . import collective_thunks as ct, disk_cache, inter_op, kernel_cache, library_ops, sort_thunk
 from . import strategies
 from . import target as targets
+from . import schedule
 from .buffer_assignment import Slot, assign_arena
 from .emitters import in_place_update, loop_nest
 from .executable import CpuExecutable, Program, physical_dims, to_physical
@@ -226,6 +227,10 @@ def _refuse_dynamic_shapes(module) -> None:
         refusal = algorithm_refusal(instr) if instr.opcode == "dot" else None
         if refusal is not None:
             raise NotImplementedError(f"backend_cpu: {instr.name}: {refusal}")
+        if any(leaf.element_type == "f4e2m1fn" for leaf in instr.shape.leaves()):
+            # A nibble whose sign is bit 3: narrow_convert.py reads 8-bit floats only.
+            raise NotImplementedError(f"backend_cpu: {instr.name}: f4e2m1fn is parsed and "
+                                      f"evaluated but not compiled")
     if module.entry is not None and any(leaf.element_type == "token"
                                         for leaf in module.entry.root.shape.leaves()):
         raise NotImplementedError(f"backend_cpu: the entry's result "
@@ -674,7 +679,7 @@ class ProgramBuilder:
                 param_slots.append(self._new_slot("param", leaf, param_index=len(param_slots)))
             self.value[p] = self._conform(param_slots[first:], bound[first:len(param_slots)],
                                           p.shape.leaves(), p.name)
-        for instr in self.comp.post_order():
+        for instr in schedule.memory_order(self.comp):
             if instr.opcode != "parameter":
                 made = len(self.thunks)
                 self.value[instr] = self._visit(instr)
@@ -780,7 +785,9 @@ class ProgramBuilder:
         init = self._conform(operands[0], instr.operands[0].shape.leaves(), state, instr.name)
         cond = self._sub_program(instr.attrs["condition"], state)
         body = self._sub_program(body_comp, None, state, in_place=True)
-        writes = [self._new_slot("dynamic", leaf) for leaf in state]
+        donated = self._donated_inits(instr, operands, init, body.in_place)
+        writes = [init[i] if donated[i] else self._new_slot("dynamic", leaf)
+                  for i, leaf in enumerate(state)]
         leaves = [(physical_dims(s), numpy_dtype(s.element_type)) for s in state]
         # Which leaves of the final state anything reads: the loop need not copy out
         # the others (a scan's weights and inputs, passed through).
@@ -790,12 +797,37 @@ class ProgramBuilder:
             read = {u.attrs["index"] for u in instr.users}
             used = [k in read for k, element in enumerate(instr.shape.tuple_shapes)
                     for _ in range(_leaf_count(element))]
-        self.thunks.append(WhileThunk(cond, body, init, writes, leaves, used))
+        self.thunks.append(WhileThunk(cond, body, init, writes, leaves, used,
+                                      donated if any(donated) else None))
         if used is None:
             return self._conform(writes, state, instr.shape.leaves(), instr.name)
         # (a leaf nobody reads needs no relayout either)
         return [self._conform([slot], [have], [want], instr.name)[0] if read else slot
                 for slot, have, want, read in zip(writes, state, instr.shape.leaves(), used)]
+
+    def _donated_inits(self, instr, operands, init: list[int], in_place) -> list[bool]:
+        """Per state leaf: does the loop take over its init's buffer? A leaf the body
+        updates in place whose init is an arena temp that a kernel made for this loop
+        alone (its instruction read only by the while's init tuple, read only by the
+        while) is updated right there: no copy in, and the while's result for it is
+        that slot (the arena keeps it alive while later thunks read it)."""
+        donated = [False] * len(init)
+        tup = instr.operands[0]
+        if not in_place or tup.opcode != "tuple" or any(u is not instr for u in tup.users) \
+                or tup is self.comp.root:
+            return donated
+        for leaf in in_place:
+            x = tup.operands[leaf]
+            slot = init[leaf]
+            if self.slots[slot].kind != "temp" or init.count(slot) != 1 \
+                    or operands[0][leaf] != slot or self.value.get(x) != [slot] \
+                    or x is self.comp.root or any(u is not tup for u in x.users) \
+                    or sum(o is x for o in tup.operands) != 1:
+                continue
+            made = any(isinstance(t, KernelThunk) and slot in t.writes
+                       and (t.profile or {}).get("hlo") == x.name for t in self.thunks)
+            donated[leaf] = made
+        return donated
 
     def _conditional(self, instr, operands) -> list[int]:
         """Branch i takes operand i+1 in that operand's layouts and returns the

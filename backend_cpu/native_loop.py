@@ -232,7 +232,8 @@ def _check_slots(program) -> str | None:
 class Plan:
     """A while loop the driver runs (see the module docstring): built by `plan`."""
 
-    def __init__(self, cond, body, leaf_shapes, cond_calls, body_calls, passthrough):
+    def __init__(self, cond, body, leaf_shapes, cond_calls, body_calls, passthrough,
+                 donated=frozenset()):
         self.leaf_shapes = leaf_shapes          # (dims, numpy dtype) per state leaf
         nc = len(cond.slots)
         self.body_base = nc                     # the body's table starts here
@@ -270,12 +271,14 @@ class Plan:
                        for dims, dt in leaf_shapes]
         # The loop's own state, one block per run: A (the value) for each leaf not
         # passed through, and B (the body's next value) for each leaf that swaps.
-        pas = sorted(passthrough)
+        # Passed-through and donated leaves live in their init's buffer.
+        self.donated = frozenset(donated)
+        pas = sorted(set(passthrough) | self.donated)
         self._pass = (pas, np.array([self.cond_params[i] for i in pas], np.int64),
                       np.array([self.body_params[i] for i in pas], np.int64))
         own, spare, offset = [], [], 0
         for i, nbytes in enumerate(self.nbytes):
-            if i in passthrough:
+            if i in passthrough or i in self.donated:
                 continue
             own.append((i, offset))
             offset += _aligned(max(nbytes, 1))
@@ -306,7 +309,8 @@ class Plan:
         """(the final state's arrays, the trip count) from the init leaves' addresses.
         `used`: per leaf, whether anyone reads its final value (None: all); the others
         come back as None. A leaf that passes through is read from the init itself (the
-        body never writes it) and copied out only if used."""
+        body never writes it) and copied out only if used; a donated leaf is updated in
+        its init's buffer and comes back as None (its result slot is that buffer)."""
         ws = self.template.copy()
         keep = []
         if self.arena_bytes:
@@ -341,7 +345,7 @@ class Plan:
                     dims, dtype = self.leaf_shapes[i]
                     results[i] = state[offset:offset + self.nbytes[i]].view(dtype).reshape(dims)
         for i in passed:
-            if used is None or used[i]:
+            if i not in self.donated and (used is None or used[i]):
                 dims, dtype = self.leaf_shapes[i]
                 a = _array(dims, dtype, self.nbytes[i])
                 if self.nbytes[i]:
@@ -359,9 +363,10 @@ def _array(dims, dtype, nbytes: int) -> np.ndarray:
     return np.empty(dims, dtype) if nbytes < 64 * 1024 else runtime.empty(dims, dtype)
 
 
-def plan(cond, body, leaf_shapes) -> Plan | str:
+def plan(cond, body, leaf_shapes, donated=None) -> Plan | str:
     """The native plan of a while loop whose cond and body programs are linked, or
-    the reason it keeps the host loop (a string)."""
+    the reason it keeps the host loop (a string). `donated`: per leaf, whether the
+    loop updates it in its init's buffer (WhileThunk.donated)."""
     if not enabled:
         return "native loops are switched off (native_loop.enabled)"
     if len(cond.outputs) != 1 or len(body.outputs) != len(leaf_shapes) \
@@ -387,4 +392,5 @@ def plan(cond, body, leaf_shapes) -> Plan | str:
         reason = _check_slots(program)
         if reason is not None:
             return reason
-    return Plan(cond, body, leaf_shapes, cond_calls, body_calls, passthrough)
+    given = {i for i, d in enumerate(donated or ()) if d} & set(body.in_place)
+    return Plan(cond, body, leaf_shapes, cond_calls, body_calls, passthrough, given)

@@ -71,17 +71,21 @@ class KernelThunk:
         self.dims = None
         self._single = None
 
+    def partitions_for(self, threads: int | None = None) -> int:
+        """The partitions a launch gets with `threads` intra-op threads (None: the
+        runtime option)."""
+        threads = link_threads(threads)
+        if self.partitions is not None:
+            return max(1, min(self.partitions, threads, self.extent))
+        if self.work_bytes >= targets.current().parallel_min_bytes and self.extent > 1:
+            return min(threads, self.extent)
+        # Less work runs as one partition on the caller (the compile target's fact,
+        # which the pipeline's horizontal fusion reads too).
+        return 1
+
     def link(self, lookup, threads: int | None = None) -> None:
         self.kernel = runtime.Kernel(lookup(self.name), self.name)
-        threads = link_threads(threads)
-        parts = 1
-        if self.partitions is not None:
-            parts = max(1, min(self.partitions, threads, self.extent))
-        elif self.work_bytes >= targets.current().parallel_min_bytes and self.extent > 1:
-            # Less work runs as one partition on the caller (the compile target's fact,
-            # which the pipeline's horizontal fusion reads too).
-            parts = min(threads, self.extent)
-        self.dims = runtime.LaunchDims(self.extent, parts)
+        self.dims = runtime.LaunchDims(self.extent, self.partitions_for(threads))
         # The lean path: one slice runs inline, straight through ctypes.
         self._single = (self.kernel._call, *self.dims.slices[0]) if len(self.dims.slices) == 1 \
             else None
@@ -134,12 +138,15 @@ class WhileThunk:
     "native"); else it runs on the host (`loop` "host", `host_reason` says why), with
     the state as arrays. Under a trace it always runs on the host (every kernel a span)."""
 
-    def __init__(self, cond, body, reads, writes, leaf_shapes, used=None):
+    def __init__(self, cond, body, reads, writes, leaf_shapes, used=None, donated=None):
         self.cond, self.body = cond, body
         self.reads, self.writes = list(reads), list(writes)
         self.leaf_shapes = leaf_shapes        # (dims, numpy dtype) per state leaf
         # Per leaf: does anything read its final value (None: all, or unknown)?
         self.used = None if used is None else [bool(u) for u in used]
+        # Per leaf: is its init's slot handed over (updated there; the write slot is the
+        # read slot)? None: none is.
+        self.donated = None if donated is None else [bool(d) for d in donated]
         # Bound by `link` (transient in the disk cache: cache_format.py).
         self._native = None
         self.loop = None                      # "native" | "host" once linked
@@ -149,7 +156,8 @@ class WhileThunk:
     def link(self, lookup, threads: int | None = None) -> None:
         self.cond.link(lookup, threads)
         self.body.link(lookup, threads)
-        plan = native_loop.plan(self.cond, self.body, self.leaf_shapes)
+        plan = native_loop.plan(self.cond, self.body, self.leaf_shapes,
+                                getattr(self, "donated", None))
         if isinstance(plan, str):
             self._native, self.loop, self.host_reason = None, "host", plan
         else:
@@ -169,8 +177,11 @@ class WhileThunk:
                     table[slot] = array.ctypes.data
                     keep[slot] = array
             return
-        # Start from copies: the loop must never hand back (or write) its inputs.
-        state = [array_at(table[s], dims, dt).copy() for s, (dims, dt) in zip(self.reads, self.leaf_shapes)]
+        # Start from copies: the loop must never hand back (or write) its inputs, but
+        # those handed over to it.
+        donated = getattr(self, "donated", None) or [False] * len(self.reads)
+        state = [array_at(table[s], dims, dt) if given else array_at(table[s], dims, dt).copy()
+                 for s, (dims, dt), given in zip(self.reads, self.leaf_shapes, donated)]
         while True:
             addresses = [a.ctypes.data for a in state]
             if not bool(self.cond.execute(addresses, ctx)[0].reshape(())):

@@ -563,3 +563,46 @@ def test_leaves_nobody_reads_are_not_copied_out(pipeline):
         assert {1, 3} <= loop._native.passthrough
     np.testing.assert_array_equal(results[1], args[2])
     assert not np.shares_memory(results[1], args[2])
+
+
+def donated_text(shared=False, read_after=False, root_stack=True) -> str:
+    """scan_text's loop with the stack's init made in the entry (a broadcast): the loop
+    takes over that buffer unless it is `shared` by two leaves or `read_after` the loop."""
+    text = scan_text().replace("(s32[], f32[4], f32[6,4]{1,0})", "(s32[], f32[4], f32[6,4]{1,0}, f32[6,4]{1,0})")
+    text = text.replace("  ROOT r = (s32[], f32[4], f32[6,4]{1,0}, f32[6,4]{1,0}) tuple(i1, h3, st1)",
+                        "  o = f32[6,4]{1,0} get-tuple-element(s), index=3\n"
+                        "  o1 = f32[6,4]{1,0} dynamic-update-slice(o, row, z, t)\n"
+                        "  ROOT r = (s32[], f32[4], f32[6,4]{1,0}, f32[6,4]{1,0}) tuple(i1, h3, st1, o1)")
+    entry = text[text.index("ENTRY"):]
+    other = "b0" if shared else "b1"
+    new_entry = f"""ENTRY e {{
+  h = f32[4] parameter(0)
+  v = f32[] parameter(1)
+  b0 = f32[6,4]{{1,0}} broadcast(v), dimensions={{}}
+  two = f32[] constant(2)
+  v2 = f32[] multiply(v, two)
+  b1 = f32[6,4]{{1,0}} broadcast(v2), dimensions={{}}
+  zero = s32[] constant(0)
+  init = (s32[], f32[4], f32[6,4]{{1,0}}, f32[6,4]{{1,0}}) tuple(zero, h, b0, {other})
+  w = (s32[], f32[4], f32[6,4]{{1,0}}, f32[6,4]{{1,0}}) while(init), condition=cond, body=body
+  s2 = f32[6,4]{{1,0}} get-tuple-element(w), index=2
+  s3 = f32[6,4]{{1,0}} get-tuple-element(w), index=3
+  m = f32[6,4]{{1,0}} multiply(s2, s3)
+  {"n = f32[6,4]{1,0} add(m, b1)" if read_after else "n = f32[6,4]{1,0} negate(m)"}
+  ROOT out = (f32[6,4]{{1,0}}, f32[6,4]{{1,0}}, f32[6,4]{{1,0}}) tuple(n, {"s2" if root_stack else "m"}, s3)
+}}
+"""
+    return text.replace(entry, new_entry)
+
+
+@pytest.mark.parametrize("shared, read_after, donated", [
+    (False, False, [2, 3]), (True, False, []), (False, True, [2])])
+@pytest.mark.parametrize("pipeline", [None, "default"])
+def test_the_loop_takes_over_an_init_made_for_it_alone(shared, read_after, donated, pipeline):
+    text = donated_text(shared, read_after)
+    args = [scan_args()[0], np.array(0.75, np.float32)]
+    _, (loop,) = check(text, args, pipeline)
+    assert loop.loop == "native" and sorted(loop.body.in_place) == [2, 3]
+    if pipeline is None:
+        assert [i for i, d in enumerate(loop.donated or []) if d] == donated
+        assert sorted(loop._native.donated) == donated
