@@ -188,23 +188,41 @@ def _run_relayout(kernel, dot, lhs: View, rhs: View, out, plan: _Plan, fn, cuts:
     if plan.copy_lhs:
         lhs_buffer = kernel.slot_pointer(kernel.scratch_slot(Shape("u8", (m * k * esize,))))
 
+    module = kernel.function.module
+    copy_lhs = _copy_function(module, f"{kernel.name}_relayout_lhs", lhs, lhs_free, lc) \
+        if plan.copy_lhs else None
+    copy_rhs = _copy_function(module, f"{kernel.name}_relayout_rhs", rhs, rc, rhs_free) \
+        if plan.copy_rhs else None
+
     def unit(lo, hi, scratch):
         lhs_pointer, rhs_pointer = lhs.pointer, rhs.pointer
-        if plan.copy_lhs:
-            _copy_rows(b, lhs, lhs_free, lc, lhs_buffer, lo, hi)
+        if copy_lhs is not None:
+            b.call(copy_lhs, [lhs.pointer, lhs_buffer, lo, hi])
             lhs_pointer = lhs_buffer
-        if plan.copy_rhs:
+        if copy_rhs is not None:
             rhs_pointer = b.gep(scratch, [i64(gemm_bytes)], inbounds=True,
                                 source_etype=ir.IntType(8))
-            _copy_rows(b, rhs, rc, rhs_free, rhs_pointer, i64(0), i64(k))
+            b.call(copy_rhs, [rhs.pointer, rhs_pointer, i64(0), i64(k)])
         b.call(fn, [lhs_pointer, rhs_pointer, out.pointer, lo, hi, scratch])
     return run_units(kernel, cuts, gemm_bytes + rhs_bytes, unit)
 
 
-def _copy_rows(b, view: View, row_dims: list[int], col_dims: list[int], dst, lo, hi) -> None:
-    """dst[r, c] = view[...] for rows r in [lo, hi): the row index is `row_dims` flattened
-    (the last fastest), the column index `col_dims` flattened; dst is row-major. Elements
-    are copied as integers of their width (any dtype)."""
+def _copy_function(module: ir.Module, name: str, view: View, row_dims: list[int],
+                   col_dims: list[int]) -> ir.Function:
+    """`void name(ptr src, ptr dst, i64 lo, i64 hi)`: dst[r, c] = the view's element for
+    rows r in [lo, hi), where the row index is `row_dims` flattened (the last fastest),
+    the column index `col_dims` flattened, and dst is row-major. Elements are copied as
+    integers of their width (any dtype). A function of its own: the kernel around the
+    GEMM driver is not optimized (compiler.py, llvm/ir_policy.py), this loop must be."""
+    ptr = ir.PointerType()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ir.IntType(64),
+                                                             ir.IntType(64)]), name)
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    src_pointer, dst, lo, hi = fn.args
+    for arg in (src_pointer, dst):
+        arg.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
     cols = prod(view.dims[d] for d in col_dims)
     ity = ir.IntType(8 * element_bytes(view.etype))
     with for_range(b, lo, hi, "relayout.row", unroll=False) as r:
@@ -212,17 +230,20 @@ def _copy_rows(b, view: View, row_dims: list[int], col_dims: list[int], dst, lo,
         for d in reversed(row_dims):
             src = b.add(src, b.mul(b.urem(rest, i64(view.dims[d])), i64(view.strides[d])))
             rest = b.udiv(rest, i64(view.dims[d]))
-        _copy_columns(b, view, col_dims, ity, src, b.mul(r, i64(cols)), dst)
+        _copy_columns(b, src_pointer, view, col_dims, ity, src, b.mul(r, i64(cols)), dst)
+    b.ret_void()
+    return fn
 
 
-def _copy_columns(b, view: View, col_dims: list[int], ity, src, at, dst) -> None:
+def _copy_columns(b, src_pointer, view: View, col_dims: list[int], ity, src, at, dst) -> None:
     if not col_dims:
-        value = b.load(b.gep(view.pointer, [src], inbounds=True, source_etype=ity), typ=ity)
+        value = b.load(b.gep(src_pointer, [src], inbounds=True, source_etype=ity), typ=ity)
         b.store(value, b.gep(dst, [at], inbounds=True, source_etype=ity))
         return
     d, inner = col_dims[0], prod(view.dims[e] for e in col_dims[1:])
     with for_range(b, 0, view.dims[d], "relayout.col") as j:
-        _copy_columns(b, view, col_dims[1:], ity, b.add(src, b.mul(j, i64(view.strides[d]))),
+        _copy_columns(b, src_pointer, view, col_dims[1:], ity,
+                      b.add(src, b.mul(j, i64(view.strides[d]))),
                       b.add(at, b.mul(j, i64(inner))), dst)
 
 
