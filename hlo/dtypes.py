@@ -3,8 +3,10 @@
 Each `DType` knows its text spelling (`f32`), its numpy dtype, its width and its
 kind. The types numpy lacks come from `ml_dtypes` (the package JAX uses for
 them): `bf16`, the 8-bit floats `f8e5m2`, `f8e4m3fn`, `f8e4m3b11fnuz`,
-`f8e5m2fnuz`, `f8e4m3fnuz`, `f8e8m0fnu`, `f8e4m3`, `f8e3m4`, and the narrow
-integers `s2`, `s4`, `u2`, `u4`. Their arrays hold the values natively (two bytes
+`f8e5m2fnuz`, `f8e4m3fnuz`, `f8e8m0fnu`, `f8e4m3`, `f8e3m4`, the 4-bit float
+`f4e2m1fn` (no inf, no NaN: ml_dtypes' conversion, as XLA's, saturates to +-6 and
+gives -0 for NaN; the CPU backend refuses it), and the narrow integers `s2`, `s4`,
+`u2`, `u4`. Their arrays hold the values natively (two bytes
 per bf16, one byte per 8-bit float and per 2- or 4-bit integer: XLA's CPU keeps
 s4/u4 unpacked in memory too, unless a layout says `E(4)`).
 
@@ -115,6 +117,7 @@ DTYPES: dict[str, DType] = {d.name: d for d in [
     _d("f8e8m0fnu", 8, "float", ml_dtypes.float8_e8m0fnu, "f32"),
     _d("f8e4m3", 8, "float", ml_dtypes.float8_e4m3, "f16"),
     _d("f8e3m4", 8, "float", ml_dtypes.float8_e3m4, "f16"),
+    _d("f4e2m1fn", 4, "float", ml_dtypes.float4_e2m1fn, "f16"),
     _d("f32", 32, "float", np.float32),
     _d("f64", 64, "float", np.float64),
     _d("c64", 64, "complex", np.complex64),

@@ -193,7 +193,7 @@ def nan_payload(value, element_type: str) -> int | None:
 
 _FLOAT_TYPES = frozenset(name for name in ("f16", "bf16", "f32", "f64", "f8e5m2", "f8e4m3fn",
                                            "f8e4m3b11fnuz", "f8e5m2fnuz", "f8e4m3fnuz",
-                                           "f8e8m0fnu", "f8e4m3", "f8e3m4"))
+                                           "f8e8m0fnu", "f8e4m3", "f8e3m4", "f4e2m1fn"))
 
 
 def _leaf_text(leaf: Any) -> str:

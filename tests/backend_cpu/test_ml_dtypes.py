@@ -15,7 +15,8 @@ from xlapy import backend_cpu, hlo
 from xlapy.hlo.dtypes import DTYPES, dtype
 from tests.hlo.test_ml_dtypes import REFERENCE, assert_same_bits, from_reference
 
-NARROW_FLOATS = [n for n, d in DTYPES.items() if d.is_narrow and d.is_float]
+# f4e2m1fn is refused by the backend (tests/hlo/test_ml_dtypes.py checks that).
+NARROW_FLOATS = [n for n, d in DTYPES.items() if d.is_narrow and d.is_float and n != "f4e2m1fn"]
 NARROW_INTS = [n for n, d in DTYPES.items() if d.is_narrow and not d.is_float]
 WIDE = ["pred", "s8", "s32", "u8", "u64", "f16", "f32", "f64"]
 

@@ -24,7 +24,9 @@ from xlapy.hlo.parse_errors import ParseError
 
 REFERENCE = np.load(pathlib.Path(__file__).parent / "data" / "ml_dtypes_xla.npz")
 
-NARROW_FLOATS = [n for n, d in DTYPES.items() if d.is_narrow and d.is_float]
+# The byte-wide narrow floats and bf16 (the reference archive's types); f4e2m1fn has a
+# test of its own at the end.
+NARROW_FLOATS = [n for n, d in DTYPES.items() if d.is_narrow and d.is_float and d.bits >= 8]
 NARROW_INTS = [n for n, d in DTYPES.items() if d.is_narrow and not d.is_float]
 F8 = [n for n in NARROW_FLOATS if n != "bf16"]
 
@@ -385,3 +387,38 @@ def test_float32_arguments_for_bf16_parameters_are_rounded():
                     np.array([1 + 2**-8, 1 + 3 * 2**-8], np.float32))
     assert r.dtype == ml_dtypes.bfloat16
     assert r.astype(np.float32).tolist() == [-1.0, -(1 + 2**-6)]
+
+
+def test_f4e2m1fn_reads_computes_and_is_refused_by_the_backend():
+    """The 4-bit float of XLA's newer tests (comparison_expander_test): parsed, printed,
+    evaluated in its compute type f16 and rounded back with ml_dtypes' conversion (XLA's:
+    no inf or NaN, so large values saturate to 6 and NaN becomes -0); the CPU backend
+    refuses it by name (its converts read 8-bit floats only)."""
+    import ml_dtypes
+    import pytest
+    from xlapy import backend_cpu, hlo
+    text = """HloModule m
+ENTRY e {
+  a = f4e2m1fn[6] parameter(0)
+  b = f4e2m1fn[6] parameter(1)
+  s = f4e2m1fn[6] add(a, b)
+  lt = pred[6] compare(a, b), direction=LT, order=WEAK
+  big = f4e2m1fn[2] constant({100, -0.25})
+  ROOT t = (f4e2m1fn[6], pred[6], f4e2m1fn[2]) tuple(s, lt, big)
+}"""
+    m = hlo.parse_module(text)
+    hlo.verify(m)
+    printed = hlo.print_module(m)
+    assert hlo.print_module(hlo.parse_module(printed)) == printed
+    f4 = ml_dtypes.float4_e2m1fn
+    a = np.array([0, 0.5, -1.5, 4, 6, -6], np.float32).astype(f4)
+    b = np.array([0.5, 0.5, 1, 3, 6, -0.5], np.float32).astype(f4)
+    s, lt, big = hlo.evaluate(m, [a, b])
+    want = (a.astype(np.float16) + b.astype(np.float16)).astype(f4)
+    np.testing.assert_array_equal(s.astype(np.float32), want.astype(np.float32))
+    np.testing.assert_array_equal(s.astype(np.float32), [0.5, 1, -0.5, 6, 6, -6])
+    np.testing.assert_array_equal(lt, a.astype(np.float32) < b.astype(np.float32))
+    np.testing.assert_array_equal(big.astype(np.float32), [6, -0.0])
+    with pytest.raises(NotImplementedError, match="f4e2m1fn is parsed and evaluated but not "
+                                                  "compiled"):
+        backend_cpu.compile(hlo.parse_module(text))
