@@ -14,10 +14,18 @@ row-major array) get no slot: they reuse their operand's, unless the layout
 they declare stores other bytes (compiler.py inserts a relayout copy then). A
 slot holds its array in the layout of its `shape`.
 
-Temporaries share one 64-byte aligned arena: walking the thunks in schedule
-order, a temp is placed at the lowest offset that does not overlap any temp
-still live (first fit), and its space is released after its last reader runs,
-so later temps reuse it.
+Temporaries share one 64-byte aligned arena. Two temps may share bytes when one's
+last use runs before the other is first written (in schedule order; when thunks
+may run concurrently, inter_op.py: when every user of one always runs before the
+other's writer). Two packings are made and the smaller arena is kept:
+
+- online first fit: walking the thunks in order, a temp takes the lowest offset
+  free of every temp still live, and its bytes are released after its last user;
+- global best fit, largest first (the way XLA's heap simulator packs): temps by
+  decreasing size, each in the smallest gap left between the temps already placed
+  that it may not share bytes with. Placing the big buffers first keeps the small
+  ones from splitting the arena (the GPT block's training step: 255.9 MiB by first
+  fit, 180.4 MiB of temps live at the peak).
 """
 from __future__ import annotations
 
@@ -57,6 +65,68 @@ def assign_arena(slots: list[Slot], schedule: list[tuple[list[int], list[int]]],
     mask of the thunks that always run before it. A released temp's bytes are then
     reused only by a writer that all of the temp's users run before.
     """
+    pending = [i for i, s in enumerate(slots) if s.kind == "temp" and s.offset is None]
+    first_fit_size = _online_first_fit(slots, schedule, ancestors)
+    online = {i: slots[i].offset for i in pending}
+    best_fit_size, packed = _global_best_fit(slots, schedule, ancestors, pending)
+    if best_fit_size < first_fit_size:
+        for i in pending:
+            slots[i].offset = packed.get(i)
+        return best_fit_size
+    for i in pending:
+        slots[i].offset = online[i]
+    return first_fit_size
+
+
+def _global_best_fit(slots, schedule, ancestors, pending) -> tuple[int, dict]:
+    """Offsets of the temps in `pending` (written somewhere) by decreasing size, each in
+    the smallest gap between the placed temps it conflicts with; (arena size, offsets)."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    users: dict[int, int] = {}
+    written = set()
+    wanted = set(pending)
+    for step, (reads, writes) in enumerate(schedule):
+        for s in (*reads, *writes):
+            if s in wanted:
+                first.setdefault(s, step)
+                last[s] = step
+                users[s] = users.get(s, 0) | (1 << step)
+        written.update(s for s in writes if s in wanted)
+
+    def apart(a: int, b: int) -> bool:
+        """True when a and b may share bytes."""
+        if ancestors is None:
+            return last[a] < first[b] or last[b] < first[a]
+        return not users[a] & ~ancestors[first[b]] or not users[b] & ~ancestors[first[a]]
+
+    sizes = {s: _round_up(max(slots[s].nbytes, 1)) for s in written}
+    placed: list = []          # (lo, hi, slot)
+    offsets: dict[int, int] = {}
+    size = 0
+    for s in sorted(written, key=lambda s: (-sizes[s], first[s], s)):
+        taken = sorted((lo, hi) for lo, hi, t in placed if not apart(s, t))
+        offset = _best_gap(taken, sizes[s])
+        offsets[s] = offset
+        placed.append((offset, offset + sizes[s], s))
+        size = max(size, offset + sizes[s])
+    return size, offsets
+
+
+def _best_gap(taken: list, nbytes: int) -> int:
+    """The start of the smallest gap between sorted (lo, hi) ranges that holds `nbytes`
+    (the lowest such gap on ties), else the end of the last range."""
+    best, best_size, cursor = None, None, 0
+    for lo, hi in taken:
+        gap = lo - cursor
+        if gap >= nbytes and (best_size is None or gap < best_size):
+            best, best_size = cursor, gap
+        cursor = max(cursor, hi)
+    return cursor if best is None else best
+
+
+def _online_first_fit(slots, schedule, ancestors) -> int:
+    """Online first fit in schedule order (the module docstring); sets the offsets."""
     last_use: dict[int, int] = {}
     users: dict[int, int] = {}
     for step, (reads, writes) in enumerate(schedule):
