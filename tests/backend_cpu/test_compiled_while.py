@@ -606,3 +606,82 @@ def test_the_loop_takes_over_an_init_made_for_it_alone(shared, read_after, donat
     if pipeline is None:
         assert [i for i, d in enumerate(loop.donated or []) if d] == donated
         assert sorted(loop._native.donated) == donated
+
+
+# A body of one large elementwise kernel: on two threads it is cut in two slices.
+LARGE_BODY = """HloModule large
+cond {
+  s = (s32[], f32[256,512]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(2)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[256,512]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  x = f32[256,512] get-tuple-element(s), index=1
+  x1 = f32[256,512] sine(x)
+  ROOT t = (s32[], f32[256,512]) tuple(i1, x1)
+}
+ENTRY e {
+  x = f32[256,512] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[256,512]) tuple(zero, x)
+  ROOT w = (s32[], f32[256,512]) while(init), condition=cond, body=body
+}
+"""
+
+
+@pytest.mark.parametrize("limit, loop_kind", [(1 << 40, "native"), (0, "host")])
+def test_kernels_on_several_threads_keep_the_host_loop(limit, loop_kind, monkeypatch):
+    """Two intra-op threads (set, not the host's count): the body's kernel has two
+    slices; below the limit the driver runs it as one call, else the host loop does."""
+    from xlapy import runtime
+    monkeypatch.setattr(native_loop, "LOOP_PARALLEL_MIN_BYTES", limit)
+    saved = runtime.get_options().intra_op_threads
+    try:
+        runtime.configure(intra_op_threads=2)
+        x = np.random.default_rng(8).standard_normal((256, 512)).astype(np.float32)
+        _, (loop,) = check(LARGE_BODY, [x])
+    finally:
+        runtime.configure(intra_op_threads=saved)
+    (kernel,) = [t for t in loop.body.thunks if hasattr(t, "kernel") and t.work_bytes > 1000]
+    assert len(kernel.dims.slices) == 2
+    assert loop.loop == loop_kind
+    if loop_kind == "host":
+        assert "threads" in loop.host_reason
+
+
+# The cond is the state's pred itself (a copy of a parameter), or a constant.
+PRED_STATE = """HloModule pred_state
+cond {
+  s = (pred[], s32[]) parameter(0)
+  ROOT p = pred[] %s
+}
+body {
+  s = (pred[], s32[]) parameter(0)
+  i = s32[] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  n = s32[] constant(5)
+  go = pred[] compare(i1, n), direction=LT
+  ROOT t = (pred[], s32[]) tuple(go, i1)
+}
+ENTRY e {
+  p = pred[] parameter(0)
+  i = s32[] parameter(1)
+  init = (pred[], s32[]) tuple(p, i)
+  ROOT w = (pred[], s32[]) while(init), condition=cond, body=body
+}
+"""
+
+
+@pytest.mark.parametrize("cond, go, trips", [
+    ("get-tuple-element(s), index=0", True, 5), ("get-tuple-element(s), index=0", False, 0),
+    ("constant(false)", True, 0)])
+def test_a_cond_that_is_a_state_leaf_or_a_constant(cond, go, trips):
+    args = [np.array(go), np.array(0, np.int32)]
+    _, (loop,) = check(PRED_STATE % cond, args)
+    assert loop.loop == "native" and loop.trips == trips
