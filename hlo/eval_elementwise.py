@@ -48,6 +48,7 @@ FLOAT_MATH = {
     "cosine": np.cos,
     "tan": np.tan,
     "tanh": np.tanh,
+    "sinh": np.sinh,
     "logistic": _logistic,
     "erf": _erf,
 }

@@ -136,6 +136,9 @@ def _rows():
         OpInfo("dot", None, "dot", expensive=True),   # 2, or more for a sparse dot
         OpInfo("convolution", 2, "dot", expensive=True),
         OpInfo("ragged-dot", 3, "library", expensive=True),
+        # XLA's newest unary function: elementwise, but a host op here (no kernel
+        # recipe), so "library" keeps fusion away from it.
+        OpInfo("sinh", 1, "library", expensive=True, **MATH),
         # --- leaves, tuples, control flow -------------------------------------
         OpInfo("parameter", 0, "leaf"),
         OpInfo("constant", 0, "leaf"),

@@ -14,8 +14,10 @@ from .shape_rules_common import array, check_dims_attr, fail, rule, window_outpu
 
 def _result_type(lhs: Shape, rhs: Shape, hint: Shape | None) -> str:
     if hint is not None:
-        if not hint.is_array or hint.dtype.kind not in ("signed", "unsigned", "float", "complex"):
-            fail(f"result {hint} must be a numeric array")
+        all_pred = lhs.element_type == rhs.element_type == hint.element_type == "pred"
+        if not hint.is_array or (hint.dtype.kind not in ("signed", "unsigned", "float",
+                                                         "complex") and not all_pred):
+            fail(f"result {hint} must be a numeric array (or pred, of pred operands)")
         return hint.element_type
     if lhs.element_type != rhs.element_type:
         fail(f"operand types {lhs.element_type} and {rhs.element_type} differ "

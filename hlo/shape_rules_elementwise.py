@@ -54,7 +54,7 @@ def _unary_kinds(opcode: str):
     return FLOAT_OR_COMPLEX if OPCODES[opcode].float_only else NUMERIC
 
 
-UNARY_OPS = [n for n, info in OPCODES.items() if info.kind == "unary"]
+UNARY_OPS = [n for n, info in OPCODES.items() if info.kind == "unary" or n == "sinh"]
 BINARY_OPS = [n for n, info in OPCODES.items() if info.kind == "binary"]
 
 

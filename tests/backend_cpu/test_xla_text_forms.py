@@ -99,3 +99,31 @@ def test_sparse_dot_is_refused_by_evaluator_and_backend():
         hlo.evaluate(module, args)
     with pytest.raises(NotImplementedError, match=r"sparse dot .* not computed"):
         backend_cpu.compile(module)
+
+
+def test_sinh_and_pred_convolution_compute_like_the_evaluator():
+    """sinh (XLA's newest unary function; a host op) keeps signed zeros, is finite at
+    710 (where exp overflows) and inf at inf; a pred convolution is an OR of ANDs (XLA
+    computes it as an f16 convolution converted back to pred)."""
+    from tests.hlo.test_xla_syntax import ACCEPTED
+    texts = dict(ACCEPTED)
+    x64 = np.array([0.0, -0.0, 1e-12, -0.5, 10, 710, -710, np.inf, np.nan])
+    m = hlo.parse_module("HloModule m\nENTRY e {\n  p = f64[9] parameter(0)\n"
+                         "  ROOT s = f64[9] sinh(p)\n}")
+    (got,) = hlo.evaluate(m, [x64])
+    np.testing.assert_array_equal(np.signbit(got[:2]), [False, True])
+    np.testing.assert_allclose(got[2:7], np.sinh(x64[2:7]), rtol=1e-15)
+    assert np.isposinf(got[7]) and np.isnan(got[8])
+    _compare("HloModule m\nENTRY e {\n  p = f64[9] parameter(0)\n  ROOT s = f64[9] sinh(p)\n}",
+             [x64])
+    import ml_dtypes
+    rng = np.random.default_rng(3)
+    _compare(texts["sinh"], [rng.standard_normal(4).astype(np.float32) * 4,
+                             rng.standard_normal(4).astype(ml_dtypes.bfloat16),
+                             (rng.standard_normal(3) + 1j * rng.standard_normal(3))
+                             .astype(np.complex64)])
+    for p in (0.05, 0.3):
+        a, k = rng.random((10, 10)) < p, rng.random((10, 10)) < p
+        (c,) = hlo.evaluate(hlo.parse_module(texts["convolution_of_pred"]), [a, k])
+        np.testing.assert_array_equal(c, (a.astype(int) @ k.astype(int)) > 0)
+        _compare(texts["convolution_of_pred"], [a, k])

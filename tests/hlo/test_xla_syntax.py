@@ -310,6 +310,29 @@ ENTRY e {
   d = f32[] custom-call(p), custom_call_target="foo", literal=pred[] false
   ROOT t = (f32[], f32[], f32[], f32[]) tuple(a, b, c, d)
 }"""),
+    ("literal_attribute_of_rank_2", """HloModule m
+ENTRY e {
+  p = f32[] parameter(0)
+  a = f32[] custom-call(p), custom_call_target="foo", literal=s32[3,1]{1,0} { {2}, {0}, {1} }
+  b = f32[] custom-call(p), custom_call_target="foo", literal=f32[2,2] { {1, 2}, {3, 4} }
+  ROOT t = (f32[], f32[]) tuple(a, b)
+}"""),
+    ("sinh", """HloModule m
+ENTRY e {
+  a = f32[4] parameter(0)
+  b = bf16[4] parameter(1)
+  c = c64[3] parameter(2)
+  sa = f32[4] sinh(a)
+  sb = bf16[4] sinh(b)
+  sc = c64[3] sinh(c)
+  ROOT t = (f32[4], bf16[4], c64[3]) tuple(sa, sb, sc)
+}"""),
+    ("convolution_of_pred", """HloModule m
+ENTRY e {
+  x = pred[10,10]{1,0} parameter(0)
+  k = pred[10,10]{1,0} parameter(1)
+  ROOT c = pred[10,10]{1,0} convolution(x, k), dim_labels=bf_io->bf
+}"""),
     ("scalar_value_for_an_array_constant", """HloModule m
 ENTRY e {
   bias = f32[10] constant(15)
@@ -708,6 +731,12 @@ REJECTED += [
      "must have one rank (at least 1) and the same dimensions after the first"),
     ("ragged_five_operands", RAGGED.replace(", rs)", ")") % ("s32[4]", "s32[4]", "{}"),
      "takes 6 operands"),
+    ("sinh_of_integers", entry("x = s32[4] parameter(0)\n  ROOT s = s32[4] sinh(x)"),
+     "operand type s32 not allowed"),
+    ("pred_convolution_of_floats", entry(
+        "x = f32[10,10] parameter(0)\n  k = f32[10,10] parameter(1)\n"
+        "  ROOT c = pred[10,10] convolution(x, k), dim_labels=bf_io->bf"),
+     "must be a numeric array (or pred, of pred operands)"),
     ("scan_steps_differ", SCAN.replace("scan(x, lo, zero)", "scan(x, y, lo, zero)")
      .replace("x = f32[2,5] parameter(0)", "x = f32[2,5] parameter(0)\n  y = f32[2,4] parameter(2)"),
      "input 1 f32[2,4] has 4 steps along dimension 1, input 0 has 5"),
