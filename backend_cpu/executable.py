@@ -366,6 +366,62 @@ class CpuExecutable:
             addresses.append(address_of(value))
         return self._program.execute(addresses)
 
+    def fast_function(self, first_only: bool = False):
+        """The dispatch of a repeated call as one closure, or None where it does not apply
+        (several devices, MPI, results to relayout, a program that is not lean: see
+        Program._lean_plan). `fast(args)` takes a tuple of numpy arrays; when they are
+        exactly the parameters (types, shapes, C order, aligned, writable) and no trace
+        runs, it runs the kernels and returns the results (the first only, with
+        `first_only`), else None having run nothing, and the caller takes `run`.
+        Everything a call would look up is bound once here: a call costs the checks, the
+        buffer table and the native calls (jit of `x + 1.0` on f32[4]: 8.6 -> 5.7 us on a
+        loaded 2-core host)."""
+        program = self._program
+        if self._jit is None or self.num_devices > 1 or self.distributed is not None \
+                or not self._default_outputs or program._lean is None \
+                or not all(dtype is not None and default for dtype, _, default in self._param_checks):
+            return None
+        calls, outputs = program._lean
+        checks = tuple((dtype, dims, slot, dtype.itemsize) for (dtype, dims, _), slot
+                       in zip(self._param_checks, program.param_slots))
+        count = len(checks)
+        template, copy_table = program._template, program._table_type.from_buffer_copy
+        arena_size, temps = program.arena_size, tuple(program._temps)
+        addressof, view, ndarray, empty = ctypes.addressof, _CHAR.from_buffer, np.ndarray, np.empty
+        small = arena_size < _SMALL_BYTES
+
+        def fast(args):
+            if len(args) != count or _profiler.active is not None:
+                return None
+            table = copy_table(template)
+            for value, (dtype, dims, slot, itemsize) in zip(args, checks):
+                if type(value) is not ndarray or value.shape != dims \
+                        or (value.dtype is not dtype and value.dtype != dtype):
+                    return None
+                try:
+                    address = addressof(view(value))    # C-contiguous and writable only
+                except (TypeError, ValueError, BufferError):
+                    return None
+                if address % itemsize:
+                    return None
+                table[slot] = address
+            if arena_size:
+                arena = empty(arena_size, np.uint8) if small else runtime.empty((arena_size,), np.uint8)
+                base = addressof(view(arena))
+                for slot, offset in temps:
+                    table[slot] = base + offset
+            results = []
+            for slot, dims, dtype, small_output in outputs:
+                array = empty(dims, dtype) if small_output else runtime.empty(dims, dtype)
+                results.append(array)
+                table[slot] = addressof(view(array)) if array.size else array.ctypes.data
+            address = addressof(table)
+            for call, begin, end in calls:
+                call(address, begin, end)
+            return results[0] if first_only else results
+
+        return fast
+
     def run(self, *arrays) -> list[np.ndarray]:
         """Runs the program on its one device; under MPI (`distributed="mpi"`), on this
         rank's device (`self.device`), meeting the other ranks in its collectives."""

@@ -66,9 +66,21 @@ class Compiled:
         self._one_leaf = lowered.out_tree == pytree.LEAF
         jit = lowered.jit
         self.backend = jit.backend
+        self._fast = None       # args -> results or None (CpuExecutable.fast_function)
         if self.backend == "cpu":
             self._executable = _compile_cpu(lowered, jit.pipeline, jit.intra_op_threads,
                                             jit.max_isa)
+            if self._plain_avals is not None:
+                fast = self._executable.fast_function(first_only=self._one_leaf)
+                if fast is not None and not self._one_leaf:
+                    out_tree = lowered.out_tree
+
+                    def fast_tree(args, fast=fast):
+                        results = fast(args)
+                        return None if results is None else pytree.unflatten(out_tree, results)
+                    self._fast = fast_tree
+                else:
+                    self._fast = fast
             self._optimized_text = self._executable.as_hlo_text()
             self._optimized = None
         else:
@@ -89,6 +101,11 @@ class Compiled:
         else _MISS, having run nothing."""
         if self._plain_avals is None:
             return _MISS
+        fast = self._fast
+        if fast is not None:
+            result = fast(args)
+            if result is not None:
+                return result
         if self._executable is not None:
             results = self._executable.run_exact(args)
             if results is None:

@@ -87,6 +87,11 @@ class JitFunction:
             # before; both skip pytree flattening and the signature objects.
             last = self._last
             if last is not None:
+                fast = last._fast
+                if fast is not None:
+                    result = fast(args)
+                    if result is not None:
+                        return result
                 result = last.call_exact(args)
                 if result is not _MISS:
                     return result

@@ -89,3 +89,42 @@ def test_the_lean_execute_keeps_temps_and_fresh_results():
     assert first is not second and not np.shares_memory(first, second)
     np.testing.assert_allclose(first, 8.0 * np.eye(16), rtol=1e-6)
     np.testing.assert_allclose(second, first)
+
+
+def test_the_bound_dispatch_runs_repeated_calls_and_declines_the_rest():
+    # Compiled._fast (CpuExecutable.fast_function): the repeated call's closure. It runs
+    # exactly the signature's writable, aligned C arrays and returns None for anything
+    # else, having run nothing; the call then takes the checked path.
+    f = jit_compile(lambda x, y: (x + y, x * y), name="fast_bound")
+    x, y = np.arange(6, dtype=np.float32).reshape(2, 3), np.full((2, 3), 2.0, np.float32)
+    f(x, y)
+    f(x, y)
+    fast = f._last._fast
+    assert fast is not None
+    s, p = fast((x, y))
+    np.testing.assert_array_equal(s, x + y)
+    np.testing.assert_array_equal(p, x * y)
+    frozen = x.copy()
+    frozen.flags.writeable = False
+    misaligned = np.zeros(6 * 4 + 1, np.uint8)[1:].view(np.float32).reshape(2, 3)
+    misaligned[...] = x
+    assert not misaligned.flags.aligned
+    for args in [(frozen, y), (np.asfortranarray(x), y), (x, y.astype(np.float64)),
+                 (x[:1], y[:1]), (x,), (x, y, y), (x.tolist(), y), (misaligned, y)]:
+        assert fast(args) is None, args
+    # ... and the jit function still answers those through the full path.
+    np.testing.assert_array_equal(f(frozen, y)[0], x + y)
+    np.testing.assert_array_equal(f(misaligned, y)[1], misaligned * y)
+
+
+def test_the_bound_dispatch_gives_fresh_results_and_yields_to_a_trace(tmp_path):
+    from xlapy import profiler
+    f = jit_compile(lambda x: x * 3.0, name="fast_trace")
+    x = np.ones(5, np.float32)
+    a, b, c = f(x), f(x), f(x)
+    assert not np.shares_memory(a, b) and not np.shares_memory(b, c)
+    path = tmp_path / "trace.json"
+    with profiler.trace(str(path)):
+        assert f._last._fast((x,)) is None          # traced calls take the traced path
+        np.testing.assert_array_equal(f(x), 3.0)
+    assert '"ph"' in path.read_text()               # the traced run's spans
