@@ -5,7 +5,8 @@ number generators and stochastic-convert are not loop nests. Neither is scan (a
 sequential loop over a called computation; XLA's CPU backend expands it into a
 while loop): it runs as the evaluator's loop, the called computation evaluated too.
 ragged-dot (a dot per group of rows or of contracted positions) runs as the
-evaluator's masked dots, and sinh (XLA's newest unary function) as numpy's. XLA's CPU backend
+evaluator's masked dots, sinh (XLA's newest unary function) as numpy's, and
+shuffle (rotate / permute by constant coordinates) as the evaluator's indexing. XLA's CPU backend
 calls library routines for several of them (DUCC for fft, a TopK runtime
 function, LAPACK-style expanders) and expands the rest into loops of HLO. Our
 library is numpy: a `HostOpThunk` views the operand buffers as numpy arrays (in
@@ -54,7 +55,7 @@ from .thunks import CallThunk, array_at
 HOST_OPCODES = frozenset({"rng-bit-generator", "rng", "topk", "cholesky", "triangular-solve",
                           "fft", "batch-norm-training", "batch-norm-inference",
                           "batch-norm-grad", "stochastic-convert", "scan", "ragged-dot",
-                          "sinh"})
+                          "sinh", "shuffle"})
 _PASS_THROUGH = frozenset({"add-dependency", "domain", "async-update"})
 
 

@@ -45,7 +45,7 @@ INT_LIST_ATTRS = frozenset({
     "operand_batching_dims", "start_indices_batching_dims",
     "update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
     "input_batching_dims", "scatter_indices_batching_dims",
-    "fft_length", "lhs_ragged_dims", "rhs_group_dims",
+    "fft_length", "lhs_ragged_dims", "rhs_group_dims", "shifts",
 })
 INT_ATTRS = frozenset({"index", "iota_dimension", "index_vector_dim",
                        "feature_group_count", "batch_group_count", "channel_id",
@@ -62,6 +62,7 @@ ENUM_ATTRS = {
     "distribution": ("rng_uniform", "rng_normal"),
     "fft_type": ("FFT", "IFFT", "RFFT", "IRFFT"),
     "transpose_a": ("NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"),
+    "mode": ("rotate", "permute"),
 }
 
 # A dot's `algorithm=` (PrecisionConfig.Algorithm, lower case without ALG_): the operand

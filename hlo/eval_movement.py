@@ -130,6 +130,32 @@ def reverse(instr, operands, ctx):
     return np.flip(operands[0], axis=instr.dims())
 
 
+@reference("shuffle")
+def shuffle(instr, operands, ctx):
+    """XLA's shuffle as its ShuffleExpander writes it: rotate, result[i] = x[(i + s) mod n]
+    along each dimension; permute, result[p] = x[q] with q's shuffled coordinates read
+    from indices at p (shared coordinates broadcast), the others p's own, each clamped
+    into the dimension as the expander's gather clamps them."""
+    (x,) = operands
+    dims = list(instr.dims())
+    if instr.attrs["mode"] == "rotate":
+        out = x
+        for d, s in zip(dims, instr.attrs["shifts"]):
+            if x.shape[d]:
+                out = np.roll(out, -(int(s) % x.shape[d]), axis=d)
+        return np.array(out, copy=True)
+    ind = np.asarray(instr.attrs["indices"].value).astype(np.int64)
+    if len(dims) == 1:
+        ind = ind[..., None]
+    coords = list(np.indices(x.shape, sparse=True))
+    for k, d in enumerate(dims):
+        c = np.broadcast_to(ind[..., k], x.shape)
+        coords[d] = np.clip(c, 0, max(x.shape[d] - 1, 0))
+    if x.size == 0:
+        return np.array(x, copy=True)
+    return np.array(x[tuple(coords)], copy=True)
+
+
 @reference("iota")
 def iota(instr, operands, ctx):
     dims = instr.shape.dims

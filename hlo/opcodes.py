@@ -139,6 +139,9 @@ def _rows():
         # XLA's newest unary function: elementwise, but a host op here (no kernel
         # recipe), so "library" keeps fusion away from it.
         OpInfo("sinh", 1, "library", expensive=True, **MATH),
+        # XLA's newest movement op (rotate along dimensions, or permute by constant
+        # coordinates); a host op here.
+        OpInfo("shuffle", 1, "library"),
         # --- leaves, tuples, control flow -------------------------------------
         OpInfo("parameter", 0, "leaf"),
         OpInfo("constant", 0, "leaf"),

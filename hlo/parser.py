@@ -676,7 +676,7 @@ class _ModuleBuilder:
         offset = attr.start.start_pos
         if key == "operand_layout_constraints":
             return tuple(_parse_part(text, "shape_list", offset))
-        if key != "literal":
+        if key not in ("literal", "indices"):
             return _parse_part(text, "shape_only", offset)
         return self._literal_attr(text, offset, attr)
 
@@ -785,7 +785,7 @@ def _async_sugar(opcode: str) -> tuple[str, str] | None:
 
 
 # Attributes whose value is a shape (or a shape and a literal), read with the grammar.
-SHAPE_ATTRS = frozenset({"outfeed_shape", "infeed_shape", "literal",
+SHAPE_ATTRS = frozenset({"outfeed_shape", "infeed_shape", "literal", "indices",
                          "operand_layout_constraints"})
 # Opcodes whose `window` XLA leaves out when it is empty (rank 0).
 WINDOWED_OPCODES = frozenset({"convolution", "reduce-window", "select-and-scatter"})

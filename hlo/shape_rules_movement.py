@@ -131,6 +131,45 @@ def concatenate_shape(opcode, shapes, attrs, hint):
     return first.with_dims(first.dims[:d] + (total,) + first.dims[d + 1:])
 
 
+@rule("shuffle")
+def shuffle_shape(opcode, shapes, attrs, hint):
+    """shuffle(x), dimensions={d...}: the operand's shape. mode=rotate with shifts={s...}
+    (one per dimension); mode=permute with indices=<an integer literal>: the operand's
+    dims (1 where the coordinates are shared), plus a last dim of the coordinates when
+    more than one dimension is shuffled."""
+    from .ir import LiteralAttr
+    (x,) = shapes
+    array(x)
+    dims = check_dims_attr(attrs.get("dimensions", ()), x.rank, "dimensions")
+    if not dims or len(set(dims)) != len(dims):
+        fail(f"needs dimensions={{d,...}}: distinct dimensions to shuffle, got {list(dims)}")
+    mode = attrs.get("mode")
+    if mode == "rotate":
+        shifts = tuple(attrs.get("shifts", ()))
+        if len(shifts) != len(dims):
+            fail(f"mode=rotate needs one shift per dimension: shifts={list(shifts)} for "
+                 f"dimensions={list(dims)}")
+        if "indices" in attrs:
+            fail("mode=rotate takes shifts=, not indices=")
+    elif mode == "permute":
+        ind = attrs.get("indices")
+        if not isinstance(ind, LiteralAttr) or not ind.shape.is_array:
+            fail("mode=permute needs indices=<an integer literal>")
+        s = ind.shape
+        if s.dtype.kind not in ("signed", "unsigned"):
+            fail(f"indices must be integers, got {s}")
+        want = x.rank + (1 if len(dims) > 1 else 0)
+        if s.rank != want or any(n not in (1, m) for n, m in zip(s.dims, x.dims)) or \
+                (len(dims) > 1 and s.dims[-1] != len(dims)):
+            fail(f"indices {s} must have the operand's dims (or 1 where shared)"
+                 + (f" and a last dim of {len(dims)} coordinates" if len(dims) > 1 else ""))
+        if "shifts" in attrs:
+            fail("mode=permute takes indices=, not shifts=")
+    else:
+        fail(f"mode must be rotate or permute, got {mode!r}")
+    return x
+
+
 @rule("reverse")
 def reverse_shape(opcode, shapes, attrs, hint):
     (x,) = shapes

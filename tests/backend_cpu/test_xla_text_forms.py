@@ -127,3 +127,13 @@ def test_sinh_and_pred_convolution_compute_like_the_evaluator():
         (c,) = hlo.evaluate(hlo.parse_module(texts["convolution_of_pred"]), [a, k])
         np.testing.assert_array_equal(c, (a.astype(int) @ k.astype(int)) > 0)
         _compare(texts["convolution_of_pred"], [a, k])
+
+
+def test_shuffle_compiles_like_the_evaluator():
+    from tests.hlo.test_xla_syntax import ACCEPTED
+    texts = dict(ACCEPTED)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x[1, 1] = np.nan
+    _compare(texts["shuffle_rotate"], [x])
+    _compare(texts["shuffle_permute_rows"], [np.arange(8, dtype=np.int32).reshape(4, 2)])
+    _compare(texts["shuffle_permute_both"], [np.arange(6, dtype=np.float32).reshape(2, 3)])

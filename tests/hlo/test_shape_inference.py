@@ -208,6 +208,8 @@ OK = [
      {**dims(lhs_contracting_dims=[2], rhs_contracting_dims=[1], lhs_batch_dims=[0],
              rhs_batch_dims=[0]), "lhs_ragged_dims": (2,)}, None, "f32[3,2,11,7]"),
     ("sinh", "sinh", ["bf16[3,5]"], {}, None, "bf16[3,5]"),
+    ("shuffle-rotate", "shuffle", ["f32[3,5]"],
+     {"dimensions": (1,), "mode": "rotate", "shifts": (2,)}, None, "f32[3,5]"),
     ("sinh-complex", "sinh", ["c64[2]"], {}, None, "c64[2]"),
     ("scan", "scan", ["f32[3,5]", "f32[3]"],
      {"dimensions": (1,), "num_carries": 1, "to_apply": SCAN_STEP}, None,

@@ -327,6 +327,21 @@ ENTRY e {
   sc = c64[3] sinh(c)
   ROOT t = (f32[4], bf16[4], c64[3]) tuple(sa, sb, sc)
 }"""),
+    ("shuffle_rotate", """HloModule m
+ENTRY e {
+  x = f32[3,4] parameter(0)
+  ROOT r = f32[3,4] shuffle(x), dimensions={1,0}, mode=rotate, shifts={-1,4}
+}"""),
+    ("shuffle_permute_rows", """HloModule m
+ENTRY e {
+  x = s32[4,2] parameter(0)
+  ROOT r = s32[4,2] shuffle(x), dimensions={0}, mode=permute, indices=s64[4,1]{1,0} { {3}, {3}, {0}, {9} }
+}"""),
+    ("shuffle_permute_both", """HloModule m
+ENTRY e {
+  x = f32[2,3] parameter(0)
+  ROOT r = f32[2,3] shuffle(x), dimensions={1,0}, mode=permute, indices=u8[2,3,2]{2,1,0} { { {2,1}, {0,0}, {1,1} }, { {0,1}, {2,0}, {1,0} } }
+}"""),
     ("convolution_of_pred", """HloModule m
 ENTRY e {
   x = pred[10,10]{1,0} parameter(0)
@@ -526,6 +541,22 @@ def test_index_vector_becomes_one_scalar_per_dimension():
     u = np.array([1.5, -2], np.float32).reshape(1, 1, 2, 1)
     (got,) = evaluate(module, [x, u, np.array([0, 0, 30, 0], np.uint32)])
     np.testing.assert_array_equal(got[0, 0, :, 0], [0] * 23 + [1.5, -2])
+
+
+def test_shuffle_values():
+    """rotate: result[i] = x[(i + shift) mod n] per dimension; permute: coordinates from
+    indices (the k-th for the k-th listed dimension), clamped as XLA's gather clamps."""
+    from xlapy.hlo import evaluate
+    texts = dict(ACCEPTED)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    (r,) = evaluate(parse_module(texts["shuffle_rotate"]), [x])
+    np.testing.assert_array_equal(r, np.roll(np.roll(x, 1, axis=1), -1, axis=0))
+    y = np.arange(8, dtype=np.int32).reshape(4, 2)
+    (p,) = evaluate(parse_module(texts["shuffle_permute_rows"]), [y])
+    np.testing.assert_array_equal(p, y[[3, 3, 0, 3]])      # 9 clamps to 3
+    z = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (q,) = evaluate(parse_module(texts["shuffle_permute_both"]), [z])
+    np.testing.assert_array_equal(q, [[z[1, 2], z[0, 0], z[1, 1]], [z[1, 0], z[0, 2], z[0, 1]]])
 
 
 def test_constant_values():
@@ -731,6 +762,17 @@ REJECTED += [
      "must have one rank (at least 1) and the same dimensions after the first"),
     ("ragged_five_operands", RAGGED.replace(", rs)", ")") % ("s32[4]", "s32[4]", "{}"),
      "takes 6 operands"),
+    ("shuffle_mode", dict(ACCEPTED)["shuffle_rotate"].replace("mode=rotate", "mode=spin"),
+     "mode must be one of rotate, permute"),
+    ("shuffle_shift_count", dict(ACCEPTED)["shuffle_rotate"].replace("shifts={-1,4}", "shifts={1}"),
+     "mode=rotate needs one shift per dimension"),
+    ("shuffle_indices_shape", dict(ACCEPTED)["shuffle_permute_rows"].replace("s64[4,1]{1,0}", "s64[4]{0}")
+     .replace("{ {3}, {3}, {0}, {9} }", "{3, 3, 0, 9}"),
+     "indices s64[4]{0} must have the operand's dims (or 1 where shared)"),
+    ("shuffle_float_indices", dict(ACCEPTED)["shuffle_permute_rows"].replace("s64[4,1]", "f32[4,1]"),
+     "indices must be integers"),
+    ("shuffle_no_indices", dict(ACCEPTED)["shuffle_permute_rows"].split(", indices=")[0] + "\n}",
+     "mode=permute needs indices="),
     ("sinh_of_integers", entry("x = s32[4] parameter(0)\n  ROOT s = s32[4] sinh(x)"),
      "operand type s32 not allowed"),
     ("pred_convolution_of_floats", entry(
