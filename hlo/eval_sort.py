@@ -13,7 +13,10 @@ search in the other run, one comparator evaluation per search step:
 (equal elements keep their order: the sort is stable). That is about
 log2(n)**2 / 2 comparator evaluations in all. Rows whose comparator is not a
 strict weak order (the positions collide) are sorted with Python's stable sort
-calling the comparator element by element.
+calling the comparator element by element; so is every row when the comparator
+is not made of scalar elementwise ops only (XLA's CPU tests put broadcasts,
+scatters and loops in comparators), since only those compute the same on whole
+arrays as on scalars.
 """
 from __future__ import annotations
 
@@ -47,9 +50,35 @@ def _less(comp, ctx, lhs: list, rhs: list) -> np.ndarray:
     return np.broadcast_to(np.asarray(ctx.call(comp, args), dtype=bool), lhs[0].shape)
 
 
+def _elementwise_on_scalars(comp, seen=None) -> bool:
+    """True if every instruction of `comp` (and of what it calls) is a scalar parameter,
+    constant, tuple or elementwise op: then it computes on whole arrays elementwise."""
+    seen = set() if seen is None else seen
+    if id(comp) in seen:
+        return True
+    seen.add(id(comp))
+    for instr in comp.instructions:
+        if not all(leaf.rank == 0 for leaf in instr.shape.leaves()):
+            return False
+        if instr.opcode in ("parameter", "constant", "tuple", "get-tuple-element"):
+            continue
+        if instr.opcode == "call":
+            if not _elementwise_on_scalars(instr.attrs["to_apply"], seen):
+                return False
+            continue
+        if not instr.info.is_elementwise:
+            return False
+    return True
+
+
 def sort_order(comp, ctx, rows: list[np.ndarray]) -> np.ndarray:
     """For each row (of the 2-D arrays `rows`), the indices of its elements in sorted order."""
     num_rows, n = rows[0].shape
+    if not _elementwise_on_scalars(comp):
+        order = np.empty((num_rows, n), dtype=np.int64)
+        for r in range(num_rows):
+            order[r] = _python_sort(comp, ctx, [x[r] for x in rows])
+        return order
     order = np.broadcast_to(np.arange(n), (num_rows, n)).copy()
     broken = np.zeros(num_rows, dtype=bool)
     position = np.arange(n)
