@@ -342,6 +342,20 @@ ENTRY e {
   x = f32[2,3] parameter(0)
   ROOT r = f32[2,3] shuffle(x), dimensions={1,0}, mode=permute, indices=u8[2,3,2]{2,1,0} { { {2,1}, {0,0}, {1,1} }, { {0,1}, {2,0}, {1,0} } }
 }"""),
+    ("call_start_and_done", """HloModule m
+double {
+  x = f32[4] parameter(0)
+  ROOT y = f32[4] add(x, x)
+}
+ENTRY e {
+  p = f32[4] parameter(0)
+  s = ((f32[4]), f32[4], s32[]) call-start(p), to_apply=double
+  ROOT d = f32[4] call-done(s)
+}"""),
+    ("dim_labels_with_unknowns", """HloModule m
+ENTRY e {
+  ROOT r = f32[100]{0} custom-call(), window={size=2x2}, dim_labels=?b01f_0?1io->b01?f, custom_call_target="target"
+}"""),
     ("convolution_of_pred", """HloModule m
 ENTRY e {
   x = pred[10,10]{1,0} parameter(0)
