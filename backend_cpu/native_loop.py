@@ -13,13 +13,15 @@ in generated code:
           run body's calls; swap each state leaf with the body's result for it;
           point cond's parameters at the new state; trips += 1
 
-The driver reads a *plan* (int64 words, built once at link time) and a *workspace*
-(int64 words, one per run of the while): the cond's buffer table followed by the
-body's. Per run of the while, `Plan.run` copies the workspace template (constants
-bound), points temps into one arena shared by cond and body (they never run at the
-same time), allocates the state twice (A: the current state, a copy of the init;
-B: where the body writes the next one) and the cond's outputs once, then makes the
-one ctypes call, which releases the GIL.
+The driver reads a *plan* (int64 words, built once at link time: a header, the
+call records, the word pairs to swap and to copy) and a *workspace* (int64 words,
+one per run of the while): the cond's buffer table followed by the body's. Per run
+of the while, `Plan.run` copies the workspace template (constants bound), points
+temps into one arena shared by cond and body (they never run at the same time),
+puts the state in one block (A: the current value, a copy of the init; B: where the
+body writes the next one) and the cond's outputs in another, then makes the one
+ctypes call, which releases the GIL. (An infinite loop cannot be interrupted from
+Python, as in XLA.)
 
 State: the body's results are fresh output slots, not its parameters (compiler.py
 copies a root leaf that is a parameter or a constant), so after the body's calls
@@ -29,14 +31,19 @@ passes through unchanged (its result is a copy of the same parameter: that copy 
 dropped from the calls), and a leaf the body updates in place (`Program.in_place`:
 a dynamic-update-slice of the leaf that nothing else reads, which compiler.py emits
 as a kernel storing only the update into the state, emitters/in_place_update.py).
+A leaf passed through is read from the init's buffer (the body never writes it) and
+copied out only if something reads the while's result for it (`WhileThunk.used`);
+an in-place leaf whose init a kernel made for this loop alone is updated in the
+init's buffer (`WhileThunk.donated`): no copy in or out.
 
 Which loops (`plan` returns the reason why not, a string, for the others): every
 thunk of cond and body is a `KernelThunk` or a `CopyThunk`, and each kernel runs as
 one call -- one slice, or several slices of less than `LOOP_PARALLEL_MIN_BYTES`
 of work (a trip through the thread pool per iteration would cost more than the
-second thread saves; the driver calls [0, extent) at once). The rest keep the host loop: nested whiles,
-conditionals, calls, collectives, host ops (host sort, library ops) and kernels
-that want several threads -- a loop with so large a body gains nothing here.
+second thread saves; the driver calls [0, extent) at once). The rest keep the host
+loop: nested whiles, conditionals, calls, collectives, host ops (host sort, library
+ops) and larger kernels that want several threads -- a loop with so large a body
+gains little here.
 While a trace runs (runtime.profiler), the host loop runs too, so that every
 kernel of every iteration is a span.
 """
@@ -52,10 +59,11 @@ from .. import runtime
 from . import target as targets
 from .llvm import target_machine
 
-# Words per call record: kernel (fn, table offset, begin, end, 0) or copy
-# (0, table offset, dst slot, src slot, nbytes).
-_RECORD = 5
-_HEADER = 5            # n_cond, n_body, n_swap, n_set, the pred's word
+# The plan: a header (n_cond, n_body, n_swap, n_set, the pred's word in the workspace),
+# the cond's and the body's call records of 5 words -- a kernel (fn, table offset,
+# begin, end, 0) or a copy (0, table offset, dst slot, src slot, nbytes) -- then the
+# word pairs to swap (body parameter, body result) and to copy (cond parameter, body
+# parameter).
 
 _DRIVER_IR = r"""
 declare void @llvm.memmove.p0.p0.i64(ptr, ptr, i64, i1)
@@ -239,7 +247,6 @@ class Plan:
                  donated=frozenset()):
         self.leaf_shapes = leaf_shapes          # (dims, numpy dtype) per state leaf
         nc = len(cond.slots)
-        self.body_base = nc                     # the body's table starts here
         template = np.zeros(nc + len(body.slots), np.int64)
         for base, program in ((0, cond), (nc, body)):
             for i, s in enumerate(program.slots):
@@ -305,7 +312,7 @@ class Plan:
             + [w for pair in swaps + sets for w in pair]
         self.words = np.array(flat, np.int64)
         self.address = self.words.ctypes.data
-        self.calls = (len(cond_calls), len(body_calls))
+        self.calls = (len(cond_calls), len(body_calls))     # (for tests and reports)
         self._call = driver()
 
     def run(self, init_addresses, used=None) -> tuple[list, int]:
