@@ -954,7 +954,38 @@ def modules_with_new_syntax(draw):
                             dynamic=dynamic, layout_extra=draw(st.sampled_from(LAYOUT_EXTRAS)))
     if draw(st.booleans()):
         module.entry.attrs["execution_thread"] = "main"
+    root = module.entry.root
+    if draw(st.booleans()):
+        root.attrs["literal"] = draw(_literal_attrs())
     return module
+
+
+@st.composite
+def _literal_attrs(draw):
+    """A literal= value: a scalar word (true, inf, nan), or an array of rank 1-2 (its
+    shape's commas inside the attribute), or a tuple of them."""
+    from xlapy.hlo.ir import LiteralAttr
+    from xlapy.hlo.shape import Shape
+
+    def one():
+        kind = draw(st.sampled_from(["pred0", "f32word", "s32array", "f32array"]))
+        if kind == "pred0":
+            return LiteralAttr(Shape.scalar("pred"), np.bool_(draw(st.booleans())))
+        if kind == "f32word":
+            return LiteralAttr(Shape.scalar("f32"),
+                               np.float32(draw(st.sampled_from([np.inf, -np.inf, np.nan, 0.5]))))
+        dims = tuple(draw(st.lists(st.integers(0, 3), min_size=1, max_size=2)))
+        dtype = np.int32 if kind == "s32array" else np.float32
+        values = draw(st.lists(st.sampled_from([0, 1, -7, 2.5, np.inf, np.nan]),
+                               min_size=int(np.prod(dims)), max_size=int(np.prod(dims))))
+        if dtype == np.int32:
+            values = [v if np.isfinite(v) and v == int(v) else 3 for v in values]
+        return LiteralAttr(Shape("s32" if kind == "s32array" else "f32", dims),
+                           np.array(values, dtype).reshape(dims))
+    if draw(st.booleans()):
+        return one()
+    parts = [one(), one()]
+    return LiteralAttr(Shape.tuple_of([p.shape for p in parts]), tuple(p.value for p in parts))
 
 
 def _maybe_accuracy_and_origin(instr, draw) -> None:
