@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..hlo import HloComputation, HloInstruction, HloModule
 
-from .fusion_utils import INPUT, LOOP, control_successors, create_fusion, fuse_producer, \
+from .fusion_utils import INPUT, LOOP, ROW, control_successors, create_fusion, fuse_producer, \
     fusion_kind
 from .pass_base import HloModulePass, register_pass
 from .target_facts import DEFAULT, TargetFacts
@@ -212,7 +212,8 @@ class CpuInstructionFusion(InstructionFusion):
     Never fuses parameters, non-scalar constants, dots, convolutions or any op a
     loop emitter cannot compute per element; never duplicates an expensive
     producer (exp, log, tanh, ...) into a second consumer, nor fuses one where
-    it would be recomputed per broadcast element. Row fusions are left alone.
+    it would be recomputed per broadcast element. Row fusions take broadcasts,
+    iotas and scalar constants only.
     True iff anything was fused.
     """
 
@@ -223,7 +224,7 @@ class CpuInstructionFusion(InstructionFusion):
 
     def consumer_kind(self, consumer: HloInstruction) -> str | None:
         if consumer.opcode == "fusion":    # loop and input fusions keep growing
-            return {"loop": LOOP, "input": INPUT}.get(fusion_kind(consumer))
+            return {"loop": LOOP, "input": INPUT, "row": ROW}.get(fusion_kind(consumer))
         if consumer.opcode == "reduce":
             return INPUT
         if is_loop_fusible(consumer) and consumer.opcode != "constant":
@@ -232,6 +233,8 @@ class CpuInstructionFusion(InstructionFusion):
 
     def should_fuse(self, consumer: HloInstruction, index: int) -> FusionDecision:
         producer = consumer.operands[index]
+        if consumer.opcode == "fusion" and fusion_kind(consumer) == "row":
+            return self._should_fuse_into_row(consumer, producer)
         if producer.opcode == "reduce":
             return self._should_fuse_reduce(consumer, index)
         large = self.facts.large_transpose_bytes
@@ -256,6 +259,23 @@ class CpuInstructionFusion(InstructionFusion):
             return FusionDecision("an expensive producer would be recomputed per window")
         if others and not is_cheap(producer):
             return FusionDecision("would duplicate a producer that is not cheap")
+        return YES
+
+    def _should_fuse_into_row(self, consumer: HloInstruction,
+                              producer: HloInstruction) -> FusionDecision:
+        """A row fusion (row_fusion.py) takes only what costs nothing to recompute in its
+        rows: a broadcast (its operand stays an operand), an iota, a scalar constant.
+        Written out as kernels of their own they cost a full-size store and load (the
+        GPT block: a causal mask and a scale broadcast to [8,8,256,256])."""
+        if producer.opcode not in ("broadcast", "iota") and not (
+                producer.opcode == "constant" and producer.shape.is_scalar):
+            return FusionDecision("a row fusion takes only broadcasts, iotas and scalars")
+        if not producer.shape.is_array or producer.info.per_device:
+            return FusionDecision(f"{producer.opcode} is not loop-fusible")
+        if producer.is_root:
+            return FusionDecision("producer is the computation root")
+        if self.runs_before_others(producer, consumer):
+            return FusionDecision("a control edge orders another instruction after the producer")
         return YES
 
     def _should_fuse_reduce(self, consumer: HloInstruction, index: int) -> FusionDecision:
