@@ -109,7 +109,7 @@ def apply_computation(kernel: KernelIR, comp, values: list) -> list:
 
 def make_generator(kernel: KernelIR, instr, srcs: list[Generator]) -> Generator:
     """The (memoized) generator of one instruction from its operands' generators."""
-    raw = _raw_generator(kernel, instr, srcs)
+    raw = _rotation(instr, srcs) or _raw_generator(kernel, instr, srcs)
 
     def generate(b, index):
         key = memo_key(instr, index)
@@ -119,7 +119,63 @@ def make_generator(kernel: KernelIR, instr, srcs: list[Generator]) -> Generator:
             kernel.memo_put(key, value)
         return value
     generate.buffer = getattr(raw, "buffer", None)     # see buffer_reader
+    generate.operand_gens = srcs                        # see _rotation
     return generate
+
+
+def _rotation(instr, srcs) -> Generator | None:
+    """A rotate for `or(shift-left(x, a), shift-right-logical(x, w - a))` (either order;
+    w the bit width, a and w - a broadcast scalars as JAX's threefry writes them), else
+    None. The shifts' XLA semantics (an amount >= w gives 0) make it rotl(x, a) for
+    a <= w (a = 0 and a = w: x) and 0 beyond: one funnel shift and one select on an
+    amount that is the same for every element, instead of two shifts with a select each
+    (LLVM unswitched the kernel's loop on each of those eight selects of threefry's
+    four rotations: 256 copies of the loop)."""
+    t = instr.shape.element_type
+    if instr.opcode != "or" or t not in ("s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64") \
+            or len(srcs) != 2:
+        return None
+    for i in (0, 1):
+        left, right = instr.operands[i], instr.operands[1 - i]
+        if left.opcode != "shift-left" or right.opcode != "shift-right-logical" \
+                or left.operands[0] is not right.operands[0] \
+                or any(o.shape.dims != instr.shape.dims for o in (*left.operands, *right.operands)):
+            continue
+        inner = getattr(srcs[i], "operand_gens", None)
+        amount, rest = _scalar_source(left.operands[1]), _scalar_source(right.operands[1])
+        if inner is None or amount is None or rest is None or rest.opcode != "subtract":
+            continue
+        width = _scalar_source(rest.operands[0])
+        if _scalar_source(rest.operands[1]) is not amount or width is None \
+                or width.opcode != "constant" or width.literal is None \
+                or int(width.literal.reshape(-1)[0]) != bits(t):
+            continue
+        x_gen, a_gen = inner
+
+        def gen(b, index):
+            x, a = x_gen(b, index), a_gen(b, index)
+            rotated = b.call(_funnel_left(b.module, x.type), [x, x, a])
+            return b.select(b.icmp_unsigned("<=", a, ir.Constant(a.type, bits(t))), rotated,
+                            ir.Constant(x.type, 0))
+        return gen
+    return None
+
+
+def _scalar_source(instr):
+    """The scalar instruction a value of one element repeated everywhere comes from
+    (through broadcasts of one element and reshapes of one element), or None."""
+    while instr.opcode in ("broadcast", "reshape", "bitcast") \
+            and instr.operands[0].shape.numel == 1:
+        instr = instr.operands[0]
+    return instr if instr.shape.numel == 1 else None
+
+
+def _funnel_left(module: ir.Module, ty: ir.Type) -> ir.Function:
+    name = f"llvm.fshl.i{ty.width}"
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
+    return ir.Function(module, ir.FunctionType(ty, [ty, ty, ty]), name)
 
 
 def _raw_generator(kernel: KernelIR, instr, srcs) -> Generator:
