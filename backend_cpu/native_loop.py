@@ -260,15 +260,16 @@ class Plan:
                 if s.kind == "temp":
                     words.append(base + i)
                     offsets.append(s.offset)
-        self.temp_words = np.array(words, np.int64)
-        self.temp_offsets = np.array(offsets, np.int64)
-        self.arena_bytes = max(cond.arena_size, body.arena_size)
-        # The cond's outputs (its pred, and copies it may make): one small block.
-        self.cond_outputs, size = [], 0
+        # The cond's outputs (its pred, and copies it may make) after the arena, in the
+        # same block.
+        size = _aligned(max(cond.arena_size, body.arena_size))
         for slot, _ in cond.outputs:
-            self.cond_outputs.append((slot, size))
+            words.append(slot)
+            offsets.append(size)
             size += _aligned(max(cond.slots[slot].nbytes, 1))
-        self.cond_bytes = size
+        self.work_bytes = size
+        self.work_words = np.array(words, np.int64)
+        self.work_offsets = np.array(offsets, np.int64)
         self.pred_word = cond.outputs[0][0]
         # Per state leaf: its word in cond's table, in body's table, its result's word.
         self.cond_params = list(cond.param_slots)
@@ -301,8 +302,10 @@ class Plan:
                                    + [self.body_params[i] for i, _ in own], np.int64)
         self._own_offsets = np.array([o for _, o in own] * 2, np.int64)
         self._own_body_words = np.array([self.body_params[i] for i, _ in own], np.int64)
-        self._spare_words = np.array([self.body_results[i] for i, _ in spare], np.int64)
-        self._spare_offsets = np.array([o for _, o in spare], np.int64)
+        self._state_words = np.concatenate(
+            [self._own_words, np.array([self.body_results[i] for i, _ in spare], np.int64)])
+        self._state_offsets = np.concatenate(
+            [self._own_offsets, np.array([o for _, o in spare], np.int64)])
         self._copy_in = [(i, o, self.nbytes[i]) for i, o in own if self.nbytes[i]]
         swaps = [(p, r) for i, (p, r) in enumerate(zip(self.body_params, self.body_results))
                  if i not in self.fixed]
@@ -322,17 +325,8 @@ class Plan:
         body never writes it) and copied out only if used; a donated leaf is updated in
         its init's buffer and comes back as None (its result slot is that buffer)."""
         ws = self.template.copy()
-        keep = []
-        if self.arena_bytes:
-            arena = _empty(self.arena_bytes)
-            keep.append(arena)
-            ws[self.temp_words] = arena.ctypes.data + self.temp_offsets
-        if self.cond_bytes:
-            block = np.empty(self.cond_bytes, np.uint8)
-            keep.append(block)
-            base = block.ctypes.data
-            for slot, offset in self.cond_outputs:
-                ws[slot] = base + offset
+        work = _empty(self.work_bytes)          # the arena and the cond's outputs
+        ws[self.work_words] = _address(work) + self.work_offsets
         passed, cond_words, body_words = self._pass
         if passed:
             inits = [init_addresses[i] for i in passed]
@@ -341,9 +335,8 @@ class Plan:
         state = None
         if self.state_bytes:
             state = _empty(self.state_bytes)
-            base = state.ctypes.data
-            ws[self._own_words] = base + self._own_offsets
-            ws[self._spare_words] = base + self._spare_offsets
+            base = _address(state)
+            ws[self._state_words] = base + self._state_offsets
             for i, offset, nbytes in self._copy_in:
                 ctypes.memmove(base + offset, init_addresses[i], nbytes)
         trips = self._call(self.address, ws.ctypes.data)
@@ -361,8 +354,12 @@ class Plan:
                 if self.nbytes[i]:
                     ctypes.memmove(a.ctypes.data, init_addresses[i], self.nbytes[i])
                 results[i] = a
-        del keep
+        del work
         return results, int(trips)
+
+
+def _address(array: np.ndarray) -> int:
+    return ctypes.addressof(ctypes.c_char.from_buffer(array))
 
 
 def _empty(nbytes: int) -> np.ndarray:
