@@ -121,3 +121,57 @@ def test_the_copy_is_optimized(isa):
     start = re.search(r"define [^\n]*_relayout_lhs\(", llvm).start()
     body = llvm[start:llvm.index("\n}", start)]
     assert "@llvm.memcpy" in body or isa.vector_type("s32") in body, body[:2000]
+
+
+WHILE_BODY_DOT = """HloModule loop
+body {
+  p = (s32[], f32[8,4,16,32], f32[8,32,128]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  s = f32[8,4,16,32] get-tuple-element(p), index=1
+  o = f32[8,32,128] get-tuple-element(p), index=2
+  v = f32[8,32,4,16]{1,3,2,0} transpose(s), dimensions={0,3,1,2}
+  d = f32[4,16,128] dot(v, o), lhs_contracting_dims={0,1}, rhs_contracting_dims={0,1}
+  c = f32[] constant(0.001)
+  cb = f32[4,16,128] broadcast(c), dimensions={}
+  dd = f32[4,16,128] multiply(d, cb)
+  t = f32[8,32,128] slice(o), slice={[0:8], [0:32], [0:128]}
+  r = f32[128] reduce(dd, c), dimensions={0,1}, to_apply=add
+  rb = f32[8,32,128] broadcast(r), dimensions={2}
+  o2 = f32[8,32,128] add(t, rb)
+  one = s32[] constant(1)
+  i2 = s32[] add(i, one)
+  ROOT q = (s32[], f32[8,4,16,32], f32[8,32,128]) tuple(i2, s, o2)
+}
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+cond {
+  p = (s32[], f32[8,4,16,32], f32[8,32,128]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(3)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY e {
+  s = f32[8,4,16,32] parameter(0)
+  o = f32[8,32,128] parameter(1)
+  z = s32[] constant(0)
+  init = (s32[], f32[8,4,16,32], f32[8,32,128]) tuple(z, s, o)
+  w = (s32[], f32[8,4,16,32], f32[8,32,128]) while(init), condition=cond, body=body
+  ROOT out = f32[8,32,128] get-tuple-element(w), index=2
+}
+"""
+
+
+def test_inside_a_while_body():
+    """The relayout's scratch buffers in a loop body's kernel (three iterations, each
+    dot reading the state the previous one wrote)."""
+    rng = np.random.default_rng(1)
+    args = [(rng.integers(-4, 5, (8, 4, 16, 32)) / 8).astype(np.float32),
+            (rng.integers(-4, 5, (8, 32, 128)) / 8).astype(np.float32)]
+    executable = backend_cpu.compile(hlo.parse_module(WHILE_BODY_DOT),
+                                     backend_cpu.CompileOptions(pipeline="default"))
+    assert "gemm" in [c.chosen for c in executable.kernel_strategies()]
+    expected = np.asarray(hlo.evaluate(hlo.parse_module(WHILE_BODY_DOT), args)[0])
+    assert_close(executable.run(*args)[0], expected, "dot with a relayout in a while body")
