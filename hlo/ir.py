@@ -365,15 +365,7 @@ class HloComputation:
         and each is the earliest listed, so they keep their places, and only the rest is
         sorted (one scan finds where that starts; the result is the same as sorting all)."""
         instrs = self.instructions
-        done: set[int] = set()
-        start = len(instrs)
-        for n, instr in enumerate(instrs):
-            if any(id(o) not in done for o in instr.operands) or (
-                    instr.control_predecessors
-                    and any(id(o) not in done for o in instr.control_predecessors)):
-                start = n
-                break
-            done.add(id(instr))
+        start, done = _sorted_prefix(instrs)
         if start == len(instrs):
             return            # already in order: the order below would be this one
         rest = instrs[start:]
@@ -492,7 +484,12 @@ class HloComputation:
         raise KeyError(f"no instruction {name!r} in {self.name}")
 
     def post_order(self) -> list[HloInstruction]:
-        """Instructions with every operand (and control predecessor) before its users."""
+        """Instructions with every operand (and control predecessor) before its users:
+        a depth-first walk of the operands from each instruction in list order. On a
+        list in topological order that walk gives the list itself (each instruction's
+        operands were visited before it), so it is not walked."""
+        if _sorted_prefix(self.instructions)[0] == len(self.instructions):
+            return list(self.instructions)
         order: list[HloInstruction] = []
         seen: set[int] = set()
         for start in self.instructions:
@@ -668,6 +665,20 @@ def _copy_literal(literal):
     return np.array(literal, copy=True)
 
 
+def _sorted_prefix(instrs: list[HloInstruction]) -> tuple[int, set[int]]:
+    """(n, ids): instrs[:n] lists every operand and control predecessor before its
+    reader, instrs[n] does not (n = len(instrs): all in order); ids: those of instrs[:n]."""
+    done: set[int] = set()
+    seen = done.__contains__
+    for n, instr in enumerate(instrs):
+        if not all(map(seen, map(id, instr.operands))) or (
+                instr.control_predecessors
+                and not all(map(seen, map(id, instr.control_predecessors)))):
+            return n, done
+        done.add(id(instr))
+    return len(instrs), done
+
+
 def _depends_on(a: HloInstruction, b: HloInstruction) -> bool:
     """True if `a` must run after `b`: `b` is reachable from `a` through operands and
     control predecessors."""
@@ -684,6 +695,9 @@ def _depends_on(a: HloInstruction, b: HloInstruction) -> bool:
     return False
 
 
+_CALL_KEYS = frozenset(CALLED_COMPUTATION_ATTRS) | frozenset(CALLED_COMPUTATION_LIST_ATTRS)
+
+
 def callees_first(roots: Iterable[HloComputation]) -> list[HloComputation]:
     """Every computation reachable from `roots` (in their order), each after the
     computations it calls. Call graphs are shallow, so recursion is fine."""
@@ -695,8 +709,9 @@ def callees_first(roots: Iterable[HloComputation]) -> list[HloComputation]:
             return
         seen.add(id(comp))
         for instr in comp.instructions:
-            for callee in instr.called_computations():
-                visit(callee)
+            if instr.attrs and not _CALL_KEYS.isdisjoint(instr.attrs):
+                for callee in instr.called_computations():
+                    visit(callee)
         order.append(comp)
 
     for root in roots:

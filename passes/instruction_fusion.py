@@ -34,6 +34,7 @@ LOOPING = frozenset({"reduce", "reduce-window"})
 # as opposed to scalar computations applied inside an op (a reduce's to_apply).
 SEQUENTIAL_CALL_ATTRS = ("body", "condition", "true_computation", "false_computation",
                          "branch_computations")
+_SEQUENTIAL_KEYS = frozenset(SEQUENTIAL_CALL_ATTRS)
 
 
 # A matrix transpose of at least the target's large_transpose_bytes (1 MiB) stays a
@@ -128,6 +129,8 @@ def fusible_computations(module: HloModule) -> list[HloComputation]:
     comps = [module.entry]
     for comp in module.computations_post_order():
         for instr in comp.instructions:
+            if not instr.attrs or _SEQUENTIAL_KEYS.isdisjoint(instr.attrs):
+                continue
             for key in SEQUENTIAL_CALL_ATTRS:
                 value = instr.attrs.get(key)
                 for callee in (value if isinstance(value, (tuple, list)) else [value]):

@@ -40,6 +40,33 @@ def _is_candidate(instr: HloInstruction) -> bool:
             and is_loop_body(instr))
 
 
+class _Memo:
+    """`_is_candidate` and `iteration_space` of each instruction, computed once per walk
+    over a computation: a fusion is asked once per operand it reads, and both scan its
+    body. `forget` an instruction a merge changed (keyed by id, the instruction is kept
+    so that no id is reused)."""
+
+    def __init__(self):
+        self._seen: dict[int, tuple] = {}
+
+    def _entry(self, instr: HloInstruction) -> tuple:
+        entry = self._seen.get(id(instr))
+        if entry is None:
+            space = iteration_space(instr) if instr.opcode == "fusion" else None
+            entry = (instr, _is_candidate(instr), space)
+            self._seen[id(instr)] = entry
+        return entry
+
+    def is_candidate(self, instr: HloInstruction) -> bool:
+        return self._entry(instr)[1]
+
+    def space(self, instr: HloInstruction) -> tuple | None:
+        return self._entry(instr)[2]
+
+    def forget(self, instr: HloInstruction) -> None:
+        self._seen.pop(id(instr), None)
+
+
 def _why_not_candidate(instr: HloInstruction) -> str | None:
     """Why the fusion `instr` takes no part in multi-output fusion, or None (explaining)."""
     if instr.is_root:
@@ -61,17 +88,18 @@ def fuse_siblings(comp: HloComputation, note=None) -> bool:
     """Merges fusions that read a common operand and loop over the same space.
     `note`: None, or HloModulePass.note (explaining)."""
     reach = Reachability(comp)
+    memo = _Memo()
     changed = False
     for operand in list(comp.post_order()):
         if operand.parent is not comp or operand.opcode == "constant":
             continue
-        siblings = [u for u in dict.fromkeys(operand.users) if _is_candidate(u)]
+        siblings = [u for u in dict.fromkeys(operand.users) if memo.is_candidate(u)]
         if note is not None:
             _explain_users(operand, note)
         while len(siblings) > 1:
             first, rest = siblings[0], siblings[1:]
-            space = iteration_space(first)
-            partner = next((s for s in rest if iteration_space(s) == space
+            space = memo.space(first)
+            partner = next((s for s in rest if memo.space(s) == space
                             and reach.independent(first, s)), None)
             if partner is None:
                 if note is not None:
@@ -85,6 +113,7 @@ def fuse_siblings(comp: HloComputation, note=None) -> bool:
                 note(first, partner, None, f"merged (siblings reading {operand.name})")
             reach.merge(first, partner)
             merge_siblings(first, partner)
+            memo.forget(first)
             siblings = [first] + [s for s in rest if s is not partner]
             changed = True
     return changed
@@ -106,15 +135,16 @@ def fuse_producer_consumer(comp: HloComputation, note=None) -> bool:
     HloModulePass.note (explaining)."""
     changed = False
     reach = None          # built when first needed, again after each merge changes comp
+    memo = _Memo()
     for producer in list(comp.post_order()):
-        if (producer.parent is not comp or not _is_candidate(producer)
+        if (producer.parent is not comp or not memo.is_candidate(producer)
                 or fusion_kind(producer) != "loop" or producer.shape.is_tuple):
             continue
-        space = iteration_space(producer)
+        space = memo.space(producer)
         for consumer in dict.fromkeys(producer.users):
             # No other path from the producer to the consumer (through data or
             # control edges), or the merged fusion would have to run before itself.
-            if _is_candidate(consumer) and iteration_space(consumer) == space:
+            if memo.is_candidate(consumer) and memo.space(consumer) == space:
                 if reach is None:
                     reach = Reachability(comp)
                 if not any(op is not producer and reach.depends_on(op, producer)
@@ -123,6 +153,7 @@ def fuse_producer_consumer(comp: HloComputation, note=None) -> bool:
                         note(consumer, producer, None,
                              "merged (the producer kept as an output)")
                     fuse_producer(consumer, producer, keep_output=True)
+                    memo.forget(consumer)
                     reach = None
                     changed = True
                     break

@@ -141,11 +141,14 @@ COLUMN_ROOT_TYPES = ("f16", "bf16", "f32", "f64")
 
 
 def grow_row_region(root: HloInstruction, refused: list | None = None,
-                    dim: int | None = None) -> list[HloInstruction] | None:
+                    dim: int | None = None, *, parent_sorted: bool = False
+                    ) -> list[HloInstruction] | None:
     """The instructions of a row fusion rooted at `root` (users before operands),
     or None if the pattern does not apply. `refused`: None, or a list that gets
     (operand, reason) for each operand the region reaches but leaves out. `dim`:
-    the reduced dimension of the column form (None: the last, a row)."""
+    the reduced dimension of the column form (None: the last, a row).
+    `parent_sorted`: the caller knows the computation is in topological order (then
+    its list is its post order)."""
     if not root.shape.is_array or root.shape.rank < 1 or root.opcode == "fusion":
         return None
     pattern = _RowPattern(root, dim)
@@ -208,13 +211,18 @@ def grow_row_region(root: HloInstruction, refused: list | None = None,
     if not any(i.opcode == "reduce" for i in region):
         return None
     # Users before operands, so each producer is fused after everything reading it.
-    return [i for i in reversed(root.parent.post_order()) if id(i) in members]
+    comp = root.parent
+    order = comp.instructions if parent_sorted else comp.post_order()
+    return [i for i in reversed(order) if id(i) in members]
 
 
-def fuse_row_region(region: list[HloInstruction], dim: int | None = None) -> HloInstruction:
+def fuse_row_region(region: list[HloInstruction], dim: int | None = None, *,
+                    parent_sorted: bool = False) -> HloInstruction:
     """One row fusion of `region` (root first, users before operands); `dim`: the
-    reduced dimension of a column form (tagged in the fusion's backend_config)."""
-    region[0].parent.sort_topologically()     # once: each step below keeps the order
+    reduced dimension of a column form (tagged in the fusion's backend_config).
+    Leaves the computation in topological order; `parent_sorted`: it was already."""
+    if not parent_sorted:
+        region[0].parent.sort_topologically()     # once: each step below keeps the order
     fusion = create_fusion(region[0], ROW)     # (in the root's place: still sorted)
     if dim is not None and dim != region[0].shape.rank - 1:
         set_row_dim(fusion, dim)
@@ -250,23 +258,24 @@ class RowFusion(HloModulePass):
         changed = False
         for comp in fusible_computations(module):
             columns = column_dims(comp)
+            in_order = False      # the first fusion sorts comp, and the next keep it so
             for root in reversed(comp.post_order()):
                 if root.parent is not comp:
                     continue
                 refused = [] if self.explain_log is not None else None
-                region, dim = grow_row_region(root, refused), None
+                region, dim = grow_row_region(root, refused, parent_sorted=in_order), None
                 if region is None and root.shape.is_array:
                     # The column form, over each dimension some reduce reduces.
                     for dim in sorted(columns.get(root.shape.dims, ())):
                         tried = [] if refused is not None else None
-                        region = grow_row_region(root, tried, dim)
+                        region = grow_row_region(root, tried, dim, parent_sorted=in_order)
                         if region is not None:
                             refused = tried
                             break
                 fusion = None
                 if region is not None:
-                    fusion = fuse_row_region(region, dim)
-                    changed = True
+                    fusion = fuse_row_region(region, dim, parent_sorted=in_order)
+                    in_order = changed = True
                 if refused is not None:
                     self._explain(root, region, refused, fusion)
         return changed
