@@ -542,9 +542,14 @@ class _Emitted(NamedTuple):
 def _renamed(choice, old: str, new: str):
     """A strategies.Choice with the name `old` (of a kernel or an instruction, where it
     stands as a whole name) replaced by `new`."""
-    pattern = re.compile(rf"(?<![\w.\-]){re.escape(old)}(?![\w.\-])")
+    pattern = None
 
     def sub(text: str) -> str:
+        nonlocal pattern
+        if old not in text:       # (most reasons do not name the kernel: no regex then)
+            return text
+        if pattern is None:
+            pattern = re.compile(rf"(?<![\w.\-]){re.escape(old)}(?![\w.\-])")
         return pattern.sub(lambda _: new, text)
     return strategies.Choice(sub(choice.kernel), choice.chosen,
                              tuple((row, sub(reason)) for row, reason in choice.declined))

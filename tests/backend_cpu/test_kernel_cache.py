@@ -239,3 +239,21 @@ def test_a_kernel_is_not_replayed_on_operands_that_share_a_slot_differently(orde
     f1, f2 = exe.run(a, b)
     np.testing.assert_array_equal(f1, np.zeros(64, np.float32))
     np.testing.assert_array_equal(f2, a - b)
+
+
+def test_a_replayed_record_names_its_own_kernel_as_a_whole_word():
+    """compiler._renamed skips the regex where the old name is absent (issue 19: it ran
+    two substitutions on every reason of every replayed kernel); whole names only."""
+    from xlapy.backend_cpu import compiler, strategies
+    choice = strategies.Choice("fusion.3", "loop_nest", (
+        ("gemm", "fusion.3 holds no dot"),
+        ("row_normalize", "fusion.31 and fusion.3.1 are other kernels; (fusion.3) is this"),
+        ("column_normalize", "nothing named here"),
+    ))
+    renamed = compiler._renamed(choice, "fusion.3", "fusion.7")
+    assert renamed == strategies.Choice("fusion.7", "loop_nest", (
+        ("gemm", "fusion.7 holds no dot"),
+        ("row_normalize", "fusion.31 and fusion.3.1 are other kernels; (fusion.7) is this"),
+        ("column_normalize", "nothing named here"),
+    ))
+    assert compiler._renamed(choice, "absent", "x") == choice
