@@ -374,16 +374,16 @@ class HloComputation:
         readers: dict[int, list[tuple[int, HloInstruction]]] = {}
         heap = []
         for n, instr in enumerate(rest, start):
-            waits = {id(o): o for o in instr.operands}
-            for o in instr.control_predecessors:
-                waits[id(o)] = o
-            count = 0
-            for key in waits:
-                if key not in done:        # the placed prefix is ready
-                    count += 1
-                    readers.setdefault(key, []).append((n, instr))
-            pending[id(instr)] = count
-            if count == 0:
+            waits = set(map(id, instr.operands))
+            if instr.control_predecessors:
+                waits.update(map(id, instr.control_predecessors))
+            waits -= done                  # the placed prefix is ready
+            pending[id(instr)] = len(waits)
+            if waits:
+                item = (n, instr)
+                for key in waits:          # (each list grows in list order)
+                    readers.setdefault(key, []).append(item)
+            else:
                 heap.append((n, instr))
         heapq.heapify(heap)
         order = instrs[:start]
