@@ -11,6 +11,7 @@ from .horizontal_fusion import HorizontalFusion
 from .instruction_fusion import CpuInstructionFusion
 from .multi_output_fusion import MultiOutputFusion
 from .pass_base import HloPassFix, HloPassPipeline, PassError
+from .result_layouts import DefaultResultLayouts
 from .row_fusion import RowFusion
 from .target_facts import DEFAULT, TargetFacts
 from .tuple_simplifier import TupleSimplifier
@@ -33,6 +34,8 @@ def cpu_pipeline(facts: TargetFacts = DEFAULT, **options) -> HloPassPipeline:
                                   # inside come apart: the contraction is a kernel of its own
         DCE(),                    # the inlined callees are now unreachable
         HloPassFix(simplify),     # rewrites enable each other (a fold exposes x * 1, ...)
+        DefaultResultLayouts(),   # results the caller gets row-major are computed so
+                                  # (before fusion, which absorbs the copies)
         # Fusion runs on simplified code: producers are already minimal.
         RowFusion(),              # before loop fusion, which would split the row pattern
         # Merging kernels can leave a shared producer with a single user, which

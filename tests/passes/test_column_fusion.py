@@ -10,6 +10,7 @@ from xlapy import hlo, passes
 from xlapy.frontend import jit_compile, ops
 from xlapy.passes.fusion_utils import fusion_kind, row_dim
 from xlapy.passes.row_fusion import RowFusion
+from tests.corpus_util import assert_close
 
 # HLO text as JAX 0.10.2 writes these functions of x: f32[6,10] (jax.jit(f).lower(x)
 # .compiler_ir("hlo")): jax.nn.softmax(x, axis=0), jax.nn.log_softmax(x, axis=0),
@@ -307,12 +308,19 @@ def test_narrow_reduces_keep_todays_kernels(etype):
     assert len(fusions(module)) > 1
 
 
-def test_a_root_in_another_layout_is_not_a_column_form():
+def test_a_root_in_another_layout_is_copied_to_row_major_inside_the_column_form():
     text = normalization_hlo("softmax", (6, 10), 0, keepdims=False)
     text = text.replace("f32[6,10] divide(", "f32[6,10]{0,1} divide(")
     module = optimized(text)
-    # The divide stays out of every fusion (parts of it may still be column forms).
-    assert module.entry.root.opcode == "divide"
+    # The entry's results are row-major (passes/result_layouts.py): the divide in
+    # {0,1} is read by a copy to the default layout, and the whole softmax, copy
+    # included, is one column form whose root is in the default layout.
+    root = module.entry.root
+    assert root.opcode == "fusion" and root.shape.has_default_layout()
+    assert root.fused_computation.root.opcode == "copy"
+    x = np.random.default_rng(0).standard_normal((6, 10)).astype(np.float32)
+    assert_close(np.asarray(hlo.evaluate(module, [x])[0]),
+                 np.asarray(hlo.evaluate(hlo.parse_module(text), [x])[0]), "softmax")
 
 
 def test_a_sum_broadcast_along_the_rows_stays_out():
