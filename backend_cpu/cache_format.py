@@ -111,6 +111,7 @@ def _registry() -> dict[str, _Kind]:
         *[_Kind(cls, {"op": none}) for cls in (ct.AllReduceThunk, ct.ReduceScatterThunk)],
         *[_Kind(cls, {}) for cls in (ct.CollectiveThunk, ct.AlongDimThunk, ct.AllGatherThunk,
                                      ct.AllToAllThunk, ct.PermuteThunk, ct.BroadcastThunk,
+                                     ct.RaggedAllToAllThunk,
                                      ct.DeviceIdThunk, ct.StartThunk, ct.DoneThunk, ct.Buffer)],
         _Kind(sort_thunk._Layout, {}),
         _Kind(library_ops.HostOpThunk, {}),

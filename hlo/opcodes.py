@@ -137,8 +137,9 @@ def _rows():
         OpInfo("convolution", 2, "dot", expensive=True),
         OpInfo("ragged-dot", 3, "library", expensive=True),
         # XLA's newest unary function: elementwise, but a host op here (no kernel
-        # recipe), so "library" keeps fusion away from it.
-        OpInfo("sinh", 1, "library", expensive=True, **MATH),
+        # recipe and no vecmath routine, so not flagged transcendental), so
+        # "library" keeps fusion away from it.
+        OpInfo("sinh", 1, "library", expensive=True, float_only=True),
         # XLA's newest movement op (rotate along dimensions, or permute by constant
         # coordinates); a host op here.
         OpInfo("shuffle", 1, "library"),
