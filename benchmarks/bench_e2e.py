@@ -265,8 +265,11 @@ def xlapy_step(name: str, layers: int = 1, repeat: int = 5) -> dict:
     phases = {}
     for key, span in PHASES:
         phases[key] = sum(e.seconds for e in recorder.events if e.name == span)
+    # Kernel thunks and the distinct kernel bodies LLVM compiled for them (kernel_cache).
+    llvm = next((e.args for e in recorder.events if e.name == "LLVM compile"), None) or {}
+    kernels = {"thunks": llvm.get("kernel_thunks"), "bodies": llvm.get("kernels")}
     ms = median_ms(lambda: compiled(params, *inputs), repeat)
-    return {"compile": seconds, "phases": phases, "step_ms": ms}
+    return {"compile": seconds, "phases": phases, "kernels": kernels, "step_ms": ms}
 
 
 def _update(p, g):
@@ -342,8 +345,11 @@ def main(argv=None) -> int:
         one = in_subprocess(["gpt", "1", "1"])
         deep = in_subprocess(["gpt", str(args.layers), "1"])
         print(f"gpt {args.layers} layers vs 1 (fresh processes): {deep['compile']:.2f} s vs "
-              f"{one['compile']:.2f} s = {deep['compile'] / one['compile']:.2f}x   "
-              f"({phases_text(deep['phases'])})", flush=True)
+              f"{one['compile']:.2f} s = {deep['compile'] / one['compile']:.2f}x", flush=True)
+        for label, run in ((f"{args.layers} layers", deep), ("1 layer", one)):
+            k = run.get("kernels", {})
+            print(f"  {label:10s} {phases_text(run['phases'])}   kernels {k.get('thunks')}, "
+                  f"distinct bodies {k.get('bodies')}", flush=True)
     if not args.no_disk:
         with tempfile.TemporaryDirectory() as folder:
             env = {"XLAPY_DISABLE_DISK_CACHE": "0", "XLAPY_CACHE_DIR": folder}
