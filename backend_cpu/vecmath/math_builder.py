@@ -124,7 +124,19 @@ class MathBuilder:
         p = self.b.fmul(self.b.fmul(p, unscale_a), unscale_b)
         e = self.b.fmul(self.b.fmul(e, unscale_a), unscale_b)
         s, err = self.two_sum(p, c)
-        return self.b.fadd(s, self.b.fadd(err, e))
+        exact = self.b.fadd(s, self.b.fadd(err, e))
+        # The error terms of an infinite or NaN operand or product are NaN (inf - inf):
+        # there the plain a * b + c is what one rounding gives (fma(0, 0, -inf) = -inf,
+        # which the compensation turned into NaN: complex multiply of i*inf by i),
+        # except that finite a and b with an infinite c give c even where a * b
+        # overflows (the exact product is finite).
+        inf = self.const(float("inf"))
+        plain = self.b.fadd(self.b.fmul(a, b), c)
+        finite = self.cmp("<", self.fabs(plain), inf)
+        c_wins = self.b.and_(self.cmp("==", self.fabs(c), inf),
+                             self.b.and_(self.cmp("<", self.fabs(a), inf),
+                                         self.cmp("<", self.fabs(b), inf)))
+        return self.select(finite, exact, self.select(c_wins, c, plain))
 
     def _split_range(self, x):
         """(2^k, 2^-k): k = 600 for |x| < 2^-500, -600 for |x| > 2^900, else 0."""
