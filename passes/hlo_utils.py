@@ -26,6 +26,8 @@ def same_bytes(have: Shape, want: Shape) -> bool:
     """True when a value of shape `have` is stored as `want` declares: every array leaf
     orders its dimensions of size > 1 the same way (or is empty). Layouts that differ
     only in where size-1 dimensions go store the same bytes."""
+    if have is want:          # (a fused parameter is made with its operand's shape object)
+        return True
     have_leaves, want_leaves = have.leaves(), want.leaves()
     return len(have_leaves) == len(want_leaves) and all(
         h.numel == 0 or _physical_order(h) == _physical_order(w)
