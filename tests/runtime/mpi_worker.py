@@ -175,6 +175,22 @@ def check_ops(comm: MpiCommunicator) -> int:
         comm.all_reduce(rank, None, out, out, "max")
         check.equal(out, functools.reduce(np.add, [make("float32", 4096, 10 * step + d)
                                                    for d in range(n)]), f"repeat max {step}")
+    # The fast path knows the arrays by identity: the same object reinterpreted (a dtype
+    # of the same size) or a new object that got a dead one's id must take the checks.
+    ints = np.empty(4096, np.float32)
+    comm.all_reduce(rank, None, ints, ints)
+    comm.all_reduce(rank, None, ints, ints)
+    ints.dtype = np.int32
+    ints[:] = rank + 1
+    comm.all_reduce(rank, None, ints, ints)
+    check.equal(ints, np.full(4096, n * (n + 1) // 2, np.int32), "same object, new dtype")
+    for step in range(3):              # new arrays each time: ids may be reused
+        fresh_send = np.full(1000 + step, step + rank, np.float64)
+        fresh_out = np.empty_like(fresh_send)
+        comm.all_reduce(rank, None, fresh_send, fresh_out)
+        check.equal(fresh_out, np.full(1000 + step, n * step + n * (n - 1) / 2),
+                    f"fresh arrays {step}")
+        del fresh_send, fresh_out
     frozen = out.view()
     frozen.flags.writeable = False
     try:
