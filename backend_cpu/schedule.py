@@ -9,7 +9,9 @@ buffers; this is the same idea in its simplest form, a greedy list scheduler:
 
     ready = instructions whose operands (and control predecessors) have run
     repeat: run the ready instruction that frees the most bytes net of what it
-            allocates (ties: the earliest in post-order)
+            allocates (ties: the earliest in post-order); an async -start at once
+            and what it waits for first, an async -done only when nothing else is
+            ready
 
 An instruction frees a buffer when it is the buffer's last reader. Instructions that
 only name other buffers (tuple, get-tuple-element, bitcast, copy, reshape: they get no
@@ -89,20 +91,45 @@ def memory_order(comp) -> list:
         for p in preds:
             users[p].append(i)
 
+    # Asynchronous pairs: a -start runs as soon as it can and a -done as late as it can,
+    # so that kernels run while the collective is in flight (collective_thunks.schedule
+    # then keeps them apart; a done placed right after its start leaves nothing to move).
+    start = [x.opcode.endswith("-start") for x in order]
+    done = [x.opcode.endswith("-done") for x in order]
+    # What the next -start (in their fixed order) waits for runs first: the earlier a
+    # collective starts, the more work can hide it (a data-parallel step: each
+    # gradient's exchange starts as soon as the gradient exists, in the order the
+    # backward pass makes them).
+    starts = [i for i in range(n) if start[i]]
+    feeds: list[set] = []
+    for i in starts:
+        found: set[int] = set()
+        stack = [i]
+        while stack:
+            for o in order[stack.pop()].operands:
+                j = index[id(o)]
+                if j not in found:
+                    found.add(j)
+                    stack.append(j)
+        feeds.append(found)
+    next_start = 0
     ready = [i for i in range(n) if waiting[i] == 0]
     result = []
     while ready:
         best, best_key = None, None
         for i in ready:
-            if alias[i]:
+            if alias[i] or start[i]:
                 best = i
                 break
             freed = sum(size[b] for b in reads[i] if remaining[b] == 1 and b not in pinned)
-            key = (freed - (0 if i in pinned else size[i]), -i)
+            urgent = next_start < len(starts) and i in feeds[next_start]
+            key = (urgent, not done[i], freed - (0 if i in pinned else size[i]), -i)
             if best_key is None or key > best_key:
                 best, best_key = i, key
         ready.remove(best)
         result.append(order[best])
+        if start[best]:
+            next_start += 1
         for b in reads[best]:
             remaining[b] -= 1
         for u in users[best]:

@@ -123,3 +123,54 @@ def test_best_fit_packing_beats_first_fit_where_small_temps_split_the_arena():
     for a, b in ((1, 2), (2, 3)):          # alive together: disjoint
         lo_a, lo_b = slots[a].offset, slots[b].offset
         assert lo_a + slots[a].nbytes <= lo_b or lo_b + slots[b].nbytes <= lo_a
+
+
+# A data-parallel step's tail: two gradients, each exchanged by an async all-reduce. g1
+# is the larger one and comes first in the program (the backward pass made it first).
+ASYNC_GRADIENTS = """
+HloModule async_grads, replica_count=2
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[64,64] parameter(0)
+  y = f32[64,32] parameter(1)
+  w1 = f32[64,64] parameter(2)
+  w2 = f32[64,32] parameter(3)
+  g1 = f32[64,64] dot(x, x), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  s1 = f32[64,64] all-reduce-start(g1), replica_groups={{0,1}}, to_apply=add
+  g2 = f32[64,32] dot(x, y), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  s2 = f32[64,32] all-reduce-start(g2), replica_groups={{0,1}}, to_apply=add
+  d1 = f32[64,64] all-reduce-done(s1)
+  d2 = f32[64,32] all-reduce-done(s2)
+  u1 = f32[64,64] subtract(w1, d1)
+  u2 = f32[64,32] subtract(w2, d2)
+  ROOT t = (f32[64,64], f32[64,32]) tuple(u1, u2)
+}
+"""
+
+
+def test_async_collectives_start_early_and_finish_late():
+    # The memory order alone would compute the smaller gradient first (it allocates
+    # less) and run each update right after its done, leaving no work between a start
+    # and its done: the exchange could not hide behind anything.
+    comp = hlo.parse_module(ASYNC_GRADIENTS).entry
+    names = [x.name for x in schedule.memory_order(comp)]
+    assert names.index("g1") < names.index("s1") < names.index("g2") < names.index("d1")
+    assert names.index("d1") > names.index("s2")
+
+
+def test_async_gradients_give_the_evaluators_numbers_on_two_devices():
+    module = hlo.parse_module(ASYNC_GRADIENTS)
+    rng = np.random.default_rng(1)
+    args = [[rng.standard_normal(s).astype(np.float32) for s in ((64, 64), (64, 32), (64, 64), (64, 32))]
+            for _ in range(2)]
+    want = hlo.evaluate_devices(module, args)
+    got = backend_cpu.compile(module, backend_cpu.CompileOptions(num_devices=2)).run_devices(args)
+    for g_dev, w_dev in zip(got, want):
+        for g, w in zip(g_dev, w_dev):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-3)
