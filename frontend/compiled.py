@@ -106,6 +106,14 @@ class Compiled:
             result = fast(args)
             if result is not None:
                 return result
+        return self.call_checked(args)
+
+    def call_checked(self, args):
+        """`call_exact` after the bound dispatch declined (or where there is none): the
+        checks of `run_exact`, then the run; _MISS when the arguments are not exactly
+        the signature's."""
+        if self._plain_avals is None:
+            return _MISS
         if self._executable is not None:
             results = self._executable.run_exact(args)
             if results is None:

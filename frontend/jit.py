@@ -92,7 +92,7 @@ class JitFunction:
                     result = fast(args)
                     if result is not None:
                         return result
-                result = last.call_exact(args)
+                result = last.call_checked(args)       # (the bound dispatch declined)
                 if result is not _MISS:
                     return result
             try:
