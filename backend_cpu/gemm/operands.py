@@ -22,7 +22,8 @@ class View:
 
 
 def resolve_view(instr, param_views: dict) -> View | None:
-    """The strided view of `instr` if it is a parameter, bitcast or transpose of one."""
+    """The strided view of `instr` if it is a parameter, or a bitcast, row-major reshape
+    or transpose of one."""
     if instr.opcode == "parameter":
         return param_views.get(instr.parameter_number)
     if instr.opcode == "bitcast" and instr.shape.element_type == instr.operands[0].shape.element_type:
@@ -31,6 +32,14 @@ def resolve_view(instr, param_views: dict) -> View | None:
         # the memory must be in exactly that layout. A fused parameter bound to an
         # operand of another layout, or a transpose that is not itself a bitcast, holds
         # other bytes (the generators then do it element by element).
+        if inner is None or not _has_layout(inner, instr.operands[0].shape):
+            return None
+        return View(inner.pointer, instr.shape.dims, tuple(layout_strides(instr.shape)), inner.etype)
+    if instr.opcode == "reshape" and instr.shape.has_default_layout() \
+            and instr.operands[0].shape.has_default_layout():
+        # Between row-major arrays a reshape keeps the elements' order: a bitcast of a
+        # contiguous operand (attention's head split reads [B*S, H*D] as [B, S, H, D]).
+        inner = resolve_view(instr.operands[0], param_views)
         if inner is None or not _has_layout(inner, instr.operands[0].shape):
             return None
         return View(inner.pointer, instr.shape.dims, tuple(layout_strides(instr.shape)), inner.etype)
