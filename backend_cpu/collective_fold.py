@@ -24,9 +24,8 @@ import ctypes
 
 import numpy as np
 
+from ..runtime.collective_util import VECTOR_BYTES
 from .llvm import machine_code
-
-_VECTOR_BYTES = 64
 
 _TYPES = {"f4": "float", "f8": "double", "i1": "i8", "u1": "i8", "i2": "i16", "u2": "i16",
           "i4": "i32", "u4": "i32", "i8": "i64", "u8": "i64"}
@@ -66,7 +65,7 @@ def _mask(ty: str) -> str:
 def _loop(name: str, ty: str, element: str, lanes: int, parts: int, outs: int, op: str,
           kind: str, start: str, stop: str, after: str, nontemporal: bool) -> list[str]:
     """A loop over [start, stop) of `ty` values (element type `element`), `lanes` per step."""
-    align = _VECTOR_BYTES if nontemporal else 1
+    align = VECTOR_BYTES if nontemporal else 1
     meta = ", !nontemporal !0" if nontemporal else ""
     lines = [f"{name}.head:",
              f"  %{name}.i = phi i64 [{start}, %{name}.pre], [%{name}.next, %{name}.body]",
@@ -98,7 +97,7 @@ def fold_ir(op: str, dtype: np.dtype, parts: int, outs: int, nontemporal: bool) 
     """The LLVM module (text) of one fold (module docstring)."""
     element = _TYPES[dtype.str[1:]]
     kind = dtype.kind
-    lanes = _VECTOR_BYTES // dtype.itemsize
+    lanes = VECTOR_BYTES // dtype.itemsize
     vector = f"<{lanes} x {element}>"
     lines = ["define void @fold(i8** %parts, i8** %outs, i64 %begin, i64 %vbegin, "
              "i64 %vend, i64 %end) {", "entry:"]

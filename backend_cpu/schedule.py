@@ -25,14 +25,9 @@ from __future__ import annotations
 
 _ALIASES = frozenset({"tuple", "get-tuple-element", "bitcast", "copy", "reshape"})
 _PINNED = frozenset({"parameter", "constant"})
-_ORDERED = frozenset({
-    "all-reduce", "all-reduce-start", "all-reduce-done", "all-gather", "all-gather-start",
-    "all-gather-done", "reduce-scatter", "all-to-all", "ragged-all-to-all",
-    "collective-permute", "collective-permute-start", "collective-permute-done",
-    "collective-broadcast", "custom-call", "rng", "rng-get-and-update-state",
-    "rng-bit-generator", "infeed", "outfeed", "send", "send-done", "recv", "recv-done",
-    "after-all", "add-dependency", "async-start", "async-update", "async-done",
-    "while", "conditional", "call"})
+# Besides what the opcode table marks as a side effect or a collective: control flow,
+# whose called computations may hold either, and add-dependency, an ordering itself.
+_ORDERED_CONTROL = frozenset({"while", "conditional", "call", "add-dependency"})
 
 
 def _bytes(shape) -> int:
@@ -83,7 +78,7 @@ def memory_order(comp) -> list:
     for i, x in enumerate(order):
         preds = {index[id(o)] for o in x.operands} | \
             {index[id(o)] for o in x.control_predecessors if id(o) in index}
-        if x.opcode in _ORDERED:
+        if x.info.side_effect or x.info.collective or x.opcode in _ORDERED_CONTROL:
             if previous_ordered is not None:
                 preds.add(previous_ordered)
             previous_ordered = i

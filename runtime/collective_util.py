@@ -77,7 +77,7 @@ def resolve_reduction(op, dtype: np.dtype) -> Reduction:
 _native_provider = None
 _native_cache: dict = {}
 _native_lock = threading.Lock()
-_VECTOR_BYTES = 64
+VECTOR_BYTES = 64           # the folds' vector: non-temporal stores start on such a line
 
 
 def set_native_folds(provider) -> None:
@@ -114,12 +114,12 @@ def run_native_fold(fold, fold_nt, parts: list, outs: list, begin: int, end: int
     if end <= begin:
         return
     itemsize = outs[0].itemsize
-    lanes = _VECTOR_BYTES // itemsize
+    lanes = VECTOR_BYTES // itemsize
     out_addresses = [o.ctypes.data for o in outs]
-    offset = (out_addresses[0] + begin * itemsize) % _VECTOR_BYTES
+    offset = (out_addresses[0] + begin * itemsize) % VECTOR_BYTES
     if fold_nt is not None and offset % itemsize == 0 and \
-            all((a - out_addresses[0]) % _VECTOR_BYTES == 0 for a in out_addresses):
-        vbegin = min(end, begin + ((_VECTOR_BYTES - offset) % _VECTOR_BYTES) // itemsize)
+            all((a - out_addresses[0]) % VECTOR_BYTES == 0 for a in out_addresses):
+        vbegin = min(end, begin + ((VECTOR_BYTES - offset) % VECTOR_BYTES) // itemsize)
         chosen = fold_nt
     else:
         vbegin, chosen = begin, fold
