@@ -368,10 +368,10 @@ def _compile_module(module, start: float, use_disk_cache: bool = False,
     options = options or CompileOptions()
     replicas, partitions = options.devices(module)
     _ensure_recursion_limit(module)
-    context = _Context(ir.Module(name=_symbol(module.name)), replicas, partitions)
+    context = _Context(_symbol(module.name), replicas, partitions)
     with profiler.span("emit LLVM IR"):
         program = ProgramBuilder(context, module.entry).build()
-        glue = str(context.module)
+        glue = context.glue.text()
     # The glue module (the wrappers, see kernel_cache.py) first, then each distinct body.
     llvm_source = [glue, *context.bodies.values()]
     # Per module: the glue always takes the light pipeline, each body its own.
@@ -443,7 +443,7 @@ def emitted_strategies(hlo_text: str, target: Target,
     _ensure_recursion_limit(module)
     replicas, partitions = (options or CompileOptions()).devices(module)
     with targets.using(target):
-        context = _Context(ir.Module(name=_symbol(module.name)), replicas, partitions)
+        context = _Context(_symbol(module.name), replicas, partitions)
         ProgramBuilder(context, module.entry).build()
     return context.kernel_choices
 
@@ -466,8 +466,8 @@ class _Context:
     """Module-wide state: the glue module (the kernels' wrappers), the distinct kernel
     bodies (kernel_cache.py), unique kernel names."""
 
-    def __init__(self, module: ir.Module, replicas: int = 1, partitions: int = 1):
-        self.module = module
+    def __init__(self, name: str, replicas: int = 1, partitions: int = 1):
+        self.glue = kernel_cache.Glue(name)
         self.replicas, self.partitions = replicas, partitions   # the module's devices
         self._count = 0
         self.kernels_not_streaming = 0     # kernels without non-temporal output stores
@@ -512,14 +512,14 @@ class _Context:
         symbol, text = kernel_cache.seal(module, fn)
         self.bodies.setdefault(symbol, text)
         self.light.setdefault(symbol, light)
-        kernel_cache.emit_wrapper(self.module, name, symbol, kernel.slots)
+        self.glue.add(name, symbol, kernel.slots)
         return symbol
 
     def replay_kernel(self, name: str, symbol: str, slots: list[int], streams: bool) -> None:
         """A kernel `name` whose body `symbol` was emitted before in this compile."""
         if not streams:
             self.kernels_not_streaming += 1
-        kernel_cache.emit_wrapper(self.module, name, symbol, slots)
+        self.glue.add(name, symbol, slots)
 
 
 class _Emitted(NamedTuple):

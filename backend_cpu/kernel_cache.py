@@ -38,12 +38,9 @@ import llvmlite.ir as ir
 from . import target as targets
 from .llvm import machine_code
 from .llvm.kernel_ir import Buffer, KernelIR
-from .llvm.loops import i64
-from .llvm.types import I64, PTR, VOID
 
 # The body's name while it is emitted; replaced by `xk_<hash of the text>` after.
 PLACEHOLDER = "xlapy_kernel_body"
-KERNEL_TYPE = ir.FunctionType(VOID, [PTR, I64, I64])
 MEMORY_BYTES = 256 << 20       # object code kept in memory (the least recently used goes)
 
 
@@ -90,21 +87,38 @@ def seal(module: ir.Module, body: ir.Function) -> tuple[str, str]:
     return symbol, text.replace(PLACEHOLDER, symbol)
 
 
-def emit_wrapper(glue: ir.Module, name: str, symbol: str, slots: list[int]) -> None:
-    """`name` with the kernel ABI in `glue`: the table of `slots`' pointers, then the
-    body `symbol` called on it."""
-    fn = ir.Function(glue, KERNEL_TYPE, name)
-    body = glue.globals.get(symbol) or ir.Function(glue, KERNEL_TYPE, symbol)
-    buffers, begin, end = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    table_type = ir.ArrayType(PTR, max(1, len(slots)))
-    table = b.alloca(table_type, name="slots")
-    for j, slot in enumerate(slots):
-        pointer = b.load(b.gep(buffers, [i64(slot)], inbounds=True, source_etype=PTR),
-                         typ=PTR, align=8)
-        b.store(pointer, b.gep(table, [i64(0), i64(j)], inbounds=True), align=8)
-    b.call(body, [b.bitcast(table, PTR), begin, end])
-    b.ret_void()
+class Glue:
+    """The compile's glue module: one wrapper per kernel thunk, written as IR text.
+
+    `add(name, symbol, slots)` adds `name` with the kernel ABI, which fills a table of
+    `slots`' pointers on its stack and calls the body `symbol` on it; `text()` is the
+    module. The wrappers are all alike, so they are formatted here rather than built
+    with llvmlite's IR builder (the 12-layer GPT step has 542 of them: ~0.3 s of
+    building and printing IR objects, against a few milliseconds of string joins)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._parts: list[str] = []
+        self._declared: set[str] = set()
+
+    def add(self, name: str, symbol: str, slots: list[int]) -> None:
+        table = f"[{max(1, len(slots))} x ptr]"
+        lines = [f'define void @"{name}"(ptr %buffers, i64 %begin, i64 %end) {{',
+                 "entry:", f"  %slots = alloca {table}, align 8"]
+        for j, slot in enumerate(slots):
+            lines.append(f"  %a{j} = getelementptr inbounds ptr, ptr %buffers, i64 {slot}\n"
+                         f"  %p{j} = load ptr, ptr %a{j}, align 8\n"
+                         f"  %e{j} = getelementptr inbounds {table}, ptr %slots, i64 0, i64 {j}\n"
+                         f"  store ptr %p{j}, ptr %e{j}, align 8")
+        lines.append(f'  call void @"{symbol}"(ptr %slots, i64 %begin, i64 %end)\n'
+                     "  ret void\n}\n")
+        if symbol not in self._declared:
+            self._declared.add(symbol)
+            lines.append(f'declare void @"{symbol}"(ptr, i64, i64)\n')
+        self._parts.append("\n".join(lines))
+
+    def text(self) -> str:
+        return f'; ModuleID = "{self.name}"\n\n' + "\n".join(self._parts)
 
 
 _lock = threading.Lock()
@@ -178,11 +192,13 @@ def objects(glue: str, kernels: dict[str, str], *, light, strength_reduction: bo
                     _remember(memory_key[symbol], payload["object"])
     missing = [s for s in kernels if s not in found]
     # The glue is loads, stores and calls: the light pipeline is all it needs (O3 costs
-    # milliseconds per function, however small).
+    # milliseconds per function, however small), and the code generator at opt level 0
+    # (its O3 passes took a millisecond per wrapper).
     extra = list(extra)
     codes = machine_code.compile_objects([glue] + [kernels[s] for s in missing] + extra,
                                          light=[True] + [lights[s] for s in missing]
                                          + [False] * len(extra),
+                                         quick=[True] + [False] * (len(missing) + len(extra)),
                                          strength_reduction=strength_reduction,
                                          threads=threads, target=target)
     counts["compiled"] = len(missing)

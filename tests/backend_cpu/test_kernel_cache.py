@@ -257,3 +257,38 @@ def test_a_replayed_record_names_its_own_kernel_as_a_whole_word():
         ("column_normalize", "nothing named here"),
     ))
     assert compiler._renamed(choice, "absent", "x") == choice
+
+
+def test_the_glue_text_calls_one_body_on_each_wrappers_slots():
+    """kernel_cache.Glue writes its wrappers as text, compiled with the quick code
+    generator: two wrappers of one body (declared once) and one without slots."""
+    import ctypes
+    from xlapy.backend_cpu.llvm import machine_code
+    body = """define void @"xk_t"(ptr %t, i64 %b, i64 %e) {
+  %p0 = load ptr, ptr %t, align 8
+  %g = getelementptr inbounds ptr, ptr %t, i64 1
+  %p1 = load ptr, ptr %g, align 8
+  %v = load double, ptr %p0, align 8
+  %w = fadd double %v, 1.0
+  store double %w, ptr %p1, align 8
+  ret void
+}
+define void @"xk_none"(ptr %t, i64 %b, i64 %e) {
+  ret void
+}"""
+    glue = kernel_cache.Glue("g")
+    glue.add("w1", "xk_t", [2, 0])
+    glue.add("w2", "xk_t", [0, 1])
+    glue.add("w3", "xk_none", [])
+    text = glue.text()
+    assert text.count('declare void @"xk_t"') == 1
+    codes = machine_code.compile_objects([text, body], light=True, quick=[True, False],
+                                         threads=1)
+    jit = machine_code.jit_object(codes)
+    values = (ctypes.c_double * 3)(0.0, 0.0, 5.0)
+    base = ctypes.addressof(values)
+    table = (ctypes.c_void_p * 3)(base, base + 8, base + 16)
+    kernel = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+    for name in ("w1", "w2", "w3"):
+        kernel(jit.lookup(name))(ctypes.addressof(table), 0, 1)
+    assert list(values) == [6.0, 7.0, 5.0]
