@@ -1,13 +1,19 @@
 """Algebraic simplifier rules for data movement and reductions (see algebraic_simplifier).
 
 Movement ops only copy elements, so these rules are exact by construction; the
-reduce rules keep the exact sequence of reducer applications.
+reduce rules keep the exact sequence of reducer applications. Two rules reach
+past movement: a sum of zero-padded pieces becomes their concatenation (exact,
+signed zeros included), and a transposed dot becomes the dot with its operands
+swapped (the same products over the same contraction; a dot's order of
+summation is the backend's either way).
 """
 from __future__ import annotations
 
+import math
+
 from ..hlo import HloInstruction, Shape, SliceDim
 
-from .algebraic_simplifier import can_forward, make, rule
+from .algebraic_simplifier import can_forward, is_float, is_splat, make, rule, splat_value
 from .hlo_utils import new_instruction
 
 
@@ -159,3 +165,123 @@ def _is_plain_binary(reducer) -> bool:
 def _default_layouts(*instrs: HloInstruction) -> bool:
     """Rules that reinterpret element order assume row-major layouts."""
     return all(i.shape.has_default_layout() for i in instrs)
+
+
+@rule("add")
+def _sum_of_disjoint_pads(instr):
+    """pad(a) + pad(b) + pad(c), zero-padded along one dimension where the pieces do
+    not overlap, is concatenate(a, b, c) (gaps filled with the zero): the gradient of
+    slicing one array into parts (attention's q, k, v from one projection) comes out
+    of autodiff as this sum. Fused, the sum evaluates every pad's bounds and adds its
+    zeros at every element; the concatenation picks one source per element.
+
+    Exact: at each position one piece's value x meets only zeros. With -0.0 padding
+    x + -0 is x; with +0.0 it is x except that -0 becomes +0, so that case keeps one
+    `+ 0` after the concatenation. Mixed zero signs are left alone. An add whose one
+    user is another add of the same sum waits for that outer add."""
+    users = instr.users
+    if len(users) == 1 and users[0].opcode == "add" and users[0].parent is instr.parent:
+        return None
+    if not instr.shape.is_array or not _default_layouts(instr):
+        return None
+    terms = []
+    stack = [instr]
+    while stack:
+        x = stack.pop()
+        if x.opcode == "add" and (x is instr or (len(x.users) == 1 and x.shape == instr.shape)):
+            stack.extend(reversed(x.operands))
+        else:
+            terms.append(x)
+    if len(terms) < 2 or len(terms) > 64 or any(t.opcode != "pad" for t in terms):
+        return None
+    zero = terms[0].operands[1]
+    value = splat_value(zero)
+    if value is None or isinstance(value, complex) or value != 0:
+        return None
+    sign = math.copysign(1.0, value) if is_float(instr) else 1.0
+    dim = None
+    pieces = []
+    for t in terms:
+        if not _default_layouts(t, t.operands[0]) or not is_splat(t.operands[1], value):
+            return None
+        padded = [d for d, p in enumerate(t.attrs["padding"]) if p.low or p.high or p.interior]
+        if len(padded) > 1 or any(p.interior or p.low < 0 or p.high < 0
+                                  for p in t.attrs["padding"]):
+            return None
+        if padded:
+            if dim is not None and padded[0] != dim:
+                return None
+            dim = padded[0]
+        pieces.append(t)
+    if dim is None:
+        return None                       # nothing padded: not a concatenation
+    spans = sorted((t.attrs["padding"][dim].low, t.operands[0].shape.dims[dim], t.operands[0])
+                   for t in pieces)
+    operands = []
+    at = 0
+    for low, size, piece in spans:
+        if low < at:
+            return None                   # the pieces overlap
+        if low > at:
+            operands.append(_zeros_along(instr, zero, dim, low - at))
+        if size:
+            operands.append(piece)
+        at = low + size
+    if at < instr.shape.dims[dim]:
+        operands.append(_zeros_along(instr, zero, dim, instr.shape.dims[dim] - at))
+    if len(operands) == 1:
+        return None
+    concat = new_instruction(instr.parent, "concatenate", instr.shape, operands, before=instr,
+                             attrs={"dimensions": (dim,)})
+    if sign < 0 or not is_float(instr):
+        return concat
+    spread = new_instruction(instr.parent, "broadcast", instr.shape, [zero.operands[0]
+                             if zero.opcode == "broadcast" else zero], before=instr,
+                             attrs={"dimensions": ()})
+    return make(instr, "add", [concat, spread])
+
+
+def _zeros_along(instr: HloInstruction, zero: HloInstruction, dim: int, size: int):
+    """broadcast(zero) of instr's shape with `size` elements along `dim`."""
+    scalar = zero.operands[0] if zero.opcode == "broadcast" else zero
+    dims = list(instr.shape.dims)
+    dims[dim] = size
+    return new_instruction(instr.parent, "broadcast", instr.shape.with_dims(tuple(dims)),
+                           [scalar], before=instr, attrs={"dimensions": ()})
+
+
+_DOT_KEYS = {"lhs_batch_dims", "rhs_batch_dims", "lhs_contracting_dims",
+             "rhs_contracting_dims", "operand_precision", "metadata"}
+
+
+@rule("transpose")
+def _transpose_of_dot(instr):
+    """transpose(dot(a, b)) that puts b's free dimensions before a's is dot(b, a):
+    the same products and sums, written in the order the consumer reads them, so
+    no transposing pass over the product (autodiff makes such a dot for the
+    gradient of the keys in attention, q @ k^T)."""
+    dot = instr.operands[0]
+    if dot.opcode != "dot" or len(dot.users) != 1 or not set(dot.attrs) <= _DOT_KEYS \
+            or not _default_layouts(instr, dot):
+        return None
+    lhs, rhs = dot.operands
+    lb, rb = dot.dims("lhs_batch_dims"), dot.dims("rhs_batch_dims")
+    lc, rc = dot.dims("lhs_contracting_dims"), dot.dims("rhs_contracting_dims")
+    nb = len(lb)
+    nl = lhs.shape.rank - nb - len(lc)
+    nr = rhs.shape.rank - nb - len(rc)
+    if not nl or not nr or instr.dims() != (tuple(range(nb)) + tuple(range(nb + nl, nb + nl + nr))
+                                            + tuple(range(nb, nb + nl))):
+        return None
+    attrs = {"lhs_batch_dims": rb, "rhs_batch_dims": lb,
+             "lhs_contracting_dims": rc, "rhs_contracting_dims": lc}
+    precision = dot.attrs.get("operand_precision")
+    if precision is not None:
+        text = getattr(precision, "text", None)
+        if not isinstance(text, str):
+            return None
+        parts = text.strip().strip("{}").split(",")
+        if len(parts) != 2:
+            return None
+        attrs["operand_precision"] = type(precision)(text="{" + parts[1] + "," + parts[0] + "}")
+    return make(instr, "dot", [rhs, lhs], **attrs)
