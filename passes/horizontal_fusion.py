@@ -65,9 +65,29 @@ def _why_not_candidate(instr: HloInstruction, max_output_bytes: int) -> str | No
     return None
 
 
+# A group computes at most MAX_GROUP_INSTRUCTIONS fused instructions (parameters and
+# the tuple not counted). Its kernel body is one loop nest per output, so a group of
+# every layer's small results grows with the model: the 12-layer GPT step's 46 layer-norm
+# statistics made one body of 415 instructions, 115 KB of IR and 0.25-0.3 s of LLVM,
+# while groups of a few layers' results are alike and compiled once (kernel_cache.py).
+# Past a few launches, merging more saves next to nothing.
+MAX_GROUP_INSTRUCTIONS = 64
+
+
+def _size(instr: HloInstruction) -> int:
+    if instr.opcode != "fusion":
+        return 1
+    return sum(i.opcode not in ("parameter", "tuple")
+               for i in instr.fused_computation.instructions)
+
+
+def _room(group: HloInstruction, instr: HloInstruction, sizes: dict) -> bool:
+    return sizes[id(group)] + sizes[id(instr)] <= MAX_GROUP_INSTRUCTIONS
+
+
 def fuse_horizontally(comp: HloComputation, max_output_bytes: int, note=None) -> bool:
-    """Greedily merges each candidate into the first earlier group it is independent of.
-    `note`: None, or HloModulePass.note (explaining)."""
+    """Greedily merges each candidate into the first earlier group it is independent of
+    and fits in (MAX_GROUP_INSTRUCTIONS). `note`: None, or HloModulePass.note (explaining)."""
     candidates = [i for i in comp.post_order() if _is_candidate(i, max_output_bytes)]
     if note is not None:
         for instr in comp.post_order():
@@ -79,13 +99,14 @@ def fuse_horizontally(comp: HloComputation, max_output_bytes: int, note=None) ->
     reach = Reachability(comp)
     collectives = [i for i in comp.instructions if i.info.collective]
     groups: list[HloInstruction] = []
+    sizes = {id(i): _size(i) for i in candidates}     # a group's: what it holds so far
     changed = False
     for instr in candidates:
-        group = next((g for g in groups if reach.independent(g, instr)
+        group = next((g for g in groups if _room(g, instr, sizes) and reach.independent(g, instr)
                       and not _serializes_collectives(reach, collectives, g, instr)), None)
         if group is None:
             if note is not None and groups:
-                note(instr, None, f"depends on (or feeds) every earlier group "
+                note(instr, None, f"depends on (or feeds) every earlier group with room "
                                   f"({', '.join(g.name for g in groups)})")
             groups.append(instr)
             continue
@@ -93,9 +114,11 @@ def fuse_horizontally(comp: HloComputation, max_output_bytes: int, note=None) ->
             note(group, instr, None, "merged")
         reach.merge(group, instr)
         index = groups.index(group)
+        size = sizes[id(group)] + sizes[id(instr)]
         if group.opcode != "fusion":
             group = groups[index] = _wrap(group, reach)
         merge_siblings(group, _wrap(instr, reach) if instr.opcode != "fusion" else instr)
+        sizes[id(group)] = size
         changed = True
     return changed
 
