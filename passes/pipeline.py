@@ -15,6 +15,10 @@ from .result_layouts import DefaultResultLayouts
 from .row_fusion import RowFusion
 from .target_facts import DEFAULT, TargetFacts
 from .tuple_simplifier import TupleSimplifier
+from .while_loop_analysis import WhileTripCountAnnotator
+from .while_loop_invariant_code_motion import WhileLoopInvariantCodeMotion
+from .while_loop_simplifier import WhileLoopSimplifier
+from .while_loop_unroll import WhileLoopUnroll
 
 
 def cpu_pipeline(facts: TargetFacts = DEFAULT, **options) -> HloPassPipeline:
@@ -25,6 +29,12 @@ def cpu_pipeline(facts: TargetFacts = DEFAULT, **options) -> HloPassPipeline:
         AlgebraicSimplifier(),
         ConstantFolding(),
         TupleSimplifier(),
+        # Loops: the constant inits folding exposes are sunk and give trip counts; a
+        # small counted loop becomes straight-line code the passes above simplify (its
+        # induction variable folds to constants) and fusion later merges across trips.
+        WhileLoopSimplifier(),    # sinks constant leaves, drops dead ones
+        WhileLoopUnroll(),
+        WhileLoopInvariantCodeMotion(),   # after unrolling: what is left is a loop for good
         CSE(),
         DCE(),
     ])
@@ -34,6 +44,8 @@ def cpu_pipeline(facts: TargetFacts = DEFAULT, **options) -> HloPassPipeline:
                                   # inside come apart: the contraction is a kernel of its own
         DCE(),                    # the inlined callees are now unreachable
         HloPassFix(simplify),     # rewrites enable each other (a fold exposes x * 1, ...)
+        WhileTripCountAnnotator(),  # the loops that remain carry their trip counts (before
+                                    # fusion hides the cond's compare in a kernel)
         DefaultResultLayouts(),   # results the caller gets row-major are computed so
                                   # (before fusion, which absorbs the copies)
         # Fusion runs on simplified code: producers are already minimal.

@@ -222,9 +222,20 @@ ENTRY e {
 def test_results_that_are_other_parameters(pipeline):
     rng = np.random.default_rng(2)
     args = [rng.standard_normal((2, 3)).astype(np.float32) for _ in range(3)]
-    _, (loop,) = check(ROTATE, args, pipeline)
+    # The default pipeline unrolls 7 known trips of elementwise work (while_loop_unroll):
+    # there the counter starts at a parameter, so the count is unknown and a loop stays.
+    text = ROTATE if pipeline is None else ROTATE.replace(
+        "zero = s32[] constant(0)", "zero = s32[] parameter(3)")
+    _, (loop,) = check(text, args + ([np.int32(0)] if pipeline else []), pipeline)
     assert loop.loop == "native" and loop.trips == 7
     assert not loop._native.passthrough & {1, 2, 3}
+
+
+def test_a_small_counted_loop_is_unrolled_by_the_default_pipeline():
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal((2, 3)).astype(np.float32) for _ in range(3)]
+    _, loops = check(ROTATE, args, "default")
+    assert loops == []
 
 
 # The cond reads a leaf the body computes (a pred), and nothing else.
