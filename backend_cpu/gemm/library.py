@@ -45,6 +45,7 @@ from .spec import accumulation_arith
 # The signatures of the two kinds (see emit_microkernel and emit_pack).
 _SIGNATURES = {
     "micro": ir.FunctionType(VOID, [PTR, PTR, PTR, I64, I64, I64, I64, I1]),
+    "micro_strided_a": ir.FunctionType(VOID, [PTR, PTR, PTR, I64, I64, I64, I64, I1, I64, I64]),
     "pack": ir.FunctionType(VOID, [PTR, PTR] + [I64] * 6),
 }
 
@@ -52,7 +53,8 @@ _SIGNATURES = {
 @dataclass(frozen=True)
 class Routine:
     """One library routine: its symbol name and how to emit it. `out_dtype` picks the
-    accumulation type; `shape` is a MicroTile ("micro") or a PackLayout ("pack")."""
+    accumulation type; `shape` is a MicroTile ("micro", "micro_strided_a": A read in place)
+    or a PackLayout ("pack")."""
     name: str
     kind: str
     out_dtype: str
@@ -61,9 +63,9 @@ class Routine:
 
     def emit(self, module: ir.Module) -> ir.Function:
         arith = accumulation_arith(self.out_dtype)
-        if self.kind == "micro":
+        if self.kind in ("micro", "micro_strided_a"):
             fn = emit_microkernel(module, self.name, arith, self.shape, self.out_dtype,
-                                  self.may_accumulate)
+                                  self.may_accumulate, strided_a=self.kind != "micro")
         else:
             fn = emit_pack(module, self.name, self.shape, arith)
         fn.linkage = ""          # exported: other modules' code calls it

@@ -71,14 +71,19 @@ def choose_tile(vector_bits: int, arith: Arith, n: int | None = None) -> MicroTi
 
 
 def emit_microkernel(module: ir.Module, name: str, arith: Arith, tile: MicroTile,
-                     out_dtype: str, may_accumulate: bool) -> ir.Function:
+                     out_dtype: str, may_accumulate: bool, strided_a: bool = False) -> ir.Function:
     """Adds `void name(ptr a, ptr b, ptr c, i64 ldc, i64 kc, i64 rows, i64 cols, i1 acc)`.
 
     C[r, c] (+)= sum_kk a[kk*MR + r] * b[kk*NR + c] for r < rows, c < cols, with C of
     `out_dtype` and row stride `ldc` elements. `acc` adds to C instead of overwriting;
     it is only honoured when `may_accumulate` (then out_dtype is the accumulation type).
+
+    `strided_a`: A is read where it lies, not from a packed panel: two more arguments
+    `i64 a_row_stride, i64 a_k_stride` and a[kk*a_k_stride + r*a_row_stride], for all MR
+    rows (the caller passes only full tiles; see packed_gemm's direct A).
     """
-    fnty = ir.FunctionType(VOID, [PTR, PTR, PTR, I64, I64, I64, I64, I1])
+    params = [PTR, PTR, PTR, I64, I64, I64, I64, I1] + [I64, I64] * strided_a
+    fnty = ir.FunctionType(VOID, params)
     fn = ir.Function(module, fnty, name)
     fn.linkage = "internal"
     # Kept out of line: the register allocator then sees only this loop's live
@@ -87,8 +92,13 @@ def emit_microkernel(module: ir.Module, name: str, arith: Arith, tile: MicroTile
     for arg in fn.args:
         if isinstance(arg.type, ir.PointerType):
             arg.add_attribute("noalias")
-    a, bp, c, ldc, kc, rows, cols, acc_flag = fn.args
+    a, bp, c, ldc, kc, rows, cols, acc_flag = fn.args[:8]
     b = ir.IRBuilder(fn.append_basic_block("entry"))
+    if strided_a:
+        row_stride, k_stride = fn.args[8:]
+        # One pointer per row of the tile, advanced by the k stride.
+        a = ([element_ptr(b, a, arith.type, b.mul(const(r), row_stride))
+              for r in range(tile.mr)], k_stride)
     vty = arith.vector(tile.lanes)
     accs = [[entry_alloca(b, vty, name=f"acc{r}_{v}") for v in range(tile.nrv)]
             for r in range(tile.mr)]
@@ -126,9 +136,15 @@ def _emit_k_step(b, arith, tile, a, bp, kk, accs):
     b_row = b.mul(kk, const(tile.nr))
     b_vecs = [b.load(element_ptr(b, bp, arith.type, b.add(b_row, const(v * tile.lanes))),
                      typ=vty, align=vec_align) for v in range(tile.nrv)]
-    a_col = b.mul(kk, const(tile.mr))
+    if isinstance(a, tuple):                      # strided A: (row pointers, k stride)
+        row_ptrs, k_stride = a
+        offset = b.mul(kk, k_stride)
+        a_ptrs = [element_ptr(b, row, arith.type, offset) for row in row_ptrs]
+    else:
+        a_col = b.mul(kk, const(tile.mr))
+        a_ptrs = [element_ptr(b, a, arith.type, b.add(a_col, const(r))) for r in range(tile.mr)]
     for r in range(tile.mr):
-        a_val = b.load(element_ptr(b, a, arith.type, b.add(a_col, const(r))), typ=arith.type)
+        a_val = b.load(a_ptrs[r], typ=arith.type)
         a_vec = splat(b, a_val, tile.lanes)
         for v in range(tile.nrv):
             slot = accs[r][v]

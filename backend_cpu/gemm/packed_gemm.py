@@ -267,6 +267,11 @@ def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan) -> None:
     pack_a, pack_b = (library.declare(module, library.Routine(
         f"{prefix}.pack.{arith.type}.{layout.key()}", "pack", spec.out_dtype, layout))
         for layout in (a_layout, b_layout))
+    direct_a = reads_a_in_place(spec, tile)
+    if direct_a:
+        micro_a = library.declare(module, library.Routine(
+            f"{prefix}.micro_sa.{shape}.{spec.out_dtype}{'.acc' * may_accumulate}",
+            "micro_strided_a", spec.out_dtype, tile, may_accumulate))
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     lhs, rhs, out, m_begin, m_end, scratch = fn.args
     with b.if_then(b.icmp_signed(">=", m_begin, m_end)):
@@ -282,19 +287,66 @@ def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan) -> None:
             accumulate = b.icmp_signed("!=", pc, const(0))
             with for_range(b, m_begin, m_end, plan.mc, name="ic", transform=False) as ic:
                 mcb = imin(b, plan.mc, b.sub(m_end, ic))
-                b.call(pack_a, [a_buf, lhs, ic, mcb, pc, kcb, *a_strides])
-                with for_range(b, 0, ncb, nr, name="jr", transform=False) as jr:
-                    cols = imin(b, nr, b.sub(ncb, jr))
-                    b_panel = element_ptr(b, b_buf, arith.type, b.mul(jr, kcb))
-                    c_col = b.add(jc, jr)
-                    with for_range(b, 0, mcb, mr, name="ir", transform=False) as i_r:
-                        rows = imin(b, mr, b.sub(mcb, i_r))
-                        a_panel = element_ptr(b, a_buf, arith.type, b.mul(i_r, kcb))
-                        c_row = b.mul(b.add(ic, i_r), const(n))
-                        c_tile = element_ptr(b, out, out_ty, b.add(c_row, c_col))
-                        b.call(micro, [a_panel, b_panel, c_tile, const(n), kcb, rows, cols,
-                                       accumulate])
+                if direct_a:
+                    _direct_a_tiles(b, spec, tile, ic, mcb, pc, kcb, ncb, jc, accumulate,
+                                    (lhs, out, a_buf, b_buf), a_strides, pack_a, micro, micro_a)
+                else:
+                    b.call(pack_a, [a_buf, lhs, ic, mcb, pc, kcb, *a_strides])
+                    with for_range(b, 0, ncb, nr, name="jr", transform=False) as jr:
+                        cols = imin(b, nr, b.sub(ncb, jr))
+                        b_panel = element_ptr(b, b_buf, arith.type, b.mul(jr, kcb))
+                        c_col = b.add(jc, jr)
+                        with for_range(b, 0, mcb, mr, name="ir", transform=False) as i_r:
+                            rows = imin(b, mr, b.sub(mcb, i_r))
+                            a_panel = element_ptr(b, a_buf, arith.type, b.mul(i_r, kcb))
+                            c_row = b.mul(b.add(ic, i_r), const(n))
+                            c_tile = element_ptr(b, out, out_ty, b.add(c_row, c_col))
+                            b.call(micro, [a_panel, b_panel, c_tile, const(n), kcb, rows, cols,
+                                           accumulate])
     b.ret_void()
+
+
+def reads_a_in_place(spec: GemmSpec, tile: MicroTile) -> bool:
+    """Whether the micro-kernel reads A where it lies instead of from packed panels:
+    when all of C's columns fit one micro-panel (n <= NR), a packed A block would be
+    read once, and packing row-major A (k contiguous) transposes it into MR-tall
+    panels, which costs about as much as the products read from it. Measured on a
+    shared AVX-512 host (interleaved medians, 40 runs): attention's P @ V,
+    f32[64 x 256,256] @ [256,64], 8.8 -> 6.2 ms; dS @ K with K transposed 8.3 -> 6.0;
+    an MLP's last layer [256,1024] @ [1024,10] 0.76 -> 0.24 ms. A with its rows
+    contiguous (a transposed lhs) packs by plain copies: no gain (8.4 vs 8.1 ms),
+    so it stays packed. A must need no conversion to the accumulation type. The last
+    rows short of a full tile are still packed (the kernel reads MR rows)."""
+    return spec.n <= tile.nr and spec.lhs_strides[1] == 1 \
+        and storage_type(spec.lhs_dtype) == spec.arith.type
+
+
+def _direct_a_tiles(b, spec, tile, ic, mcb, pc, kcb, ncb, jc, accumulate, buffers,
+                    a_strides, pack_a, micro, micro_a) -> None:
+    """The micro-tiles of rows [ic, ic + mcb) with A read in place (reads_a_in_place):
+    full tiles by the strided micro-kernel, a last partial tile packed."""
+    lhs, out, a_buf, b_buf = buffers
+    arith, mr, nr, n = spec.arith, tile.mr, tile.nr, spec.n
+    out_ty = storage_type(spec.out_dtype)
+    s_x, s_k = a_strides
+    with for_range(b, 0, ncb, nr, name="jr", transform=False) as jr:
+        cols = imin(b, nr, b.sub(ncb, jr))
+        b_panel = element_ptr(b, b_buf, arith.type, b.mul(jr, kcb))
+        c_col = b.add(jc, jr)
+        with for_range(b, 0, mcb, mr, name="ir", transform=False) as i_r:
+            rows = imin(b, mr, b.sub(mcb, i_r))
+            row = b.add(ic, i_r)
+            c_tile = element_ptr(b, out, out_ty, b.add(b.mul(row, const(n)), c_col))
+            with b.if_else(b.icmp_signed("==", rows, const(mr))) as (full, partial):
+                with full:
+                    a_at = element_ptr(b, lhs, arith.type,
+                                       b.add(b.mul(row, s_x), b.mul(pc, s_k)))
+                    b.call(micro_a, [a_at, b_panel, c_tile, const(n), kcb, rows, cols,
+                                     accumulate, s_x, s_k])
+                with partial:
+                    b.call(pack_a, [a_buf, lhs, row, rows, pc, kcb, *a_strides])
+                    b.call(micro, [a_buf, b_panel, c_tile, const(n), kcb, rows, cols,
+                                   accumulate])
 
 
 def _pack_buffers(b: ir.IRBuilder, spec: GemmSpec, plan: GemmPlan, scratch):

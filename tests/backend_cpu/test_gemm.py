@@ -20,7 +20,8 @@ from xlapy.backend_cpu import disk_cache
 from xlapy.backend_cpu.gemm import library
 from xlapy.backend_cpu.llvm import target_machine
 from xlapy.backend_cpu.gemm.packed_gemm import (BIG_GEMM_FLOPS, K_PANEL_BYTES, emit_gemm, gemm_partitions, gemm_row_split,
-                              gemm_scratch_bytes, host_vector_bits, plan_gemm)
+                              gemm_scratch_bytes, host_vector_bits, plan_gemm,
+                              reads_a_in_place)
 from xlapy.backend_cpu.gemm.spec import GemmSpec
 from xlapy.backend_cpu.gemm.microkernel import choose_tile
 from xlapy.backend_cpu.gemm.packing import transpose_square
@@ -49,6 +50,7 @@ F32_SHAPES = [
     (64, 1, 3), (3, 1, 64), (1, 64, 3), (1, 1030, 7), (1030, 1, 7), (MC + 1, 20, KC),
     (5, NC + 1, KC), (5, 7, 0),
     (513, 257, 1031),   # big enough (>= BIG_GEMM_FLOPS) for A's in-register transposes
+    (13, 8, 1600),      # one micro-panel of C (A read in place), two or more k blocks
 ]
 LAYOUTS = ("row", "col", "padded")
 # (lhs, rhs, out) element types; operands convert to the output's accumulation type.
@@ -59,8 +61,9 @@ DTYPE_COMBOS = [
 ]
 DTYPE_SHAPES = [(1, 1, 1), (13, 17, 19), (15, 33, 300), (1, 37, 21), (37, 1, 21), (30, 70, 9)]
 # The 256-bit (AVX2: 6 x 16 tile) and 128-bit tilings, run on this host all the same.
-NARROW_VECTORS = [(256, s) for s in [(5, 15, 7), (7, 17, 300), (13, 40, 3)]] + \
-                 [(128, s) for s in [(7, 9, 5), (1, 9, 5), (9, 1, 5)]]
+# (13, 16, 300) and (13, 8, 40): C one micro-panel wide, A read in place on full tiles.
+NARROW_VECTORS = [(256, s) for s in [(5, 15, 7), (7, 17, 300), (13, 40, 3), (13, 16, 300)]] + \
+                 [(128, s) for s in [(7, 9, 5), (1, 9, 5), (9, 1, 5), (13, 8, 40)]]
 
 
 def _strides(layout: str, rows: int, cols: int) -> tuple[int, int]:
@@ -242,6 +245,32 @@ def test_gemm_row_split_covers_rows_in_order(m, parts):
 
 def test_table_reaches_the_big_gemm_paths():
     assert any(2 * spec.m * spec.n * spec.k >= BIG_GEMM_FLOPS for spec, _ in F32_CASES)
+
+
+def test_table_reaches_a_read_in_place_on_full_and_partial_tiles():
+    """C one micro-panel wide with row-major A: the strided micro-kernel on full tiles,
+    the packed one on the last partial tile, and several k blocks (15 x 33 x 2KC+1)."""
+    direct = [(spec, bits) for spec, bits in ALL_CASES
+              if reads_a_in_place(spec, choose_tile(bits or host_vector_bits(), spec.arith))]
+    assert any(spec.m > MR and spec.m % MR for spec, bits in direct if bits is None)
+    assert any(spec.k > 0 and spec.k > plan_gemm(spec, host_vector_bits()).kc
+               for spec, bits in direct if bits is None)
+    assert {bits for _, bits in direct} >= {None, 256, 128}
+
+
+@pytest.mark.parametrize("lhs_layout, n, dtypes, expected", [
+    ("row", NR, ("f32",) * 3, True), ("padded", 1 + NR // 2, ("f32",) * 3, True),
+    ("col", NR, ("f32",) * 3, False),          # rows contiguous: packing is a plain copy
+    ("row", NR + 1, ("f32",) * 3, False),      # two micro-panels: packed A is read twice
+    ("row", NR, ("f16", "f16", "f32"), False),  # A converts to the accumulation type
+])
+def test_which_gemms_read_a_in_place(lhs_layout, n, dtypes, expected):
+    spec, _ = _case(dtypes, (20, n, 30), lhs_layout)
+    assert reads_a_in_place(spec, _TILE) == expected
+    module = ir.Module()
+    _emit(module, "g", spec, None)
+    declared = [r.kind for r in library.routines_in(module)]
+    assert ("micro_strided_a" in declared) == expected
 
 
 def test_plan_respects_cache_budgets():
