@@ -66,19 +66,21 @@ def _why_not_candidate(instr: HloInstruction, max_output_bytes: int) -> str | No
 
 
 # A group computes at most MAX_GROUP_INSTRUCTIONS fused instructions (parameters and
-# the tuple not counted). Its kernel body is one loop nest per output, so a group of
+# the tuple not counted, an expensive one counted as EXPENSIVE_SIZE). Its kernel body is one loop nest per output, so a group of
 # every layer's small results grows with the model: the 12-layer GPT step's 46 layer-norm
 # statistics made one body of 415 instructions, 115 KB of IR and 0.25-0.3 s of LLVM,
 # while groups of a few layers' results are alike and compiled once (kernel_cache.py).
 # Past a few launches, merging more saves next to nothing.
 MAX_GROUP_INSTRUCTIONS = 64
+EXPENSIVE_SIZE = 8
 
 
 def _size(instr: HloInstruction) -> int:
-    if instr.opcode != "fusion":
-        return 1
-    return sum(i.opcode not in ("parameter", "tuple")
-               for i in instr.fused_computation.instructions)
+    """Fused instructions, an expensive or transcendental one (exp, rsqrt, ...: a vecmath
+    routine inlined, many instructions of IR) as EXPENSIVE_SIZE."""
+    body = instr.fused_computation.instructions if instr.opcode == "fusion" else [instr]
+    return sum(EXPENSIVE_SIZE if i.info.expensive or i.info.transcendental else 1 for i in body
+               if i.opcode not in ("parameter", "tuple"))
 
 
 def _room(group: HloInstruction, instr: HloInstruction, sizes: dict) -> bool:

@@ -57,3 +57,21 @@ def test_without_the_size_one_group_holds_every_layer(monkeypatch):
     monkeypatch.setattr(hf, "MAX_GROUP_INSTRUCTIONS", 10 ** 9)
     module = fused(stats_module(12))
     assert max(len(g.shape.leaves()) for g in groups(module)) >= 12
+
+
+def test_an_expensive_op_counts_as_several():
+    """rsqrt of each of 20 small statistics (the layer norms' scale): a vecmath routine
+    per output, so fewer of them share a group."""
+    params = [f"  v{i} = f32[8,256] parameter({i})" for i in range(20)]
+    body = [f"  r{i} = f32[8,256] rsqrt(v{i})" for i in range(20)]
+    outs = ", ".join(f"r{i}" for i in range(20))
+    shapes = ", ".join("f32[8,256]" for _ in range(20))
+    text = "\n".join(["HloModule norms", "ENTRY e {", *params, *body,
+                      "  n = f32[8,256] negate(v0)",
+                      f"  ROOT t = ({shapes}, f32[8,256]) tuple({outs}, n)", "}"])
+    module = fused(text)
+    per_group = [sum(i.opcode == "rsqrt" for i in g.fused_computation.instructions)
+                 for g in groups(module)]
+    assert per_group and max(per_group) <= hf.MAX_GROUP_INSTRUCTIONS // hf.EXPENSIVE_SIZE
+    assert sum(per_group) == 20
+    assert_same_results(text, module)
