@@ -89,7 +89,7 @@ class WhileLoopUnroll(HloModulePass):
         changed = False
         for loop in whiles(module):
             trips = trip_count(loop)
-            if trips is None or trips * body_size(loop) > self.budget \
+            if trips is None or trips > self.budget or trips * body_size(loop) > self.budget \
                     or not fuses_across_trips(loop):
                 continue
             body, cond = loop.attrs["body"], loop.attrs["condition"]

@@ -101,6 +101,11 @@ def remove_leaves(loop: HloInstruction, dead: set[int]) -> None:
     for user in loop.users:
         user.attrs["index"] = renumber[user.attrs["index"]]
     loop.shape = _narrowed(loop.shape, keep)
+    # A backend_config naming a leaf by its index (XLA's known_induction_variable) would
+    # now name another one: drop it (while-trip-count writes a fresh one).
+    config = loop.attrs.get("backend_config")
+    if config is not None and "tuple_index" in getattr(config, "text", ""):
+        del loop.attrs["backend_config"]
 
 
 def _widened(shape: Shape, extra: list[Shape]) -> Shape:

@@ -103,3 +103,16 @@ def test_a_root_while_keeps_its_state():
     assert WhileLoopSimplifier().run(module)            # the constants still sink
     assert len(state_of(module)) == 5
     assert_same_results(text, module)
+
+
+def test_a_config_naming_a_leaf_by_index_is_dropped_with_the_leaves():
+    # XLA's optimized HLO names the induction variable by its tuple index: once leaves
+    # before it go, the index would name another leaf
+    text = loop().replace(
+        "condition=cond, body=body",
+        'condition=cond, body=body, backend_config={"known_trip_count":{"n":"3"},'
+        '"known_induction_variable":{"tuple_index":"0"}}')
+    module = parse(text)
+    assert WhileLoopSimplifier().run(module)
+    assert "tuple_index" not in module.to_text()
+    assert_same_results(text, module)
