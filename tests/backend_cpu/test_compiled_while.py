@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from xlapy import backend_cpu, hlo
+from xlapy import backend_cpu, hlo, passes
 from xlapy.backend_cpu import native_loop
 from xlapy.backend_cpu.thunks import WhileThunk
 from xlapy.runtime import profiler
@@ -696,3 +696,56 @@ def test_a_cond_that_is_a_state_leaf_or_a_constant(cond, go, trips):
     args = [np.array(go), np.array(0, np.int32)]
     _, (loop,) = check(PRED_STATE % cond, args)
     assert loop.loop == "native" and loop.trips == trips
+
+
+# A recurrent body that transposes and exponentiates its weights every trip: the
+# default pipeline computes both once before the loop (while_loop_invariant_code_motion),
+# and the loop reads them as leaves that pass through (no copy a trip).
+HOISTED = """HloModule hoisted
+cond {
+  p = (s32[], f32[4,8], f32[8,8], f32[8]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  c = s32[] constant(6)
+  ROOT lt = pred[] compare(i, c), direction=LT
+}
+body {
+  p = (s32[], f32[4,8], f32[8,8], f32[8]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  h = f32[4,8] get-tuple-element(p), index=1
+  w = f32[8,8] get-tuple-element(p), index=2
+  b = f32[8] get-tuple-element(p), index=3
+  wt = f32[8,8] transpose(w), dimensions={1,0}
+  d = f32[4,8] dot(h, wt), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  e = f32[8] exponential(b)
+  eb = f32[4,8] broadcast(e), dimensions={1}
+  t = f32[4,8] tanh(f32[4,8] add(d, eb))
+  ROOT r = (s32[], f32[4,8], f32[8,8], f32[8]) tuple(i1, t, w, b)
+}
+ENTRY e {
+  h0 = f32[4,8] parameter(0)
+  w0 = f32[8,8] parameter(1)
+  b0 = f32[8] parameter(2)
+  z = s32[] constant(0)
+  init = (s32[], f32[4,8], f32[8,8], f32[8]) tuple(z, h0, w0, b0)
+  w = (s32[], f32[4,8], f32[8,8], f32[8]) while(init), condition=cond, body=body
+  ROOT h = f32[4,8] get-tuple-element(w), index=1
+}
+"""
+
+
+def test_hoisted_invariants_are_leaves_the_native_loop_passes_through():
+    rng = np.random.default_rng(5)
+    args = [rng.standard_normal(s).astype(np.float32) for s in ((4, 8), (8, 8), (8,))]
+    _, (loop,) = check(HOISTED, args, "default")
+    assert loop.loop == "native" and loop.trips == 6
+    module = hlo.parse_module(HOISTED)
+    passes.cpu_pipeline().run(module)
+    body = module.entry.root.operands[0].attrs["body"]
+    body_ops = {i.opcode for i in body.instructions} | {
+        j.opcode for i in body.instructions if i.opcode == "fusion"
+        for j in i.fused_computation.instructions}
+    assert not body_ops & {"transpose", "exponential"}, module.to_text()
+    # the dead weight leaves went, the two hoisted ones pass through
+    assert len(loop._native.passthrough) == 2
