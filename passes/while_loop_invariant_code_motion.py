@@ -29,6 +29,7 @@ from __future__ import annotations
 from ..hlo import HloInstruction, HloModule
 
 from .dce import remove_dead_instructions
+from .hlo_utils import in_layout
 from .pass_base import HloModulePass, register_pass
 from .while_loop_analysis import is_movable, passthrough_leaves, single_caller, whiles
 from .while_state import add_leaves, can_reshape_state, init_elements
@@ -130,7 +131,9 @@ def hoist(loop: HloInstruction, values: list[HloInstruction]) -> None:
     def clone(instr: HloInstruction) -> HloInstruction:
         if id(instr) not in outside:
             if instr.opcode == "get-tuple-element" and instr.operands[0] is param:
-                outside[id(instr)] = elements[instr.attrs["index"]]
+                # the init's element, read in the leaf's layout (it may have another)
+                outside[id(instr)] = in_layout(elements[instr.attrs["index"]], instr.shape,
+                                               comp, before=loop)
             else:
                 outside[id(instr)] = comp.clone_instruction(
                     instr, [clone(op) for op in instr.operands], before=loop)

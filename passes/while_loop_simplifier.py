@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from ..hlo import HloComputation, HloInstruction, HloModule
 
+from .hlo_utils import in_layout
 from .pass_base import HloModulePass, register_pass
 from .while_loop_analysis import is_movable, passthrough_leaves, single_caller, whiles
 from .while_state import can_reshape_state, remove_leaves
@@ -68,7 +69,8 @@ def sink_constants(loop: HloInstruction) -> bool:
                 readers = [u for u in gte.users if not (comp is body and u is body.root)]
                 if not readers:
                     continue
-                copy = _clone_into(comp, value, gte, {})
+                # (read in the leaf's layout, which the init's need not have)
+                copy = in_layout(_clone_into(comp, value, gte, {}), gte.shape, comp, before=gte)
                 for reader in readers:
                     reader.replace_operand_with(gte, copy)
                 if gte.is_root:

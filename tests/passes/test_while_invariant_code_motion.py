@@ -143,3 +143,41 @@ def test_a_shared_body_is_left_alone():
         "body=body\n      ROOT h = f32[2,4] get-tuple-element(w2), index=1")
     module = parse(text)
     assert not WhileLoopInvariantCodeMotion().run(module)
+
+
+def test_a_hoisted_value_reads_the_init_in_the_leaf_s_layout():
+    # w arrives column-major, the leaf is row-major, and the hoisted exp reads it through
+    # a bitcast (which reinterprets bytes): outside the loop it must read the leaf's bytes
+    text = """
+    HloModule m
+    cond {
+      p = (s32[], f32[3,2], f32[2,3]{1,0}) parameter(0)
+      i = s32[] get-tuple-element(p), index=0
+      c = s32[] constant(2)
+      ROOT lt = pred[] compare(i, c), direction=LT
+    }
+    body {
+      p = (s32[], f32[3,2], f32[2,3]{1,0}) parameter(0)
+      i = s32[] get-tuple-element(p), index=0
+      one = s32[] constant(1)
+      i1 = s32[] add(i, one)
+      x = f32[3,2] get-tuple-element(p), index=1
+      w = f32[2,3]{1,0} get-tuple-element(p), index=2
+      wb = f32[3,2]{1,0} bitcast(w)
+      e = f32[3,2] exponential(wb)
+      x1 = f32[3,2] multiply(x, e)
+      ROOT r = (s32[], f32[3,2], f32[2,3]{1,0}) tuple(i1, x1, w)
+    }
+    ENTRY e {
+      x0 = f32[3,2] parameter(0)
+      w0 = f32[2,3]{1,0} parameter(1)
+      wc = f32[2,3]{0,1} copy(w0)
+      z = s32[] constant(0)
+      init = (s32[], f32[3,2], f32[2,3]{1,0}) tuple(z, x0, wc)
+      l = (s32[], f32[3,2], f32[2,3]{1,0}) while(init), condition=cond, body=body
+      ROOT x = f32[3,2] get-tuple-element(l), index=1
+    }"""
+    module = parse(text)
+    assert WhileLoopInvariantCodeMotion().run(module)
+    assert "exponential" not in body_opcodes(module)
+    assert_same_results(text, module)

@@ -116,3 +116,38 @@ def test_a_config_naming_a_leaf_by_index_is_dropped_with_the_leaves():
     assert WhileLoopSimplifier().run(module)
     assert "tuple_index" not in module.to_text()
     assert_same_results(text, module)
+
+
+def test_a_constant_in_another_layout_is_read_in_the_leaf_s():
+    # the init constant is column-major, the leaf row-major; the body reinterprets the
+    # leaf's bytes with a bitcast, so the sunk constant must be laid out as the leaf
+    text = """
+    HloModule m
+    cond {
+      p = (s32[], f32[3,2]{1,0}, f32[2,3]{1,0}) parameter(0)
+      i = s32[] get-tuple-element(p), index=0
+      c = s32[] constant(2)
+      ROOT lt = pred[] compare(i, c), direction=LT
+    }
+    body {
+      p = (s32[], f32[3,2]{1,0}, f32[2,3]{1,0}) parameter(0)
+      i = s32[] get-tuple-element(p), index=0
+      one = s32[] constant(1)
+      i1 = s32[] add(i, one)
+      x = f32[3,2]{1,0} get-tuple-element(p), index=1
+      k = f32[2,3]{1,0} get-tuple-element(p), index=2
+      kb = f32[3,2]{1,0} bitcast(k)
+      x1 = f32[3,2]{1,0} add(x, kb)
+      ROOT r = (s32[], f32[3,2]{1,0}, f32[2,3]{1,0}) tuple(i1, x1, k)
+    }
+    ENTRY e {
+      x0 = f32[3,2]{1,0} parameter(0)
+      z = s32[] constant(0)
+      k0 = f32[2,3]{0,1} constant({{1, 2, 3}, {4, 5, 6}})
+      init = (s32[], f32[3,2]{1,0}, f32[2,3]{1,0}) tuple(z, x0, k0)
+      w = (s32[], f32[3,2]{1,0}, f32[2,3]{1,0}) while(init), condition=cond, body=body
+      ROOT x = f32[3,2]{1,0} get-tuple-element(w), index=1
+    }"""
+    module = parse(text)
+    assert WhileLoopSimplifier().run(module)
+    assert_same_results(text, module)
