@@ -105,6 +105,61 @@ def is_cheap(instr: HloInstruction) -> bool:
             and instr.opcode not in LOOPING)
 
 
+def _widens_reads(consumer: HloInstruction, producer: HloInstruction) -> bool:
+    """True if a copy of `producer` in `consumer` would read more than one array as large
+    as the producer's value that the consumer does not read already, one of them a
+    shared cheap value that would be copied in next (`_copied_next`). Copying then goes
+    on up a chain: a residual stream x + f1 + f2 + ... grew into every layer's kernels,
+    each reading all earlier layers' outputs again (the 12-layer GPT step: layer k's
+    kernels read up to 2k + 1 arrays of 4 MiB, and their bodies grew with k). Declined,
+    the value stays a kernel's output (it has other users) and is read as one array."""
+    size = sum(leaf.nbytes for leaf in producer.shape.leaves())
+    read = {id(o) for o in consumer.operands}
+    large = {id(o): o for o in producer.operands if id(o) not in read and _reads(o) >= size}
+    return len(large) > 1 and any(_copied_next(o) for o in large.values())
+
+
+def _copied_next(instr: HloInstruction) -> bool:
+    """True if `instr`, read by a copy, would be copied in next: a cheap loop op (or
+    loop fusion) with several users. Only then does copying go on up a chain (a copy
+    reading a dot's result and another array is one extra read, and keeps a gradient
+    and its bias reduction in one loop)."""
+    if instr.opcode in ("parameter", "constant") or len(set(map(id, instr.users))) < 2:
+        return False
+    if instr.opcode == "fusion":
+        return fusion_kind(instr) == "loop"
+    return is_cheap(instr)
+
+
+def _stays_outside(others: list[HloInstruction], consumer: HloInstruction,
+                   limit: int = 64) -> bool:
+    """True if one of the producer's other users does not feed the consumer (searched
+    up its operands, `limit` instructions at most). One that does is, as a rule, fused
+    into the consumer later, and the copy then replaces the original: a chain where
+    every value has two users (Threefry's rounds) still becomes one kernel."""
+    pending = {id(u): u for u in others}
+    seen: set[int] = set()
+    stack = list(consumer.operands)
+    while stack and pending and len(seen) < limit:
+        instr = stack.pop()
+        if id(instr) in seen:
+            continue
+        seen.add(id(instr))
+        pending.pop(id(instr), None)
+        stack.extend(instr.operands)
+    return bool(pending)
+
+
+def _reads(instr: HloInstruction) -> int:
+    """Bytes a copy of `instr` fused in reads: a broadcast reads its operand, an iota
+    nothing, anything else is read as its value."""
+    if instr.opcode == "iota":
+        return 0
+    if instr.opcode == "broadcast":
+        instr = instr.operands[0]
+    return sum(leaf.nbytes for leaf in instr.shape.leaves())
+
+
 def _rereads(consumer: HloInstruction, index: int) -> bool:
     """True if operand `index` of the consumer is read many times per output element
     (it feeds a window, possibly through other fused instructions)."""
@@ -215,7 +270,10 @@ class CpuInstructionFusion(InstructionFusion):
     Never fuses parameters, non-scalar constants, dots, convolutions or any op a
     loop emitter cannot compute per element; never duplicates an expensive
     producer (exp, log, tanh, ...) into a second consumer, nor fuses one where
-    it would be recomputed per broadcast element. Row fusions take broadcasts,
+    it would be recomputed per broadcast element, nor copies a cheap producer into a
+    second consumer where the copy reads more arrays than its value and would pull a
+    further shared producer in (`_widens_reads`: a residual stream stays one array read
+    by each layer, not a sum recomputed in each). Row fusions take broadcasts,
     iotas and scalar constants only.
     True iff anything was fused.
     """
@@ -262,6 +320,8 @@ class CpuInstructionFusion(InstructionFusion):
             return FusionDecision("an expensive producer would be recomputed per window")
         if others and not is_cheap(producer):
             return FusionDecision("would duplicate a producer that is not cheap")
+        if others and _widens_reads(consumer, producer) and _stays_outside(others, consumer):
+            return FusionDecision("a duplicate would read more than the producer's value")
         return YES
 
     def _should_fuse_into_row(self, consumer: HloInstruction,
