@@ -71,7 +71,7 @@ def test_the_pipeline_works_on_a_copy_the_caller_may_supply():
     module = hlo.parse_module(TEXT)
     before = module.to_text()
     x = np.arange(256, dtype=np.float32)
-    kept = backend_cpu.compile(module, FRESH)            # default: a parsed copy
+    kept = backend_cpu.compile(module, FRESH)            # default: a clone
     assert module.to_text() == before
     copies = []
 
