@@ -258,3 +258,35 @@ def test_build_defaults_to_the_last_instruction_and_rejects_foreign_roots():
         other.build(last)
     with pytest.raises(ValueError, match="is empty"):
         HloBuilder("empty").build()
+
+
+def test_unique_names_are_the_smallest_free_suffix():
+    """The builder names `base`, then `base.N` with the smallest N not taken, across its
+    sub-builders, also around names given explicitly (it keeps a counter per base)."""
+    b = HloBuilder("names")
+    x = b.parameter(Shape("f32", (4,)), "x")
+    given = {3: "add.7", 10: "add.12", 20: "neg.2"}
+    taken, names = set(), []
+
+    def reference(base):
+        name, n = base, 0
+        while name in taken:
+            n += 1
+            name = f"{base}.{n}"
+        taken.add(name)
+        return name
+    taken.add("x")
+    sub = b.sub_builder("inner")
+    for i in range(30):
+        base = "add" if i % 3 else "neg"
+        builder = sub if i % 5 == 0 else b
+        opcode = "add" if base == "add" else "negate"
+        operands = [x, x] if base == "add" else [x]
+        if builder is sub:
+            operands = [sub.parameter(Shape("f32", (4,)), f"p{i}")]
+            taken.add(f"p{i}")
+            opcode, operands = "negate", operands
+        name = given.get(i)
+        instr = builder.op(opcode, operands, name=name or base)
+        names.append(instr.name)
+        assert instr.name == reference(name or base), (i, names)
