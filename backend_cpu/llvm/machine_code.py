@@ -206,11 +206,14 @@ def _compile_one(text: str, light: bool, target, trace, quick: bool = False) -> 
             optimized = time.perf_counter()
             code = _emit(module, tm)
             if trace:
-                profiler.add_spans([("LLVM parse and verify", start, parsed - start, None),
+                # (`quick`: the glue module's, with the code generator at opt level 0)
+                extra = {"quick": True} if quick else {}
+                profiler.add_spans([("LLVM parse and verify", start, parsed - start,
+                                     extra or None),
                                     ("LLVM optimize", parsed, optimized - parsed,
-                                     {"pipeline": "light" if light else "O3"}),
+                                     {"pipeline": "light" if light else "O3", **extra}),
                                     ("LLVM codegen", optimized, time.perf_counter() - optimized,
-                                     None)])
+                                     extra or None)])
             return code
         finally:
             _unlocked("LLVMPY_DisposeModule")(module)     # (its context is ours alone)
