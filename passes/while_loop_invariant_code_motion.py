@@ -144,6 +144,7 @@ def hoist(loop: HloInstruction, values: list[HloInstruction]) -> None:
     for value, read in zip(values, reads):
         body.replace_instruction(value, read)
     remove_dead_instructions(body)       # what computed the values in the body
+    body.sort_topologically()            # (the new leaves' reads were added last)
 
 
 @register_pass
