@@ -294,16 +294,31 @@ def format_literal(value, shape: Shape) -> str:
     fmt = _element_formatter(shape.element_type)
     if array.ndim == 0:
         return fmt(array[()])
-    return _format_nested(array, fmt)
+    return _format_nested(array, fmt, _row_formatter(shape.element_type, array))
 
 
-def _format_nested(array: np.ndarray, fmt) -> str:
+def _format_nested(array: np.ndarray, fmt, row=None) -> str:
     if array.ndim == 1:
-        return "{" + ", ".join(fmt(v) for v in array) + "}"
+        texts = row(array) if row is not None else [fmt(v) for v in array]
+        return "{" + ", ".join(texts) + "}"
     if array.shape[0] == 0:
         return "{}"
     # XLA spaces the braces of multi-dimensional literals: { {1, 2}, {3, 4} }.
-    return "{ " + ", ".join(_format_nested(sub, fmt) for sub in array) + " }"
+    return "{ " + ", ".join(_format_nested(sub, fmt, row) for sub in array) + " }"
+
+
+def _row_formatter(element_type: str, array: np.ndarray):
+    """The texts of a 1-D row at once, for predicates and wide integers (what `fmt` gives
+    element by element): a causal mask pred[256,256] is 65536 elements, which printing
+    the 12-layer GPT step's module (its compile key) formatted one call each."""
+    dt = _dtype(element_type)
+    if array.dtype != dt.numpy:
+        return None
+    if dt.is_pred:
+        return lambda row: np.where(row, "true", "false").tolist()
+    if dt.is_integer and array.dtype.kind in "iu":
+        return lambda row: row.astype(str).tolist()
+    return None
 
 
 def _element_formatter(element_type: str):

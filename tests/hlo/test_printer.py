@@ -227,3 +227,22 @@ def test_generated_modules_round_trip(module):
     again = parse_module(text)
     assert print_module(again) == text
     assert_modules_equal(module, again)
+
+
+@pytest.mark.parametrize("element_type", ["pred", "s8", "s32", "s64", "u8", "u32", "u64"])
+@pytest.mark.parametrize("dims", [(5,), (3, 4), (2, 0), (2, 3, 4)])
+def test_rows_of_predicates_and_integers_print_as_elements_do(element_type, dims):
+    """format_literal prints predicate and integer rows at once (literal._row_formatter):
+    the same text as formatting each element, extremes included."""
+    from xlapy.hlo import literal
+    from xlapy.hlo.dtypes import dtype
+    np_type = dtype(element_type).numpy
+    rng = np.random.default_rng(len(dims))
+    if element_type == "pred":
+        a = rng.integers(0, 2, dims).astype(bool)
+    else:
+        info = np.iinfo(np_type)
+        a = rng.integers(info.min, info.max, dims, dtype=np_type, endpoint=True)
+        a.flat[:2] = [info.min, info.max][:a.size]
+    fmt = literal._element_formatter(element_type)
+    assert literal.format_literal(a, Shape(element_type, dims)) == literal._format_nested(a, fmt)
