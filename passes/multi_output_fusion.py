@@ -106,6 +106,80 @@ def _shares_enough(operand: HloInstruction, a: HloInstruction, b: HloInstruction
     return _bytes(operand) * SHARED_READ_SHARE >= max(_reads(a), _reads(b))
 
 
+def reduce_walk(fusion: HloInstruction) -> tuple | None:
+    """(walked dims, reduced dims) of a fusion that computes column reduces of one walk
+    (each keeps its input's minor dimension; one input shape, the same reduced
+    dimensions) and whose outputs are those reduces or pointwise functions of them
+    (elementwise ops; parameters and constants of the reduces' shape; scalars). Such a
+    kernel visits every element of the walked shape once, in order, and can store a
+    value of that shape on the way (see `_side_partner`); None for other fusions."""
+    if fusion.opcode != "fusion" or fusion_kind(fusion) not in ("loop", "input"):
+        return None
+    body = fusion.fused_computation
+    reduces = [i for i in body.instructions if i.opcode == "reduce"]
+    if not reduces:
+        return None
+    keys = set()
+    for r in reduces:
+        shape, dims = r.operands[0].shape, tuple(sorted(r.dims()))
+        if len(r.operands) != 2 or not dims or shape.rank - 1 in dims \
+                or not shape.has_default_layout() or not r.shape.has_default_layout():
+            return None
+        keys.add((shape.dims, dims))
+    if len(keys) != 1:
+        return None
+    root = body.root
+    elements = root.operands if root.opcode == "tuple" else [root]
+    row = reduces[0].shape.dims
+    if not all(_pointwise_over_reduces(e, row) for e in elements):
+        return None
+    return keys.pop()
+
+
+def _pointwise_over_reduces(value: HloInstruction, row: tuple) -> bool:
+    stack, seen = [value], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen or node.opcode == "reduce":
+            continue
+        seen.add(id(node))
+        shape = node.shape
+        if not shape.is_array or not shape.has_default_layout():
+            return False
+        if node.opcode in ("parameter", "constant"):
+            if shape.dims != row and shape.rank:
+                return False
+        elif node.opcode == "broadcast" and node.operands[0].shape.rank == 0:
+            stack.extend(node.operands)
+        elif node.info.is_elementwise and (shape.dims == row or not shape.rank):
+            stack.extend(node.operands)
+        else:
+            return False
+    return True
+
+
+def _side_values(fusion: HloInstruction, dims: tuple) -> bool:
+    """A loop fusion with no reduce whose outputs all have the shape `dims`, in the
+    default layout: values a column reduce's walk over `dims` can store as it goes."""
+    if fusion_kind(fusion) != "loop" \
+            or any(i.opcode == "reduce" for i in fusion.fused_computation.instructions):
+        return False
+    return all(v.shape.is_array and v.shape.dims == dims and v.shape.has_default_layout()
+               for v in outputs(fusion))
+
+
+def _side_partner(a: HloInstruction, b: HloInstruction) -> HloInstruction | None:
+    """The one of `a`, `b` that keeps the other as side outputs, or None: a column
+    reduce's fusion (reduce_walk) and a loop fusion over the shape it walks (the bias
+    gradient of a layer and the gradient it sums, both computed from the same inputs:
+    one pass instead of two, and the gradient's producers computed once)."""
+    for reducer, loop in ((a, b), (b, a)):
+        walk = reduce_walk(reducer)
+        if walk is not None and _side_values(loop, walk[0]):
+            return reducer
+    return None
+
+
 def fuse_siblings(comp: HloComputation, note=None) -> bool:
     """Merges fusions that read a common operand, large enough to be worth reading once
     (`SHARED_READ_SHARE`), and loop over the same space. `note`: None, or
@@ -122,7 +196,8 @@ def fuse_siblings(comp: HloComputation, note=None) -> bool:
         while len(siblings) > 1:
             first, rest = siblings[0], siblings[1:]
             space = memo.space(first)
-            partner = next((s for s in rest if memo.space(s) == space
+            partner = next((s for s in rest
+                            if (memo.space(s) == space or _side_partner(first, s) is not None)
                             and reach.independent(first, s)
                             and _shares_enough(operand, first, s)), None)
             if partner is None:
@@ -136,12 +211,15 @@ def fuse_siblings(comp: HloComputation, note=None) -> bool:
                              else "one depends on the other")
                 siblings = rest
                 continue
+            rest = [s for s in rest if s is not partner]
+            if memo.space(partner) != space and _side_partner(first, partner) is partner:
+                first, partner = partner, first        # the reduce's kernel keeps the loop
             if note is not None:
                 note(first, partner, None, f"merged (siblings reading {operand.name})")
             reach.merge(first, partner)
             merge_siblings(first, partner)
             memo.forget(first)
-            siblings = [first] + [s for s in rest if s is not partner]
+            siblings = [first] + rest
             changed = True
     return changed
 
@@ -199,7 +277,8 @@ class MultiOutputFusion(HloModulePass):
 
     Siblings: two fusions reading the same operand with the same iteration space
     (two reductions of one tensor over the same dimensions; two loops of one
-    shape) become one fusion with a tuple root, read by get-tuple-element.
+    shape) become one fusion with a tuple root, read by get-tuple-element; so do
+    a column reduce's fusion and a loop over the shape it walks (`_side_partner`).
     Producer/consumer: a loop fusion with several users is fused into a
     same-shaped loop consumer and kept as its extra output. Never creates a
     cycle (checked with reachability). True iff anything merged.

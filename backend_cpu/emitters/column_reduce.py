@@ -41,6 +41,12 @@ reads an earlier one broadcast back over the rows (a variance,
 sum((x - sum(x) / n)^2)) runs in a second walk of the same kernel, after the
 first has filled its scratch row: a partition only ever reads the columns it
 computed itself, so the walks need no synchronization (`plan_stages`).
+
+Side outputs (`split_sides`): a root tuple element with no reduce in it, of the
+walked shape, is stored at each element as the (first) walk passes it, each
+partition its own columns of every row. Multi-output fusion makes such kernels
+from a bias gradient's reduce and the loop fusion that writes the gradient it
+sums: the gradient's inputs are read and its producers computed once.
 """
 from __future__ import annotations
 
@@ -115,18 +121,24 @@ def why_not_column_reduces(root, outputs) -> str | None:
     (try_emit_column_reduces), or None."""
     if root.opcode != "tuple":
         return "not a tuple root"
-    elements = root.operands
-    if not elements:
+    if not root.operands:
         return "an empty tuple"
+    sides, elements = split_sides(root)
+    if not elements:
+        return "no reduce in the tuple"
     for e in elements:
         reason = why_not_column_reduce(e)
         if reason is not None:
             return f"{e.name}: {reason}"
     if len({_walk_key(e) for e in elements}) != 1:
         return "the reduces walk different inputs or dimensions"
-    if len({(o.shape.dims, tuple(o.shape.minor_to_major())) for o in outputs}) != 1:
+    if sum(len(e.shape.leaves()) for e in root.operands) != len(outputs):
+        return "the outputs do not match the root's elements"
+    reduce_outputs = [o for e, outs in _outputs_by_element(root, outputs) if e not in sides
+                      for o in outs]
+    if len({(o.shape.dims, tuple(o.shape.minor_to_major())) for o in reduce_outputs}) != 1:
         return "the outputs differ in shape or layout"
-    return None
+    return _why_not_sides(sides, elements[0])
 
 
 def try_emit_column_reduces(kernel: KernelIR, root, gens: dict, outputs) -> int | None:
@@ -135,13 +147,25 @@ def try_emit_column_reduces(kernel: KernelIR, root, gens: dict, outputs) -> int 
     (why_not_column_reduces says why)."""
     if why_not_column_reduces(root, outputs) is not None:
         return None
-    elements = root.operands
-    reduces, rest = [], list(outputs)
-    for e in elements:
+    sides = split_sides(root)[0]
+    reduces, side_outputs = [], []
+    for e, outs in _outputs_by_element(root, outputs):
+        if e in sides:
+            side_outputs.append((gens[e], outs[0]))
+        else:
+            reduces.append(_Reduce(kernel, e, [gens[o] for o in e.operands], outs))
+    return _emit(kernel, reduces, sides=side_outputs)
+
+
+def _outputs_by_element(root, outputs) -> list:
+    """(element, its output buffers) for each element of the tuple `root` (a variadic
+    reduce has several)."""
+    pairs, rest = [], list(outputs)
+    for e in root.operands:
         count = len(e.shape.leaves())
-        reduces.append(_Reduce(kernel, e, [gens[o] for o in e.operands], rest[:count]))
+        pairs.append((e, rest[:count]))
         rest = rest[count:]
-    return _emit(kernel, reduces)
+    return pairs
 
 
 def try_emit_reduce_epilogue(kernel: KernelIR, comp, operand_gens, outputs) -> int | None:
@@ -155,7 +179,11 @@ def try_emit_reduce_epilogue(kernel: KernelIR, comp, operand_gens, outputs) -> i
     if why_not_reduce_epilogue(comp, kernel.scratch_slot is not None, len(outputs)) is not None:
         return None
     stages = plan_stages(comp)
+    sides = split_sides(comp.root)[0]
     elements = comp.root.operands if comp.root.opcode == "tuple" else [comp.root]
+    side_elements = [(e, out) for e, out in zip(elements, outputs) if e in sides]
+    outputs = [out for e, out in zip(elements, outputs) if e not in sides]
+    elements = [e for e in elements if e not in sides]
     reduces = [r for stage in stages for r in stage]
     accs = {r: kernel.buffer(kernel.scratch_slot(r.shape), r.shape) for r in reduces}
     gens: dict = {}
@@ -177,7 +205,10 @@ def try_emit_reduce_epilogue(kernel: KernelIR, comp, operand_gens, outputs) -> i
             out.store(b, at, gens[element](b, at))
     for k, stage in enumerate(stages):
         walk = [_Reduce(kernel, r, [gens[o] for o in r.operands], [accs[r]]) for r in stage]
-        _emit(kernel, walk, epilogue if k == len(stages) - 1 else None, part)
+        # Side outputs (values of the walked shape, no reduce in them) are stored by the
+        # first walk, which computes their elements anyway.
+        _emit(kernel, walk, epilogue if k == len(stages) - 1 else None, part,
+              sides=[(gens[e], out) for e, out in side_elements] if k == 0 else ())
     return part.extent
 
 
@@ -216,7 +247,7 @@ def plan_stages(comp) -> list[list] | None:
 def _stages(comp) -> list[list] | str:
     """plan_stages' stages, or the reason there are none."""
     root = comp.root
-    elements = root.operands if root.opcode == "tuple" else [root]
+    sides, elements = split_sides(root)
     reduces = [i for i in comp.post_order() if i.opcode == "reduce"]
     if not reduces:
         return "no reduce in the fusion"
@@ -255,7 +286,46 @@ def _stages(comp) -> list[list] | str:
     if len(stages) == 1 and all(e.opcode == "reduce" for e in elements):
         # The direct paths need no scratch.
         return "only reduces at the root (they accumulate into their outputs directly)"
-    return stages
+    reason = _why_not_sides(sides, reduces[0])
+    return stages if reason is None else reason
+
+
+def split_sides(root) -> tuple[list, list]:
+    """(side elements, the others) of a fusion root: a side element is a root tuple
+    element with no reduce among its operands' operands, all the way down -- a value
+    the kernel also writes out, computed over the shape a column reduce walks (a loop
+    fusion merged with a reduce of the same values by multi-output fusion: the
+    gradient of a bias and the gradient it sums)."""
+    elements = root.operands if root.opcode == "tuple" else [root]
+    if root.opcode != "tuple":
+        return [], elements
+    sides = [e for e in elements if e.opcode != "reduce" and not _reaches_reduce(e)]
+    return sides, [e for e in elements if e not in sides]
+
+
+def _reaches_reduce(instr) -> bool:
+    stack, seen = [instr], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.opcode == "reduce":
+            return True
+        stack.extend(node.operands)
+    return False
+
+
+def _why_not_sides(sides: list, reduce) -> str | None:
+    """Side elements are stored element by element during the walk of `reduce`: each
+    must have the walked shape, in the default layout, like the walked input."""
+    in_shape = reduce.operands[0].shape
+    for e in sides:
+        if not e.shape.is_array or e.shape.dims != in_shape.dims \
+                or not e.shape.has_default_layout() or not in_shape.has_default_layout():
+            return f"{e.name} is neither a reduce's value nor of the walked shape " \
+                   f"{list(in_shape.dims)} in the default layout"
+    return None
 
 
 def _dependent_kind(instr, levels: list[str], kept: tuple, in_shape) -> str | None:
@@ -376,10 +446,14 @@ class _Reduce:
         self.outputs[0].store(b, out_index, value)
 
 
-def _emit(kernel: KernelIR, reduces: list[_Reduce], epilogue=None, part=None) -> int:
+def _emit(kernel: KernelIR, reduces: list[_Reduce], epilogue=None, part=None,
+          sides=()) -> int:
     """The walk shared by `reduces` (same input shape, same reduced dimensions); then
     `epilogue(b, index)` for every output index of this partition, if given. `part`:
-    the split of the outputs (by default, from the outputs' shape and types).
+    the split of the outputs (by default, from the outputs' shape and types). `sides`:
+    (generator, output) pairs of the walked shape, stored at every element the walk
+    visits (split_sides): each partition writes its slice of the kept dimensions in
+    every row.
 
     Float sums over more rows than one block (BLOCK_CHAIN steps of rows) cut the walk
     into blocks at one reduced loop (reduction.BlockPlan): each block accumulates into
@@ -393,6 +467,7 @@ def _emit(kernel: KernelIR, reduces: list[_Reduce], epilogue=None, part=None) ->
     kept = [d for d in range(in_shape.rank) if d not in reduced]
     outputs = [out for r in reduces for out in r.outputs]
     out_shape = outputs[0].shape
+    sides = list(sides)
     part = part or _Partition(b, kernel, out_shape, outputs)
     full: list = [None] * in_shape.rank
 
@@ -425,6 +500,9 @@ def _emit(kernel: KernelIR, reduces: list[_Reduce], epilogue=None, part=None) ->
                 at.append(list(full))
             for r in reduces:
                 r.accumulate(kernel, b, out_index, at)
+            for index in at:
+                for gen, out in sides:
+                    out.store(b, index, gen(b, index))
 
     def for_block_outputs(level, body, name):
         """body(b, out_index) for the outputs of this partition that a block opened at
