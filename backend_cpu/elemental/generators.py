@@ -69,11 +69,39 @@ def remap_reshape(b, index, out_shape: Shape, in_shape: Shape, physical: bool) -
         for o, i in zip(out_dims, in_dims):
             result[i] = index[o]
         return result
-    if physical:
-        return delinearize(b, linearize(b, index, out_shape), in_shape)
-    row_major_out = Shape(out_shape.element_type, out_shape.dims)
-    row_major_in = Shape(in_shape.element_type, in_shape.dims)
-    return delinearize(b, linearize(b, index, row_major_out), row_major_in)
+    # Otherwise by groups: runs of dimensions, major to minor, whose sizes multiply to
+    # the same count on both sides ([8,256,3,8,64] and [2048,1536]: (8,256)-(2048) and
+    # (3,8,64)-(1536)). A group of one dimension on each side maps directly, a group
+    # with one operand dimension is a sum of products: only an operand group of several
+    # dimensions divides. The minor index then stays affine in the loop's counter
+    # wherever the groups allow (the head split of attention, whose loops LLVM could
+    # not vectorize through a division by 1536), and the divisions that remain work on
+    # a group's small offset. Same element for every index as one linearization.
+    result = [i64(0)] * in_shape.rank
+    out_sizes = [out_shape.dims[d] for d in out_dims]
+    in_sizes = [in_shape.dims[d] for d in in_dims]
+    o = i = 0
+    while o < len(out_dims):
+        o_end, i_end = o + 1, i + 1
+        out_count, in_count = out_sizes[o], in_sizes[i]
+        while out_count != in_count:
+            if out_count < in_count:
+                out_count *= out_sizes[o_end]
+                o_end += 1
+            else:
+                in_count *= in_sizes[i_end]
+                i_end += 1
+        offset = index[out_dims[o]]
+        for d in out_dims[o + 1:o_end]:
+            offset = b.add(b.mul(offset, i64(out_shape.dims[d]), flags=("nsw",)), index[d],
+                           flags=("nsw",))
+        group = in_dims[i:i_end]
+        for d in reversed(group[1:]):
+            result[d] = b.urem(offset, i64(in_shape.dims[d]))
+            offset = b.udiv(offset, i64(in_shape.dims[d]))
+        result[group[0]] = offset
+        o, i = o_end, i_end
+    return result
 
 
 # --- building generators over a computation -------------------------------------------
