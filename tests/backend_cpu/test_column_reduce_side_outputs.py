@@ -86,3 +86,30 @@ def test_other_siblings_stay_apart(case):
     exe = compile_and_check(text)
     assert len(exe.kernel_strategies()) == 2
     assert "per_output_loops" not in {c.chosen for c in exe.kernel_strategies()}
+
+
+@pytest.mark.parametrize("dtype,reducer,init", [
+    ("f16", "add", "0"), ("s32", "add", "0"), ("f32", "maximum", "-inf"), ("f64", "add", "0"),
+])
+def test_side_outputs_of_other_types_and_reducers(dtype, reducer, init):
+    # f16 sums accumulate in an f32 scratch row; a max has no pairwise blocks; s32 wraps.
+    text = module((1100, 40), (0,), True).replace("f32", dtype) \
+        .replace("ROOT r = f32[] add(a, b)", "ROOT r = f32[] add(a, b)") \
+        .replace(f"add {{ a = {dtype}[] parameter(0) b = {dtype}[] parameter(1) "
+                 f"ROOT r = {dtype}[] add(a, b) }}",
+                 f"add {{ a = {dtype}[] parameter(0) b = {dtype}[] parameter(1) "
+                 f"ROOT r = {dtype}[] {reducer}(a, b) }}") \
+        .replace(f"z = {dtype}[] constant(0)", f"z = {dtype}[] constant({init})")
+    if dtype == "s32":
+        text = text.replace("exponential(m)", "negate(m)").replace("constant(0.01)", "constant(3)")
+    exe = backend_cpu.compile(hlo.parse_module(text),
+                              backend_cpu.CompileOptions(pipeline="default", cache=False,
+                                                         disk_cache=False))
+    reference = hlo.parse_module(text)
+    rng = np.random.default_rng(1)
+    np_type = {"f16": np.float16, "s32": np.int32, "f64": np.float64}.get(dtype, np.float32)
+    args = [(rng.standard_normal(p.shape.dims) * (50 if dtype == "s32" else 1)).astype(np_type)
+            for p in reference.entry.parameters]
+    assert_all_close(exe.run(*args), hlo.evaluate(reference, args), "compiled vs evaluator")
+    choices = exe.kernel_strategies()
+    assert len(choices) == 1 and choices[0].chosen in COLUMN_STRATEGIES, choices
