@@ -435,7 +435,20 @@ def test_transformer_block_gradients_within_twice_xlas_error():
     1.2-1.4x XLA's error in norm on AVX-512, AVX2 and SSE4.2 since the GEMM's k blocks
     are at most 768 long on every target (before: 1.7-2.2x on AVX2, 2.2-3.1x on SSE4.2,
     whose 16-wide tiles got 3072-long blocks). `bk`'s gradient is 0 (softmax ignores
-    a per-row constant): its absolute error gets twice XLA's."""
+    a per-row constant): its absolute error gets twice XLA's.
+
+    Open on an SSE4.2-only target (XLAPY_TEST_HOST_ISA=sse4.2, not in CI's SSE4.2
+    replay): `b1` (the first MLP layer's bias: a column sum over the 4096 rows of
+    dY * gelu'(pre), dY = r @ w2^T) has 2.05x XLA's elementwise error (1.33x in norm);
+    AVX2 1.84x, AVX-512 1.34x. Its error per column, split by source (rms over the 128
+    columns, relative to max|b1|, SSE4.2 / AVX-512): the column reduce's own rounding
+    (64-step f32 chains of 2-row pairs per block) 5.2e-8 / 5.0e-8, dY's GEMM (k = 64,
+    one sequential chain; SSE4.2 rounds every product) 5.4e-8 / 4.7e-8, the
+    pre-activation's error 3.7e-8 / 3.8e-8, the fused elementwise roundings 1.8e-8 /
+    1.8e-8, tanh 0.9e-8 / 0.8e-8 (vecmath's f32 tanh gives the same bits on every
+    target; XLA's whole error: 6.8e-8). With an exactly rounded column sum of the same
+    values b1 would be at 1.32x on SSE4.2 (1.35x on AVX2); with a correctly rounded
+    tanh, 2.00x. Failures list every gradient over its bound."""
     names = _transformer_inputs().NAMES
     inputs = _transformer_inputs().leaves()
     module = hlo.parse_module((FROM_JAX / "transformer_block_grad.hlo").read_text())
@@ -444,13 +457,21 @@ def test_transformer_block_gradients_within_twice_xlas_error():
     with np.load(FROM_JAX / "transformer_block_grad.npz") as data:
         xla = [data[f"xla{i}"] for i in range(len(names))]
         ref = [data[f"ref{i}"] for i in range(len(names))]
+    over = []
     for name, g, x, r in zip(names, ours, xla, ref):
         g, x = np.asarray(g, np.float64), x.astype(np.float64)
         if name == "bk":
-            assert np.abs(g - r).max() <= 2 * np.abs(x - r).max(), name
+            ours_abs, xla_abs = np.abs(g - r).max(), np.abs(x - r).max()
+            if ours_abs > 2 * xla_abs:
+                over.append(f"{name} absolute: {ours_abs:.3g} vs XLA's {xla_abs:.3g}")
             continue
         norm, scale = np.linalg.norm(r), np.abs(r).max()
         ours_err, xla_err = np.linalg.norm(g - r) / norm, np.linalg.norm(x - r) / norm
-        assert ours_err <= 2 * xla_err, f"{name}: {ours_err:.3g} vs XLA's {xla_err:.3g}"
+        if ours_err > 2 * xla_err:
+            over.append(f"{name} normwise: {ours_err:.3g} vs XLA's {xla_err:.3g} "
+                        f"({ours_err / xla_err:.2f}x)")
         ours_max, xla_max = np.abs(g - r).max() / scale, np.abs(x - r).max() / scale
-        assert ours_max <= 2 * xla_max, f"{name}: {ours_max:.3g} vs XLA's {xla_max:.3g}"
+        if ours_max > 2 * xla_max:
+            over.append(f"{name} elementwise: {ours_max:.3g} vs XLA's {xla_max:.3g} "
+                        f"({ours_max / xla_max:.2f}x)")
+    assert not over, "over twice XLA's error: " + "; ".join(over)
