@@ -132,8 +132,10 @@ def try_emit_gemm(kernel, dot, lhs: View | None, rhs: View | None, out) -> int |
     (m, sm), (k, slk), (k2, srk), (n, sn) = plan.merged
     args = dict(lhs_dtype=lhs.etype, rhs_dtype=rhs.etype, out_dtype=out.shape.element_type,
                 m=m, n=n, k=k, lhs_strides=(sm, slk), rhs_strides=(srk, sn))
+    count = prod(dot.shape.dims[i] for i in range(len(lb)))
     try:
-        fn = packed_gemm.emit_gemm(kernel.function.module, f"{kernel.name}_gemm", **args)
+        fn = packed_gemm.emit_gemm(kernel.function.module, f"{kernel.name}_gemm", **args,
+                                   batch=count)
     except ValueError:
         return None
     scratch_bytes = packed_gemm.gemm_scratch_bytes(**args)
@@ -159,7 +161,6 @@ def try_emit_gemm(kernel, dot, lhs: View | None, rhs: View | None, out) -> int |
             pointers = [_offset(b, v.pointer, off, v.etype) for v, off in
                         ((lhs, offsets[0]), (rhs, offsets[1]), (out, offsets[2]))]
             b.call(fn, pointers + [i64(0), i64(m), scratch])
-    count = prod(batch_dims)
     return run_units(kernel, even_cuts(count, 2 * m * n * k * count), scratch_bytes, batches)
 
 

@@ -167,9 +167,11 @@ def _pack_bytes(spec: GemmSpec, plan: GemmPlan) -> tuple[int, int]:
 def emit_gemm(module: ir.Module, name: str, *, lhs_dtype: str, rhs_dtype: str,
               out_dtype: str, m: int, n: int, k: int,
               lhs_strides: tuple[int, int], rhs_strides: tuple[int, int],
-              vector_bits: int | None = None) -> ir.Function:
+              vector_bits: int | None = None, batch: int = 1) -> ir.Function:
     """Adds `void name(ptr lhs, ptr rhs, ptr out, i64 m_begin, i64 m_end, ptr scratch)`
     to `module` (`scratch`: `gemm_scratch_bytes` bytes, see the module docstring).
+    `batch`: how many times the caller runs it per launch (a batched dot's entries),
+    which counts towards the size that pays for the faster packing routines.
 
     It computes out[i, j] = sum_k lhs[i, k] * rhs[k, j] for m_begin <= i < m_end, in the
     accumulation type of `out_dtype` (f16 accumulates in f32; integers wrap). `vector_bits`
@@ -189,7 +191,7 @@ def emit_gemm(module: ir.Module, name: str, *, lhs_dtype: str, rhs_dtype: str,
     elif m == 1 or n == 1:
         emit_gemv(fn, spec, bits)
     else:
-        _emit_packed_gemm(fn, spec, plan_gemm(spec, bits))
+        _emit_packed_gemm(fn, spec, plan_gemm(spec, bits), batch)
         # The packed driver only walks blocks and calls the packing routines and the
         # micro-kernel (where the time goes): optimizing it would not be measurable at
         # run time but costs several ms of every compile.
@@ -242,7 +244,7 @@ def _emit_zero_fill(fn: ir.Function, spec: GemmSpec) -> None:
     b.ret_void()
 
 
-def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan) -> None:
+def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan, batch: int = 1) -> None:
     """The five-loop nest of the module docstring."""
     module, arith, tile = fn.module, spec.arith, plan.tile
     # The helpers are routines of the process-wide library (library.py): the
@@ -259,9 +261,10 @@ def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan) -> None:
     a_strides = [const(s) for s in spec.lhs_strides]            # (s_x, s_k)
     b_strides = [const(s) for s in reversed(spec.rhs_strides)]
     # A's panels are narrower than a vector: transposing them in registers wastes most
-    # of each square, and pays (4-7% faster GEMMs) only when the GEMM is large.
+    # of each square, and pays (4-7% faster GEMMs) only when the GEMM is large -- or a
+    # batch of GEMMs is (attention's q @ k^T: 64 heads of f32[256,64] @ [64,256]).
     a_layout = PackLayout.of(spec.lhs_dtype, *spec.lhs_strides, width=tile.mr, lanes=tile.lanes,
-                             in_registers=2 * spec.m * spec.n * spec.k >= BIG_GEMM_FLOPS)
+                             in_registers=2 * spec.m * spec.n * spec.k * batch >= BIG_GEMM_FLOPS)
     b_layout = PackLayout.of(spec.rhs_dtype, *reversed(spec.rhs_strides), width=tile.nr,
                              lanes=tile.lanes)
     pack_a, pack_b = (library.declare(module, library.Routine(

@@ -340,3 +340,16 @@ def test_microkernel_uses_full_registers_with_broadcast_operands(isa):
     assert len(fmas) >= accumulators
     # Each broadcast A value feeds several FMAs, so it is broadcast once into a register.
     assert any("vbroadcastss" in line or "{1to16}" in line for line in lines)
+
+
+@pytest.mark.parametrize("batch, in_registers", [(1, False), (64, True)])
+def test_a_large_batch_packs_a_in_registers(batch, in_registers):
+    """A's transposing pack works in registers once the GEMMs of a launch are large
+    together (64 heads of [256,64] @ [64,256]), not only when one GEMM is."""
+    assert 2 * 256 * 256 * 64 < BIG_GEMM_FLOPS <= 2 * 256 * 256 * 64 * 64
+    module = ir.Module()
+    emit_gemm(module, "g", lhs_dtype="f32", rhs_dtype="f32", out_dtype="f32", m=256, n=256,
+              k=64, lhs_strides=(64, 1), rhs_strides=(256, 1), batch=batch)
+    a_packs = [r for r in library.routines_in(module)
+               if r.kind == "pack" and r.shape.width == _TILE.mr]
+    assert [r.shape.in_registers for r in a_packs] == [in_registers]
