@@ -22,11 +22,16 @@ like a row reduce); sixteen were slower again. An input expression computed in
 the kernel is copied once per row of a step, so an expensive one gets fewer rows.
 
 Summation order: each output element adds its rows in row order, R at a time
-combined as a balanced tree. A float sum over more than BLOCK_CHAIN steps of
-rows is cut into blocks of rows: each block accumulates from -0.0, and the
-block rows join per-output scratch levels pairwise (elemental/pairwise_sum.py; the error
-grows like log(rows), and 2^24 is no ceiling), the init added last. An f16 sum
-or product accumulates in an f32 scratch row, rounded once. The order never
+combined as a balanced tree. An f32 sum adds each step's tree (in f32) into an
+f64 scratch row, rounded to f32 once at the end: within a few roundings of the
+exact sum (a transformer's bias gradient on an SSE4.2 target: 2.05x XLA's
+elementwise error with f32 blocks, 1.44x with this; f32[4096,4096] axis 0 at
+the same speed, 2.58 vs 2.63 ms, its error 1.6e-7 -> 6.1e-8 of the largest sum).
+Other float sums over more than BLOCK_CHAIN steps of rows are cut into blocks of
+rows: each block accumulates from -0.0, and the block rows join per-output
+scratch levels pairwise (elemental/pairwise_sum.py; the error grows like
+log(rows), and 2^24 is no ceiling), the init added last. An f16 sum or product
+accumulates in an f32 scratch row, rounded once. The order never
 depends on the thread count: the partitions split a kept dimension, not the
 rows (`_Partition`). A reducer that is not one simple associative op (argmax)
 is applied row by row, in order.
@@ -354,8 +359,8 @@ class _Reduce:
     """One reduce of the walk: its input generators, init values, step and outputs.
 
     `accs` are the buffers the walk accumulates into: the outputs themselves, or, for
-    an f16 sum or product (accumulated in f32, pairwise_sum.wide_type), a scratch
-    copy in f32 that `finish` rounds into the outputs. A float sum over more rows than
+    an f16 sum or product (accumulated in f32, pairwise_sum.wide_type) and an f32 sum
+    (in f64), a scratch copy in the wider type that `finish` rounds into the outputs. A float sum over more rows than
     one block also keeps scratch levels of block sums per output (`plan_blocks`)."""
 
     def __init__(self, kernel, instr, srcs, outputs):
@@ -367,11 +372,20 @@ class _Reduce:
         scratch = kernel.scratch_slot is not None
         self.pairwise = scratch and is_pairwise(reducer, etypes[0])
         self.wide = wide_type(etypes[0]) if scratch and reducer in ("add", "multiply") else None
+        self.rows_step = None
+        if scratch and reducer == "add" and etypes == ["f32"]:
+            # An f32 sum: each step's rows are added in f32 as before, then into an f64
+            # accumulator, rounded to f32 once at the end. The f64 chain is exact to
+            # ~2^-53 per addition, so no blocks are needed, and the sum is within a few
+            # roundings of the exact one (see the module docstring).
+            self.wide, self.pairwise = ir.DoubleType(), False
+            self.rows_step = make_reducer(kernel, instr.to_apply, etypes)
         self.accs = outputs
         if self.wide is not None:
-            shape = Shape("f32", outputs[0].shape.dims, outputs[0].shape.layout)
+            wide = "f64" if isinstance(self.wide, ir.DoubleType) else "f32"
+            shape = Shape(wide, outputs[0].shape.dims, outputs[0].shape.layout)
             self.accs = [kernel.buffer(kernel.scratch_slot(shape), shape)]
-            etypes = ["f32"]
+            etypes = [wide]
         self.step = make_reducer(kernel, instr.to_apply, etypes)
         self.tree = n == 1 and reducer is not None
         self.levels = None      # (scratch buffer, blocks) once the walk is cut into blocks
@@ -384,7 +398,10 @@ class _Reduce:
         """accs[out_index] = step(accs[out_index], rows), the rows' input indices
         being `inputs_at` (one index list per row)."""
         values = [[g(b, index) for g in self.inputs] for index in inputs_at]
-        if self.wide is not None:
+        if self.rows_step is not None:          # f32 rows, then the f64 accumulator
+            values = [[b.fpext(v, self.wide)
+                       for v in _combine_pairwise(b, self.rows_step, values)]]
+        elif self.wide is not None:
             values = [[b.fpext(v, self.wide) for v in row] for row in values]
         accs = [acc.load(b, out_index) for acc in self.accs]
         if self.tree:

@@ -437,18 +437,16 @@ def test_transformer_block_gradients_within_twice_xlas_error():
     whose 16-wide tiles got 3072-long blocks). `bk`'s gradient is 0 (softmax ignores
     a per-row constant): its absolute error gets twice XLA's.
 
-    Open on an SSE4.2-only target (XLAPY_TEST_HOST_ISA=sse4.2, not in CI's SSE4.2
-    replay): `b1` (the first MLP layer's bias: a column sum over the 4096 rows of
-    dY * gelu'(pre), dY = r @ w2^T) has 2.05x XLA's elementwise error (1.33x in norm);
-    AVX2 1.84x, AVX-512 1.34x. Its error per column, split by source (rms over the 128
-    columns, relative to max|b1|, SSE4.2 / AVX-512): the column reduce's own rounding
-    (64-step f32 chains of 2-row pairs per block) 5.2e-8 / 5.0e-8, dY's GEMM (k = 64,
-    one sequential chain; SSE4.2 rounds every product) 5.4e-8 / 4.7e-8, the
-    pre-activation's error 3.7e-8 / 3.8e-8, the fused elementwise roundings 1.8e-8 /
-    1.8e-8, tanh 0.9e-8 / 0.8e-8 (vecmath's f32 tanh gives the same bits on every
-    target; XLA's whole error: 6.8e-8). With an exactly rounded column sum of the same
-    values b1 would be at 1.32x on SSE4.2 (1.35x on AVX2); with a correctly rounded
-    tanh, 2.00x. Failures list every gradient over its bound."""
+    SSE4.2 (in CI's SSE4.2 replay since f32 column sums accumulate in f64): `b1` (the
+    first MLP layer's bias: a column sum over the 4096 rows of dY * gelu'(pre),
+    dY = r @ w2^T) had 2.05x XLA's elementwise error there (AVX2 1.84x, AVX-512
+    1.34x) while column sums added 64-step f32 chains of 2-row pairs per block. Split
+    by source (rms over the 128 columns, relative to max|b1|, SSE4.2 / AVX-512): the
+    column reduce's own rounding 5.2e-8 / 5.0e-8, dY's GEMM (k = 64, one sequential
+    chain; SSE4.2 rounds every product) 5.4e-8 / 4.7e-8, the pre-activation's error
+    3.7e-8 / 3.8e-8, the fused elementwise roundings 1.8e-8 / 1.8e-8, tanh 0.9e-8 /
+    0.8e-8 (XLA's whole error: 6.8e-8). With the f64 accumulator: 1.44x on SSE4.2,
+    1.34x on AVX2 and AVX-512. Failures list every gradient over its bound."""
     names = _transformer_inputs().NAMES
     inputs = _transformer_inputs().leaves()
     module = hlo.parse_module((FROM_JAX / "transformer_block_grad.hlo").read_text())
