@@ -312,16 +312,14 @@ def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan, batch: in
 def reads_a_in_place(spec: GemmSpec, tile: MicroTile) -> bool:
     """Whether the micro-kernel reads A where it lies instead of from packed panels:
     when all of C's columns fit one micro-panel (n <= NR), a packed A block would be
-    read once, and packing row-major A (k contiguous) transposes it into MR-tall
-    panels, which costs about as much as the products read from it. Measured on a
-    shared AVX-512 host (interleaved medians, 40 runs): attention's P @ V,
-    f32[64 x 256,256] @ [256,64], 8.8 -> 6.2 ms; dS @ K with K transposed 8.3 -> 6.0;
-    an MLP's last layer [256,1024] @ [1024,10] 0.76 -> 0.24 ms. A with its rows
-    contiguous (a transposed lhs) packs by plain copies: no gain (8.4 vs 8.1 ms),
-    so it stays packed. A must need no conversion to the accumulation type. The last
-    rows short of a full tile are still packed (the kernel reads MR rows)."""
-    return spec.n <= tile.nr and spec.lhs_strides[1] == 1 \
-        and storage_type(spec.lhs_dtype) == spec.arith.type
+    read once, so packing it is a second pass over A for nothing. Measured, quiet
+    AVX-512 host, interleaved medians of 40: attention's P @ V, f32[64 x 256,256] @
+    [256,64] (row-major A, which packing transposes), 2.04 -> 1.80 ms; P^T @ dO (A's
+    rows contiguous: packing copies) 2.67 -> 1.93 ms; an MLP's last layer
+    [256,1024] @ [1024,10] 0.76 -> 0.24 ms (shared host). A must need no conversion
+    to the accumulation type. The last rows short of a full tile are still packed
+    (the kernel reads MR rows)."""
+    return spec.n <= tile.nr and storage_type(spec.lhs_dtype) == spec.arith.type
 
 
 def _direct_a_tiles(b, spec, tile, ic, mcb, pc, kcb, ncb, jc, accumulate, buffers,

@@ -248,7 +248,7 @@ def test_table_reaches_the_big_gemm_paths():
 
 
 def test_table_reaches_a_read_in_place_on_full_and_partial_tiles():
-    """C one micro-panel wide with row-major A: the strided micro-kernel on full tiles,
+    """C one micro-panel wide: the strided micro-kernel on full tiles,
     the packed one on the last partial tile, and several k blocks (15 x 33 x 2KC+1)."""
     direct = [(spec, bits) for spec, bits in ALL_CASES
               if reads_a_in_place(spec, choose_tile(bits or host_vector_bits(), spec.arith))]
@@ -260,7 +260,7 @@ def test_table_reaches_a_read_in_place_on_full_and_partial_tiles():
 
 @pytest.mark.parametrize("lhs_layout, n, dtypes, expected", [
     ("row", NR, ("f32",) * 3, True), ("padded", 1 + NR // 2, ("f32",) * 3, True),
-    ("col", NR, ("f32",) * 3, False),          # rows contiguous: packing is a plain copy
+    ("col", NR, ("f32",) * 3, True),           # rows contiguous: read in place too
     ("row", NR + 1, ("f32",) * 3, False),      # two micro-panels: packed A is read twice
     ("row", NR, ("f16", "f16", "f32"), False),  # A converts to the accumulation type
 ])
