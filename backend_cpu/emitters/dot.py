@@ -133,15 +133,26 @@ def try_emit_gemm(kernel, dot, lhs: View | None, rhs: View | None, out) -> int |
     args = dict(lhs_dtype=lhs.etype, rhs_dtype=rhs.etype, out_dtype=out.shape.element_type,
                 m=m, n=n, k=k, lhs_strides=(sm, slk), rhs_strides=(srk, sn))
     count = prod(dot.shape.dims[i] for i in range(len(lb)))
+    threads = intra_op_threads()
+    nr = packed_gemm.plan_gemm(packed_gemm.GemmSpec(
+        args["lhs_dtype"], args["rhs_dtype"], args["out_dtype"], m, n, k, (sm, slk), (srk, sn)),
+        packed_gemm.host_vector_bits()).tile.nr if m > 1 and n > 1 and k > 0 else 1
+    columns = not lb and not (plan.copy_lhs or plan.copy_rhs) \
+        and packed_gemm.splits_columns(m, n, k, threads, nr)
     try:
         fn = packed_gemm.emit_gemm(kernel.function.module, f"{kernel.name}_gemm", **args,
-                                   batch=count)
+                                   batch=count, columns=columns)
     except ValueError:
         return None
     scratch_bytes = packed_gemm.gemm_scratch_bytes(**args)
     b = kernel.b
+    if columns:
+        parts = packed_gemm.gemm_column_partitions(m, n, k, threads, nr)
+        cuts = [begin for begin, _ in packed_gemm.gemm_column_split(n, parts, nr)] + [n]
+        return run_units(kernel, cuts, scratch_bytes, lambda lo, hi, scratch: b.call(
+            fn, [lhs.pointer, rhs.pointer, out.pointer, lo, hi, scratch]))
     if not lb:
-        parts = packed_gemm.gemm_partitions(m, n, k, intra_op_threads())
+        parts = packed_gemm.gemm_partitions(m, n, k, threads)
         cuts = [begin for begin, _ in packed_gemm.gemm_row_split(m, parts)] + [m]
         if plan.copy_lhs or plan.copy_rhs:
             return _run_relayout(kernel, dot, lhs, rhs, out, plan, fn, cuts, scratch_bytes)

@@ -134,6 +134,32 @@ def gemm_partitions(m: int, n: int, k: int, threads: int) -> int:
     return max(1, min(threads, parts))
 
 
+def gemm_column_partitions(m: int, n: int, k: int, threads: int, nr: int) -> int:
+    """How many column partitions are worth launching (each at least one micro-panel)."""
+    if threads <= 1:
+        return 1
+    parts = min(2 * m * n * max(k, 1) // MIN_FLOPS_PER_PARTITION, math.ceil(n / nr))
+    return max(1, min(threads, parts))
+
+
+def splits_columns(m: int, n: int, k: int, threads: int, nr: int) -> bool:
+    """Whether the threads of a GEMM should split C's columns rather than its rows.
+    Each partition packs the B panels of its columns and the A blocks of its rows: split
+    by rows, every thread packs all of B; by columns, all of A. With n > m the column
+    split packs less (a weight gradient x^T @ dY, f32[512,2048]^T @ [2048,1536]: 14 MiB
+    of packing per thread by rows, 10 by columns)."""
+    return threads > 1 and m > 1 and n > 1 and k > 0 and n > m \
+        and gemm_column_partitions(m, n, k, threads, nr) > 1
+
+
+def gemm_column_split(n: int, parts: int, nr: int) -> list[tuple[int, int]]:
+    """`parts` column ranges covering [0, n), cut at multiples of the micro-panel
+    width NR (a cut elsewhere leaves a partial panel on both sides)."""
+    panels = -(-n // nr)
+    cuts = [min(n, round(panels * i / parts) * nr) for i in range(parts)] + [n]
+    return [(a, z) for a, z in zip(cuts, cuts[1:]) if z > a]
+
+
 def gemm_row_split(m: int, parts: int) -> list[tuple[int, int]]:
     """`parts` row ranges covering [0, m), nearly equal, cut at multiples of the
     micro-tile height where possible (a cut elsewhere leaves a partial tile on both
@@ -167,11 +193,14 @@ def _pack_bytes(spec: GemmSpec, plan: GemmPlan) -> tuple[int, int]:
 def emit_gemm(module: ir.Module, name: str, *, lhs_dtype: str, rhs_dtype: str,
               out_dtype: str, m: int, n: int, k: int,
               lhs_strides: tuple[int, int], rhs_strides: tuple[int, int],
-              vector_bits: int | None = None, batch: int = 1) -> ir.Function:
+              vector_bits: int | None = None, batch: int = 1,
+              columns: bool = False) -> ir.Function:
     """Adds `void name(ptr lhs, ptr rhs, ptr out, i64 m_begin, i64 m_end, ptr scratch)`
     to `module` (`scratch`: `gemm_scratch_bytes` bytes, see the module docstring).
     `batch`: how many times the caller runs it per launch (a batched dot's entries),
     which counts towards the size that pays for the faster packing routines.
+    `columns`: the function's (m_begin, m_end) are columns [n_begin, n_end) of every
+    row instead (see `splits_columns`; only for the packed path: m, n > 1, k > 0).
 
     It computes out[i, j] = sum_k lhs[i, k] * rhs[k, j] for m_begin <= i < m_end, in the
     accumulation type of `out_dtype` (f16 accumulates in f32; integers wrap). `vector_bits`
@@ -191,7 +220,7 @@ def emit_gemm(module: ir.Module, name: str, *, lhs_dtype: str, rhs_dtype: str,
     elif m == 1 or n == 1:
         emit_gemv(fn, spec, bits)
     else:
-        _emit_packed_gemm(fn, spec, plan_gemm(spec, bits), batch)
+        _emit_packed_gemm(fn, spec, plan_gemm(spec, bits), batch, columns)
         # The packed driver only walks blocks and calls the packing routines and the
         # micro-kernel (where the time goes): optimizing it would not be measurable at
         # run time but costs several ms of every compile.
@@ -244,7 +273,8 @@ def _emit_zero_fill(fn: ir.Function, spec: GemmSpec) -> None:
     b.ret_void()
 
 
-def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan, batch: int = 1) -> None:
+def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan, batch: int = 1,
+                      columns: bool = False) -> None:
     """The five-loop nest of the module docstring."""
     module, arith, tile = fn.module, spec.arith, plan.tile
     # The helpers are routines of the process-wide library (library.py): the
@@ -276,14 +306,16 @@ def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan, batch: in
             f"{prefix}.micro_sa.{shape}.{spec.out_dtype}{'.acc' * may_accumulate}",
             "micro_strided_a", spec.out_dtype, tile, may_accumulate))
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    lhs, rhs, out, m_begin, m_end, scratch = fn.args
-    with b.if_then(b.icmp_signed(">=", m_begin, m_end)):
+    lhs, rhs, out, lo, hi, scratch = fn.args
+    with b.if_then(b.icmp_signed(">=", lo, hi)):
         b.ret_void()   # an empty partition: do not even pack B
     a_buf, b_buf = _pack_buffers(b, spec, plan, scratch)
     n, k, mr, nr = spec.n, spec.k, tile.mr, tile.nr
     out_ty = storage_type(spec.out_dtype)
-    with for_range(b, 0, n, plan.nc, name="jc", transform=False) as jc:
-        ncb = imin(b, plan.nc, b.sub(const(n), jc))
+    m_begin, m_end, n_begin, n_end = (const(0), const(spec.m), lo, hi) if columns \
+        else (lo, hi, const(0), const(n))
+    with for_range(b, n_begin, n_end, plan.nc, name="jc", transform=False) as jc:
+        ncb = imin(b, plan.nc, b.sub(n_end, jc))
         with for_range(b, 0, k, plan.kc, name="pc", transform=False) as pc:
             kcb = imin(b, plan.kc, b.sub(const(k), pc))
             b.call(pack_b, [b_buf, rhs, jc, ncb, pc, kcb, *b_strides])

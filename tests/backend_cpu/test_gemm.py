@@ -20,8 +20,8 @@ from xlapy.backend_cpu import disk_cache
 from xlapy.backend_cpu.gemm import library
 from xlapy.backend_cpu.llvm import target_machine
 from xlapy.backend_cpu.gemm.packed_gemm import (BIG_GEMM_FLOPS, K_PANEL_BYTES, emit_gemm, gemm_partitions, gemm_row_split,
-                              gemm_scratch_bytes, host_vector_bits, plan_gemm,
-                              reads_a_in_place)
+                              gemm_column_split, gemm_scratch_bytes, host_vector_bits,
+                              plan_gemm, reads_a_in_place, splits_columns)
 from xlapy.backend_cpu.gemm.spec import GemmSpec
 from xlapy.backend_cpu.gemm.microkernel import choose_tile
 from xlapy.backend_cpu.gemm.packing import transpose_square
@@ -353,3 +353,40 @@ def test_a_large_batch_packs_a_in_registers(batch, in_registers):
     a_packs = [r for r in library.routines_in(module)
                if r.kind == "pack" and r.shape.width == _TILE.mr]
     assert [r.shape.in_registers for r in a_packs] == [in_registers]
+
+
+@pytest.mark.parametrize("shape", [(20, 40, KC + 1), (15, 200, 2 * KC + 1), (2, 300, 17),
+                                   (7, NC + 1, 5), (3, NR, 9)])
+def test_column_partitions_compose(shape):
+    """A GEMM split by columns (emit_gemm columns=True): launching [n_begin, n_end) in
+    uneven chunks, cut inside micro-panels and panels too, covers every column once."""
+    m, n, k = shape
+    spec, bits = _case(("f32",) * 3, shape)
+    module = ir.Module(name="gemm_columns")
+    emit_gemm(module, "g", lhs_dtype="f32", rhs_dtype="f32", out_dtype="f32", m=m, n=n, k=k,
+              lhs_strides=spec.lhs_strides, rhs_strides=spec.rhs_strides, columns=True)
+    library.ensure_compiled(library.routines_in(module), disk_cache)
+    jit = target_machine.jit_compile(str(module))
+    kernel = KERNEL(jit.lookup("g"))
+    rng = np.random.default_rng(4)
+    a_buf, a = _random_operand(rng, "f32", m, k, spec.lhs_strides)
+    b_buf, b = _random_operand(rng, "f32", k, n, spec.rhs_strides)
+    out = np.full((m, n), 77, dtype=np.float32)
+    keep, scratch = _scratch((spec, bits))
+    chunks = sorted({0, 1, n // 3, n // 3 + 7, NR + 1, n - 1, n} & set(range(n + 1)))
+    for begin, end in zip(chunks, chunks[1:]):
+        kernel(a_buf.ctypes.data, b_buf.ctypes.data, out.ctypes.data, begin, end, scratch)
+    _check(spec, out, a, b)
+
+
+def test_which_gemms_split_columns():
+    # More columns than rows, and enough work for two partitions: split the columns,
+    # at multiples of NR, covering [0, n).
+    assert splits_columns(512, 1536, 2048, 2, NR)
+    assert not splits_columns(1536, 512, 2048, 2, NR)      # more rows: rows
+    assert not splits_columns(16, 1024, 256, 1, NR)        # one thread
+    assert not splits_columns(4, NR, 3, 2, NR)             # too little work
+    split = gemm_column_split(1000, 2, NR)
+    assert split[0][0] == 0 and split[-1][1] == 1000
+    assert all(a % NR == 0 for a, _ in split)
+    assert all(z == a2 for (_, z), (a2, _) in zip(split, split[1:]))
