@@ -396,7 +396,8 @@ def _compile_module(module, start: float, use_disk_cache: bool = False,
             glue, context.bodies, light=context.light, strength_reduction=strength_reduction,
             threads=options.compile_threads, memory=options.cache,
             disk=disk_cache.kernels if use_disk_cache else None,
-            extra=build.texts if build is not None else ())
+            extra=build.texts if build is not None else (),
+            extra_light=gemm_library.ROUTINE_LIGHT)
         info.update(counts, kernel_thunks=context.kernel_count, emitted=context.emissions,
                     gemm_routines=len(build.texts) if build is not None else 0)
     jit = None

@@ -155,11 +155,12 @@ def _remember(key: str, code: bytes) -> None:
 
 def objects(glue: str, kernels: dict[str, str], *, light, strength_reduction: bool,
             threads: int | None = None, memory: bool = True, disk=None,
-            extra: list[str] = ()) -> tuple[list[bytes], dict, list[bytes]]:
+            extra: list[str] = (), extra_light: bool = False
+            ) -> tuple[list[bytes], dict, list[bytes]]:
     """The object code of the glue module and of every body in `kernels` (symbol ->
     text), in that order, counts {"kernels", "compiled", "memory", "disk"}, and the
-    object code of the `extra` modules (O3, never cached here: the GEMM library's
-    routines, compiled in the same batch). `light`: whether the bodies take the light
+    object code of the `extra` modules (never cached here: the GEMM library's
+    routines, compiled in the same batch; the light pipeline if `extra_light`, else O3). `light`: whether the bodies take the light
     pipeline (one bool, or symbol -> bool). Bodies come from the memory cache (if
     `memory`), then `disk` (disk_cache, or None), else are compiled, with the glue and
     `extra`, on `threads` threads."""
@@ -197,7 +198,7 @@ def objects(glue: str, kernels: dict[str, str], *, light, strength_reduction: bo
     extra = list(extra)
     codes = machine_code.compile_objects([glue] + [kernels[s] for s in missing] + extra,
                                          light=[True] + [lights[s] for s in missing]
-                                         + [False] * len(extra),
+                                         + [extra_light] * len(extra),
                                          quick=[True] + [False] * (len(missing) + len(extra)),
                                          strength_reduction=strength_reduction,
                                          threads=threads, target=target)
