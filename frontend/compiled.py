@@ -248,10 +248,10 @@ def _compile_cpu(lowered, pipeline, intra_op_threads, max_isa=None, **more_optio
 
     def compile_(**extra):
         # The pipeline rewrites a copy of the module (the Lowered keeps its own for
-        # as_hlo_text and evaluate): a fresh lowering of the graph, made only if the
-        # backend compiles (not on a cache hit).
-        return backend_cpu.compile(lowered.module, backend_cpu.CompileOptions(**options, **extra),
-                                   copy=lowered.fresh_module)
+        # as_hlo_text and evaluate): the backend's clone of it, made only if the backend
+        # compiles (not on a cache hit). A clone of the 12-layer GPT step takes 10 ms,
+        # lowering the graph again took 65 ms.
+        return backend_cpu.compile(lowered.module, backend_cpu.CompileOptions(**options, **extra))
     if intra_op_threads is None:
         return compile_()
     for name in ("intra_op_threads", "threads"):
