@@ -24,9 +24,7 @@ from ..hlo import OPCODES, Shape
 
 from .algebraic_simplifier import make, rule
 from .hlo_utils import new_instruction
-
-_DOT_KEYS = {"lhs_batch_dims", "rhs_batch_dims", "lhs_contracting_dims",
-             "rhs_contracting_dims", "metadata"}
+from .simplify_movement import swapped_dot_attrs
 
 
 def _swapped_dot(transpose):
@@ -35,22 +33,15 @@ def _swapped_dot(transpose):
     and moves b's free dimensions before a's; else None."""
     dot = transpose.operands[0]
     if dot.opcode != "dot" or len(dot.users) != 1 or dot.is_root \
-            or not set(dot.attrs) <= _DOT_KEYS or not dot.shape.has_default_layout():
+            or not dot.shape.has_default_layout():
+        return None
+    attrs = swapped_dot_attrs(dot, transpose.dims())
+    if attrs is None:
         return None
     lhs, rhs = dot.operands
-    lb, rb = dot.dims("lhs_batch_dims"), dot.dims("rhs_batch_dims")
-    lc, rc = dot.dims("lhs_contracting_dims"), dot.dims("rhs_contracting_dims")
-    nb = len(lb)
-    nl = lhs.shape.rank - nb - len(lc)
-    nr = rhs.shape.rank - nb - len(rc)
-    if not nl or not nr or transpose.dims() != (
-            tuple(range(nb)) + tuple(range(nb + nl, nb + nl + nr)) + tuple(range(nb, nb + nl))):
-        return None
     reader = transpose.users[0]
     shape = transpose.shape
     row_major = Shape(shape.element_type, shape.dims, tuple(range(shape.rank - 1, -1, -1)))
-    attrs = {"lhs_batch_dims": rb, "rhs_batch_dims": lb} if nb else {}
-    attrs.update(lhs_contracting_dims=rc, rhs_contracting_dims=lc)
     return new_instruction(reader.parent, "dot", row_major, [rhs, lhs], before=reader,
                            attrs=attrs)
 

@@ -254,15 +254,12 @@ _DOT_KEYS = {"lhs_batch_dims", "rhs_batch_dims", "lhs_contracting_dims",
              "rhs_contracting_dims", "operand_precision", "metadata"}
 
 
-@rule("transpose")
-def _transpose_of_dot(instr):
-    """transpose(dot(a, b)) that puts b's free dimensions before a's is dot(b, a):
-    the same products and sums, written in the order the consumer reads them, so
-    no transposing pass over the product (autodiff makes such a dot for the
-    gradient of the keys in attention, q @ k^T)."""
-    dot = instr.operands[0]
-    if dot.opcode != "dot" or len(dot.users) != 1 or not set(dot.attrs) <= _DOT_KEYS \
-            or not _default_layouts(instr, dot):
+def swapped_dot_attrs(dot: HloInstruction, perm: tuple) -> dict | None:
+    """The attributes of dot(b, a) when a transpose by `perm` of `dot` = dot(a, b) puts
+    b's free dimensions before a's (batch dimensions first, kept): the same products
+    and sums in the order the transpose reads them. None for any other transpose, or a
+    dot with attributes this does not know how to swap (frontend attributes, sparsity)."""
+    if dot.opcode != "dot" or not set(dot.attrs) <= _DOT_KEYS:
         return None
     lhs, rhs = dot.operands
     lb, rb = dot.dims("lhs_batch_dims"), dot.dims("rhs_batch_dims")
@@ -270,18 +267,32 @@ def _transpose_of_dot(instr):
     nb = len(lb)
     nl = lhs.shape.rank - nb - len(lc)
     nr = rhs.shape.rank - nb - len(rc)
-    if not nl or not nr or instr.dims() != (tuple(range(nb)) + tuple(range(nb + nl, nb + nl + nr))
-                                            + tuple(range(nb, nb + nl))):
+    if not nl or not nr or tuple(perm) != (tuple(range(nb)) + tuple(range(nb + nl, nb + nl + nr))
+                                           + tuple(range(nb, nb + nl))):
         return None
-    attrs = {"lhs_batch_dims": rb, "rhs_batch_dims": lb,
-             "lhs_contracting_dims": rc, "rhs_contracting_dims": lc}
+    attrs = {"lhs_batch_dims": rb, "rhs_batch_dims": lb} if nb else {}
+    attrs.update(lhs_contracting_dims=rc, rhs_contracting_dims=lc)
     precision = dot.attrs.get("operand_precision")
     if precision is not None:
         text = getattr(precision, "text", None)
-        if not isinstance(text, str):
-            return None
-        parts = text.strip().strip("{}").split(",")
+        parts = text.strip().strip("{}").split(",") if isinstance(text, str) else []
         if len(parts) != 2:
             return None
         attrs["operand_precision"] = type(precision)(text="{" + parts[1] + "," + parts[0] + "}")
+    return attrs
+
+
+@rule("transpose")
+def _transpose_of_dot(instr):
+    """transpose(dot(a, b)) that puts b's free dimensions before a's is dot(b, a):
+    the same products and sums, written in the order the consumer reads them, so
+    no transposing pass over the product (autodiff makes such a dot for the
+    gradient of the keys in attention, q @ k^T)."""
+    dot = instr.operands[0]
+    if dot.opcode != "dot" or len(dot.users) != 1 or not _default_layouts(instr, dot):
+        return None
+    attrs = swapped_dot_attrs(dot, instr.dims())
+    if attrs is None:
+        return None
+    lhs, rhs = dot.operands
     return make(instr, "dot", [rhs, lhs], **attrs)
