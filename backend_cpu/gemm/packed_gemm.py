@@ -322,22 +322,23 @@ def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan, batch: in
             accumulate = b.icmp_signed("!=", pc, const(0))
             with for_range(b, m_begin, m_end, plan.mc, name="ic", transform=False) as ic:
                 mcb = imin(b, plan.mc, b.sub(m_end, ic))
-                if direct_a:
-                    _direct_a_tiles(b, spec, tile, ic, mcb, pc, kcb, ncb, jc, accumulate,
-                                    (lhs, out, a_buf, b_buf), a_strides, pack_a, micro, micro_a)
-                else:
+                if not direct_a:
                     b.call(pack_a, [a_buf, lhs, ic, mcb, pc, kcb, *a_strides])
-                    with for_range(b, 0, ncb, nr, name="jr", transform=False) as jr:
-                        cols = imin(b, nr, b.sub(ncb, jr))
-                        b_panel = element_ptr(b, b_buf, arith.type, b.mul(jr, kcb))
-                        c_col = b.add(jc, jr)
-                        with for_range(b, 0, mcb, mr, name="ir", transform=False) as i_r:
-                            rows = imin(b, mr, b.sub(mcb, i_r))
+                with for_range(b, 0, ncb, nr, name="jr", transform=False) as jr:
+                    cols = imin(b, nr, b.sub(ncb, jr))
+                    b_panel = element_ptr(b, b_buf, arith.type, b.mul(jr, kcb))
+                    c_col = b.add(jc, jr)
+                    with for_range(b, 0, mcb, mr, name="ir", transform=False) as i_r:
+                        rows = imin(b, mr, b.sub(mcb, i_r))
+                        row = b.add(ic, i_r)
+                        c_tile = element_ptr(b, out, out_ty, b.add(b.mul(row, const(n)), c_col))
+                        tail = [c_tile, const(n), kcb, rows, cols, accumulate]
+                        if not direct_a:
                             a_panel = element_ptr(b, a_buf, arith.type, b.mul(i_r, kcb))
-                            c_row = b.mul(b.add(ic, i_r), const(n))
-                            c_tile = element_ptr(b, out, out_ty, b.add(c_row, c_col))
-                            b.call(micro, [a_panel, b_panel, c_tile, const(n), kcb, rows, cols,
-                                           accumulate])
+                            b.call(micro, [a_panel, b_panel, *tail])
+                        else:
+                            _direct_a_tile(b, mr, arith.type, row, rows, pc, kcb, lhs, a_buf,
+                                           b_panel, tail, a_strides, pack_a, micro, micro_a)
     b.ret_void()
 
 
@@ -354,32 +355,19 @@ def reads_a_in_place(spec: GemmSpec, tile: MicroTile) -> bool:
     return spec.n <= tile.nr and storage_type(spec.lhs_dtype) == spec.arith.type
 
 
-def _direct_a_tiles(b, spec, tile, ic, mcb, pc, kcb, ncb, jc, accumulate, buffers,
-                    a_strides, pack_a, micro, micro_a) -> None:
-    """The micro-tiles of rows [ic, ic + mcb) with A read in place (reads_a_in_place):
-    full tiles by the strided micro-kernel, a last partial tile packed."""
-    lhs, out, a_buf, b_buf = buffers
-    arith, mr, nr, n = spec.arith, tile.mr, tile.nr, spec.n
-    out_ty = storage_type(spec.out_dtype)
-    s_x, s_k = a_strides
-    with for_range(b, 0, ncb, nr, name="jr", transform=False) as jr:
-        cols = imin(b, nr, b.sub(ncb, jr))
-        b_panel = element_ptr(b, b_buf, arith.type, b.mul(jr, kcb))
-        c_col = b.add(jc, jr)
-        with for_range(b, 0, mcb, mr, name="ir", transform=False) as i_r:
-            rows = imin(b, mr, b.sub(mcb, i_r))
-            row = b.add(ic, i_r)
-            c_tile = element_ptr(b, out, out_ty, b.add(b.mul(row, const(n)), c_col))
-            with b.if_else(b.icmp_signed("==", rows, const(mr))) as (full, partial):
-                with full:
-                    a_at = element_ptr(b, lhs, arith.type,
-                                       b.add(b.mul(row, s_x), b.mul(pc, s_k)))
-                    b.call(micro_a, [a_at, b_panel, c_tile, const(n), kcb, rows, cols,
-                                     accumulate, s_x, s_k])
-                with partial:
-                    b.call(pack_a, [a_buf, lhs, row, rows, pc, kcb, *a_strides])
-                    b.call(micro, [a_buf, b_panel, c_tile, const(n), kcb, rows, cols,
-                                   accumulate])
+def _direct_a_tile(b, mr: int, etype, row, rows, pc, kcb, lhs, a_buf, b_panel, tail,
+                   a_strides, pack_a, micro, micro_a) -> None:
+    """One micro-tile with A read in place (reads_a_in_place): a full tile by the strided
+    micro-kernel, the last partial tile (rows < MR) packed first (the kernel reads MR
+    rows)."""
+    with b.if_else(b.icmp_signed("==", rows, const(mr))) as (full, partial):
+        with full:
+            a_at = element_ptr(b, lhs, etype, b.add(b.mul(row, a_strides[0]),
+                                                    b.mul(pc, a_strides[1])))
+            b.call(micro_a, [a_at, b_panel, *tail, *a_strides])
+        with partial:
+            b.call(pack_a, [a_buf, lhs, row, rows, pc, kcb, *a_strides])
+            b.call(micro, [a_buf, b_panel, *tail])
 
 
 def _pack_buffers(b: ir.IRBuilder, spec: GemmSpec, plan: GemmPlan, scratch):
