@@ -14,7 +14,8 @@
    before in this compile is not emitted again but put on its own slots (`_replay`). The
    distinct bodies not in the kernel cache (memory, disk) are verified, optimized
    (O3, vectorizers) and code-generated on the compile threads
-   (`CompileOptions.compile_threads`), with the glue module of wrappers that pass
+   (`CompileOptions.compile_threads`), each as soon as it is emitted (with two or
+   more threads: kernel_cache.Batch), then the glue module of wrappers that pass
    each kernel's slots to its body; the objects are loaded into one engine.
 4. Place temporaries in the arena and link the thunks to their machine code.
 
@@ -367,7 +368,15 @@ def _compile_module(module, start: float, use_disk_cache: bool = False,
     options = options or CompileOptions()
     replicas, partitions = options.devices(module)
     _ensure_recursion_limit(module)
-    context = _Context(_symbol(module.name), replicas, partitions)
+    target = targets.current()
+    gemm_cache = disk_cache.gemm if use_disk_cache else None
+    # Each distinct body goes to the compile threads as soon as it is emitted (with
+    # the GEMM routines it calls that this process still needs), so that LLVM works
+    # while Python emits the rest (kernel_cache.Batch, _Context.does_not_stream).
+    batch = kernel_cache.Batch(threads=options.compile_threads, memory=options.cache,
+                               disk=disk_cache.kernels if use_disk_cache else None)
+    context = _Context(_symbol(module.name), replicas, partitions, batch=batch,
+                       gemm_cache=gemm_cache if target.runs_on_host else _NO_ROUTINES)
     with profiler.span("emit LLVM IR"):
         program = ProgramBuilder(context, module.entry).build()
         glue = context.glue.text()
@@ -381,23 +390,17 @@ def _compile_module(module, start: float, use_disk_cache: bool = False,
     # kernel bound by memory bandwidth, and is a third of the code generator's time
     # on one (softmax f32[4096,4096]: ~9 -> ~5.5 ms): kernels that all stream skip it.
     strength_reduction = not context.only_streaming_kernels
-    target = targets.current()
     info = {"light": sum(lights) - 1}     # the span's args (bodies on the light pipeline), and below
-    gemm_cache = disk_cache.gemm if use_disk_cache else None
     # The GEMM routines this process still needs join the batch of the kernels (not when
     # the module turns loop strength reduction off: that process-wide switch would
-    # change the routines, which every later module shares).
-    build = None
+    # change the routines, which every later module shares). Most were planned (their
+    # IR emitted) and started during the emission, as their kernels came.
     if target.runs_on_host and strength_reduction:
         with profiler.span("GEMM library", args={"routines": len(routines)}):
-            build = gemm_library.plan(routines, gemm_cache)
+            context.plan_routines()
+    build = context.gemm_build()
     with profiler.span("LLVM compile", args=info):
-        objects, counts, routine_codes = kernel_cache.objects(
-            glue, context.bodies, light=context.light, strength_reduction=strength_reduction,
-            threads=options.compile_threads, memory=options.cache,
-            disk=disk_cache.kernels if use_disk_cache else None,
-            extra=build.texts if build is not None else (),
-            extra_light=gemm_library.ROUTINE_LIGHT)
+        objects, counts, routine_codes = batch.finish(glue, strength_reduction)
         info.update(counts, kernel_thunks=context.kernel_count, emitted=context.emissions,
                     gemm_routines=len(build.texts) if build is not None else 0)
     jit = None
@@ -462,12 +465,26 @@ def _symbol(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", name)
 
 
+_NO_ROUTINES = object()      # _Context(gemm_cache=): plan no GEMM routines (not for the host)
+
+
 class _Context:
     """Module-wide state: the glue module (the kernels' wrappers), the distinct kernel
-    bodies (kernel_cache.py), unique kernel names."""
+    bodies (kernel_cache.py), unique kernel names.
 
-    def __init__(self, name: str, replicas: int = 1, partitions: int = 1):
+    `batch` (a kernel_cache.Batch, or None: emit only) takes each distinct body as it
+    is sealed. Once a kernel that does not stream is emitted, the module keeps loop
+    strength reduction on (`_compile_module`), and the batch starts compiling: the
+    bodies so far and each later one, and the GEMM library routines they call
+    (`gemm_library.plan` with `gemm_cache`, as each first appears; `_NO_ROUTINES`: the
+    target is not the host, no routines)."""
+
+    def __init__(self, name: str, replicas: int = 1, partitions: int = 1, batch=None,
+                 gemm_cache=_NO_ROUTINES):
         self.glue = kernel_cache.Glue(name)
+        self.batch, self._gemm_cache = batch, gemm_cache
+        self._builds: list = []            # gemm_library.Build of the routines planned
+        self._planned: set[str] = set()    # routines planned in this compile
         self.replicas, self.partitions = replicas, partitions   # the module's devices
         self._count = 0
         self.kernels_not_streaming = 0     # kernels without non-temporal output stores
@@ -513,13 +530,54 @@ class _Context:
         self.bodies.setdefault(symbol, text)
         self.light.setdefault(symbol, light)
         self.glue.add(name, symbol, kernel.slots)
+        if self.batch is not None:
+            self.batch.add(symbol, text, light)
+            if self.kernels_not_streaming:
+                self.plan_routines()
         return symbol
 
     def replay_kernel(self, name: str, symbol: str, slots: list[int], streams: bool) -> None:
         """A kernel `name` whose body `symbol` was emitted before in this compile."""
         if not streams:
-            self.kernels_not_streaming += 1
+            self.does_not_stream()
         self.glue.add(name, symbol, slots)
+
+    def does_not_stream(self) -> None:
+        """Counts a kernel without non-temporal output stores: the module then keeps
+        loop strength reduction on, and the batch may start."""
+        self.kernels_not_streaming += 1
+        if self.kernels_not_streaming == 1 and self.batch is not None:
+            self.batch.strength_reduction_on()
+            self.plan_routines()
+
+    def plan_routines(self) -> None:
+        """Hands the GEMM routines found so far that this process still needs to the
+        batch (each once per compile)."""
+        if self._gemm_cache is _NO_ROUTINES or self.batch is None:
+            return
+        new = sorted((r for r in self.routines.values() if r.name not in self._planned),
+                     key=lambda r: r.name)
+        if not new:
+            return
+        self._planned.update(r.name for r in new)
+        build = gemm_library.plan(new, self._gemm_cache)
+        if build is not None:
+            self._builds.append(build)
+            self.batch.extra(build.texts, gemm_library.ROUTINE_LIGHT)
+
+    def gemm_build(self):
+        """The routines planned in this compile as one gemm_library.Build (its texts in
+        the order the batch took them), or None."""
+        if not self._builds:
+            return None
+        if len(self._builds) == 1:
+            return self._builds[0]
+        b = self._builds
+        return gemm_library.Build([r for x in b for r in x.missing],
+                                  {k: v for x in b for k, v in x.loaded.items()},
+                                  [r for x in b for r in x.to_build],
+                                  [t for x in b for t in x.texts],
+                                  {k: v for x in b for k, v in x.keys.items()}, b[0].cache)
 
 
 class _Emitted(NamedTuple):
@@ -951,7 +1009,7 @@ class ProgramBuilder:
         inputs = [kernel.buffer(s, o.shape) for s, o in zip(reads, instr.operands[1:])]
         extent = in_place_update.emit(kernel, instr, inputs, kernel.buffer(target, slot.shape))
         kernel.finish()
-        self.context.kernels_not_streaming += 1
+        self.context.does_not_stream()
         self.context.kernel_choices.append(strategies.Choice(name, "in_place_update", ()))
         self.context.add_kernel(name, kernel)
         self._updated[target] = leaf
@@ -1004,7 +1062,7 @@ class ProgramBuilder:
         self.context.kernel_choices.append(choice)
         kernel.finish()
         if not kernel.streams:
-            self.context.kernels_not_streaming += 1
+            self.context.does_not_stream()
         if ir_policy.only_drives_unoptimized_routines(kernel.function):
             # A loop over calls of the packed GEMM driver (itself optnone: the work is
             # in the GEMM library). LLVM's pipeline costs a function ~5 ms however

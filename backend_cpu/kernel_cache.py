@@ -23,7 +23,9 @@ when the compile uses the in-memory cache (CompileOptions.cache), and in the dis
 cache (disk_cache.py's kernels/ folder, keyed with the compiler's sources like every
 entry) when it uses that one. A compile loads the bodies it finds there and compiles
 the others, together with the glue and the GEMM library routines the process still
-lacks; every executable loads its own copies of the objects into its own engine.
+lacks (`Batch`: each body starts on the compile threads as soon as it is emitted, so
+that LLVM works while Python emits the next kernels); every executable loads its own
+copies of the objects into its own engine.
 
 `compile_counts()` says how often each body was compiled in this process (tests).
 """
@@ -153,6 +155,143 @@ def _remember(key: str, code: bytes) -> None:
             _memory_bytes -= len(old)
 
 
+class Batch:
+    """One compile's distinct bodies (and the GEMM library routines it needs), compiled
+    while the compile is still emitting the next kernels.
+
+    `add(symbol, text, light)` hands over a body as soon as it is sealed; `extra(texts)`
+    modules to compile with the bodies but never cache here (the GEMM routines). Until
+    the compiler knows the module keeps loop strength reduction on (`strength_reduction
+    _on()`: some kernel does not stream, compiler._Context), the modules wait: LLVM's
+    switch for it is process-wide, and a module whose kernels all stream turns it off
+    for its whole batch. From then on each body is looked up in the caches (memory,
+    then `disk`) and, if missing, submitted to the compile threads at once
+    (machine_code.submit), as are the routines. `finish(glue, strength_reduction)`
+    compiles the glue and whatever still waits (the whole batch, if the switch was
+    never known to be on), and returns what `objects` returns. With one compile thread
+    nothing overlaps: all compiles in `finish`, on the calling thread, as before. The
+    object code is the same either way (same modules, pipelines and options)."""
+
+    def __init__(self, *, threads: int | None = None, memory: bool = True, disk=None):
+        self.target = targets.current()
+        self.threads = machine_code.default_threads() if threads is None \
+            else machine_code.check_threads(threads)
+        self.memory, self.disk = memory, disk
+        self.kernels: dict[str, str] = {}     # symbol -> text, in the order they came
+        self.light: dict[str, bool] = {}
+        self._found: dict[str, bytes] = {}    # from a cache
+        self._looked_up: set[str] = set()
+        self._futures: dict = {}              # symbol -> its compile, submitted early
+        self._extra: list[list] = []          # [text, light, future or None]
+        self._disk_keys: dict[str, str] = {}
+        self._on = False                      # strength reduction known to stay on
+        self.counts = {"kernels": 0, "compiled": 0, "memory": 0, "disk": 0}
+
+    def add(self, symbol: str, text: str, light: bool) -> None:
+        if symbol in self.kernels:
+            return
+        self.kernels[symbol], self.light[symbol] = text, light
+        if self._on:
+            self._start(symbol)
+
+    def extra(self, texts, light: bool) -> None:
+        for text in texts:
+            self._extra.append([text, light, None])
+            if self._on:
+                self._start_extra(self._extra[-1])
+
+    def strength_reduction_on(self) -> None:
+        """The module keeps loop strength reduction on: start what waits."""
+        if self._on:
+            return
+        self._on = True
+        for symbol in self.kernels:
+            self._start(symbol)
+        for item in self._extra:
+            self._start_extra(item)
+
+    def _flags(self, symbol: str, strength_reduction: bool) -> str:
+        return f"light={self.light[symbol]};lsr={strength_reduction}"
+
+    def _memory_key(self, symbol: str, strength_reduction: bool) -> str:
+        return f"{symbol};{self._flags(symbol, strength_reduction)};{self.target.fingerprint()}"
+
+    def _lookup(self, symbol: str, strength_reduction: bool) -> None:
+        """Looks `symbol` up in the memory cache, then the disk cache (once)."""
+        if symbol in self._looked_up:
+            return
+        self._looked_up.add(symbol)
+        if self.memory:
+            key = self._memory_key(symbol, strength_reduction)
+            with _lock:
+                code = _memory.get(key)
+                if code is not None:
+                    _memory.move_to_end(key)
+            if code is not None:
+                self._found[symbol] = code
+                self.counts["memory"] += 1
+                return
+        if self.disk is not None:
+            key = self._disk_keys[symbol] = self.disk.key(
+                self.kernels[symbol], f"kernel;{self._flags(symbol, strength_reduction)}")
+            payload = self.disk.load(key)
+            if payload is not None and payload.get("symbol") == symbol \
+                    and isinstance(payload.get("object"), bytes):
+                self._found[symbol] = payload["object"]
+                self.counts["disk"] += 1
+                if self.memory:
+                    _remember(self._memory_key(symbol, strength_reduction), payload["object"])
+
+    def _start(self, symbol: str) -> None:
+        self._lookup(symbol, True)
+        if symbol not in self._found and symbol not in self._futures and self.threads > 1:
+            self._futures[symbol] = machine_code.submit(
+                self.kernels[symbol], light=self.light[symbol], target=self.target,
+                threads=self.threads)
+
+    def _start_extra(self, item: list) -> None:
+        if item[2] is None and self.threads > 1:
+            item[2] = machine_code.submit(item[0], light=item[1], target=self.target,
+                                          threads=self.threads)
+
+    def finish(self, glue: str, strength_reduction: bool
+               ) -> tuple[list[bytes], dict, list[bytes]]:
+        """(object code of the glue and of every body, in the order they came; counts
+        {"kernels", "compiled", "memory", "disk"}; object code of the extra modules)."""
+        if self._on and not strength_reduction:
+            raise AssertionError("kernel_cache.Batch: strength reduction was on, now off")
+        for symbol in self.kernels:
+            self._lookup(symbol, strength_reduction)
+        late = [s for s in self.kernels if s not in self._found and s not in self._futures]
+        late_extra = [item for item in self._extra if item[2] is None]
+        # The glue is loads, stores and calls: the light pipeline is all it needs (O3
+        # costs milliseconds per function, however small), and the code generator at
+        # opt level 0 (its O3 passes took a millisecond per wrapper).
+        codes = machine_code.compile_objects(
+            [glue] + [self.kernels[s] for s in late] + [item[0] for item in late_extra],
+            light=[True] + [self.light[s] for s in late] + [item[1] for item in late_extra],
+            quick=[True] + [False] * (len(late) + len(late_extra)),
+            strength_reduction=strength_reduction, threads=self.threads, target=self.target)
+        made = dict(zip(late, codes[1:1 + len(late)]))
+        for item, code in zip(late_extra, codes[1 + len(late):]):
+            item[2] = code
+        for symbol, future in self._futures.items():
+            made[symbol] = future.result()
+        extra_codes = [item[2] if isinstance(item[2], bytes) else item[2].result()
+                       for item in self._extra]
+        compiled = [s for s in self.kernels if s in made]      # (in order)
+        with _lock:
+            _compiled.update(compiled)
+        for symbol in compiled:
+            code = self._found[symbol] = made[symbol]
+            if self.memory:
+                _remember(self._memory_key(symbol, strength_reduction), code)
+            if self.disk is not None:
+                self.disk.store(self._disk_keys[symbol], {"symbol": symbol, "object": code})
+        self.counts.update(kernels=len(self.kernels), compiled=len(compiled))
+        return [codes[0]] + [self._found[s] for s in self.kernels], dict(self.counts), extra_codes
+
+
 def objects(glue: str, kernels: dict[str, str], *, light, strength_reduction: bool,
             threads: int | None = None, memory: bool = True, disk=None,
             extra: list[str] = (), extra_light: bool = False
@@ -160,56 +299,13 @@ def objects(glue: str, kernels: dict[str, str], *, light, strength_reduction: bo
     """The object code of the glue module and of every body in `kernels` (symbol ->
     text), in that order, counts {"kernels", "compiled", "memory", "disk"}, and the
     object code of the `extra` modules (never cached here: the GEMM library's
-    routines, compiled in the same batch; the light pipeline if `extra_light`, else O3). `light`: whether the bodies take the light
-    pipeline (one bool, or symbol -> bool). Bodies come from the memory cache (if
-    `memory`), then `disk` (disk_cache, or None), else are compiled, with the glue and
-    `extra`, on `threads` threads."""
-    target = targets.current()
-    lights = light if isinstance(light, dict) else dict.fromkeys(kernels, light)
-    flags = {s: f"light={lights[s]};lsr={strength_reduction}" for s in kernels}
-    memory_key = {s: f"{s};{flags[s]};{target.fingerprint()}" for s in kernels}
-    found: dict[str, bytes] = {}
-    counts = {"kernels": len(kernels), "compiled": 0, "memory": 0, "disk": 0}
-    if memory:
-        with _lock:
-            for symbol in kernels:
-                code = _memory.get(memory_key[symbol])
-                if code is not None:
-                    _memory.move_to_end(memory_key[symbol])
-                    found[symbol] = code
-        counts["memory"] = len(found)
-    disk_keys = {}
-    if disk is not None:
-        for symbol, text in kernels.items():
-            if symbol in found:
-                continue
-            disk_keys[symbol] = disk.key(text, f"kernel;{flags[symbol]}")
-            payload = disk.load(disk_keys[symbol])
-            if payload is not None and payload.get("symbol") == symbol \
-                    and isinstance(payload.get("object"), bytes):
-                found[symbol] = payload["object"]
-                counts["disk"] += 1
-                if memory:
-                    _remember(memory_key[symbol], payload["object"])
-    missing = [s for s in kernels if s not in found]
-    # The glue is loads, stores and calls: the light pipeline is all it needs (O3 costs
-    # milliseconds per function, however small), and the code generator at opt level 0
-    # (its O3 passes took a millisecond per wrapper).
-    extra = list(extra)
-    codes = machine_code.compile_objects([glue] + [kernels[s] for s in missing] + extra,
-                                         light=[True] + [lights[s] for s in missing]
-                                         + [extra_light] * len(extra),
-                                         quick=[True] + [False] * (len(missing) + len(extra)),
-                                         strength_reduction=strength_reduction,
-                                         threads=threads, target=target)
-    counts["compiled"] = len(missing)
-    with _lock:
-        _compiled.update(missing)
-    extra_codes = codes[len(codes) - len(extra):]
-    for symbol, code in zip(missing, codes[1:1 + len(missing)]):
-        found[symbol] = code
-        if memory:
-            _remember(memory_key[symbol], code)
-        if disk is not None:
-            disk.store(disk_keys[symbol], {"symbol": symbol, "object": code})
-    return [codes[0]] + [found[s] for s in kernels], counts, extra_codes
+    routines, compiled in the same batch; the light pipeline if `extra_light`, else O3).
+    `light`: whether the bodies take the light pipeline (one bool, or symbol -> bool).
+    Bodies come from the memory cache (if `memory`), then `disk` (disk_cache, or None),
+    else are compiled, with the glue and `extra`, on `threads` threads: a Batch handed
+    everything at once."""
+    batch = Batch(threads=threads, memory=memory, disk=disk)
+    for symbol, text in kernels.items():
+        batch.add(symbol, text, light[symbol] if isinstance(light, dict) else light)
+    batch.extra(extra, extra_light)
+    return batch.finish(glue, strength_reduction)

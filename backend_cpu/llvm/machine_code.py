@@ -239,6 +239,17 @@ def _pool(threads: int) -> concurrent.futures.ThreadPoolExecutor:
         return pool
 
 
+def submit(text: str, *, light: bool, target, threads: int,
+           quick: bool = False) -> concurrent.futures.Future:
+    """Starts the object code of one module (IR text) on the `threads` compile threads
+    and returns its future: a compile submits each kernel as soon as it is emitted
+    (kernel_cache.Batch), so that LLVM works while Python emits the next ones. Only
+    with loop strength reduction on (the code generator's default): turning it off is
+    a process-wide switch that `compile_objects` holds across a whole batch."""
+    return _pool(check_threads(threads)).submit(_compile_one, text, light, target,
+                                                profiler.active is not None, quick)
+
+
 def compile_objects(texts: list[str], *, light=False, strength_reduction: bool = True,
                     threads: int | None = None, target=None, quick=False) -> list[bytes]:
     """The object code of each LLVM module in `texts` (IR text), optimized (O3, or the

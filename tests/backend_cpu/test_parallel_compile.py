@@ -81,10 +81,12 @@ def test_each_kernel_is_compiled_on_a_compile_thread_as_spans():
     optimize = [e for e in rec.events if e.name == "LLVM optimize"]
     codegen = [e for e in rec.events if e.name == "LLVM codegen"]
     # one per module (the glue, each kernel, GEMM routines this process had not built yet),
-    # inside the compile's time
+    # inside the compile's time: started while the kernels are emitted (kernel_cache.Batch),
+    # all done when the LLVM phase ends
     assert len(optimize) == len(codegen) == \
         whole.args["compiled"] + 1 + whole.args["gemm_routines"]
-    assert all(whole.start <= e.start and e.end <= whole.end for e in optimize + codegen)
+    (compile_,) = [e for e in rec.events if e.name.startswith("compile ")]
+    assert all(compile_.start <= e.start and e.end <= whole.end for e in optimize + codegen)
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
@@ -129,3 +131,70 @@ def test_a_forked_child_compiles_on_threads_of_its_own():
     os.kill(pid, 9)
     os.waitpid(pid, 0)
     pytest.fail("the forked child hung compiling on 2 threads")
+
+
+def _submissions(monkeypatch):
+    """Records, for each module handed to the compile threads during a compile, how
+    many kernel bodies had been sealed by then (kernel_cache.seal)."""
+    sealed, submitted = [0], []
+    seal, submit = kernel_cache.seal, machine_code.submit
+
+    def counting_seal(*a, **k):
+        sealed[0] += 1
+        return seal(*a, **k)
+
+    def recording_submit(*a, **k):
+        submitted.append(sealed[0])
+        return submit(*a, **k)
+    monkeypatch.setattr(kernel_cache, "seal", counting_seal)
+    monkeypatch.setattr(machine_code, "submit", recording_submit)
+    return sealed, submitted
+
+
+def test_kernels_compile_while_later_ones_are_emitted(monkeypatch):
+    """kernel_cache.Batch: with two compile threads, a body goes to LLVM as soon as it
+    is sealed (once a kernel that keeps strength reduction on is seen), not after the
+    last kernel is emitted; the code is the same as one thread's (test above)."""
+    sealed, submitted = _submissions(monkeypatch)
+    exe = _compile(2, None)
+    assert sealed[0] >= 4 and submitted
+    assert submitted[0] < sealed[0]           # LLVM started before the emission ended
+    got = exe.run(*_args())
+    for g, e in zip(got, hlo.evaluate(hlo.parse_module(TEXT), _args())):
+        assert_close(g, e, "f32")
+
+
+def test_a_module_whose_kernels_all_stream_compiles_as_one_batch(monkeypatch):
+    """Kernels that all stream turn loop strength reduction off for the module, a
+    process-wide switch held over one batch: nothing may start before the emission has
+    seen every kernel, and the code is what one thread makes."""
+    from xlapy.backend_cpu.emitters import streaming
+    text = """HloModule two_streams
+f1 {
+  x = f32[4099] parameter(0)
+  ROOT a = f32[4099] abs(x)
+}
+f2 {
+  x = f32[4099] parameter(0)
+  ROOT n = f32[4099] negate(x)
+}
+ENTRY main {
+  p = f32[4099] parameter(0)
+  a = f32[4099] fusion(p), kind=kLoop, calls=f1
+  n = f32[4099] fusion(p), kind=kLoop, calls=f2
+  ROOT t = (f32[4099], f32[4099]) tuple(a, n)
+}"""
+    monkeypatch.setattr(streaming, "STREAM_MIN_BYTES", 4096)
+    exes = []
+    for threads in (1, 2):
+        sealed, submitted = _submissions(monkeypatch)
+        kernel_cache.clear_memory()
+        exes.append(backend_cpu.compile(hlo.parse_module(text), backend_cpu.CompileOptions(
+            cache=False, disk_cache=False, compile_threads=threads)))
+        assert sealed[0] == 2 and submitted == []
+    assert exes[0]._strength_reduction is False
+    assert exes[0]._jit.object_code == exes[1]._jit.object_code
+    x = np.linspace(-2, 2, 4099, dtype=np.float32)
+    a, n = exes[1].run(x)
+    np.testing.assert_array_equal(a, np.abs(x))
+    np.testing.assert_array_equal(n, -x)
