@@ -77,6 +77,13 @@ _CPU_LEVEL = {
 }
 
 
+# An L2 per core when the machine's is not known: the smallest of current x86 server
+# cores (Zen 4 and 5: 1 MiB; Ice Lake: 1.25 MiB, Sapphire Rapids: 2 MiB).
+DEFAULT_L2_BYTES = 1 << 20
+# Below this an L2 size read from sysfs is not believed (and the default used).
+_MIN_L2_BYTES = 128 * 1024
+
+
 class TargetError(ValueError):
     """A target that cannot be built: an unknown ISA level, CPU or triple."""
 
@@ -96,6 +103,10 @@ class Target(TargetFacts):
     vector_bits: int          # the widest vector register the emitters use
     vector_registers: int     # architectural vector registers (16 or 32)
     runs_on_host: bool        # False: compile and print only
+    # The L2 cache of one core, in bytes: the GEMM's packed A block is sized from it
+    # (gemm/packed_gemm.py). The host's own (from sysfs) on the host and for ISA caps
+    # of it; DEFAULT_L2_BYTES for a named CPU or another architecture.
+    l2_bytes: int = 0
 
     @property
     def is_x86(self) -> bool:
@@ -118,7 +129,12 @@ class Target(TargetFacts):
     def fingerprint(self) -> str:
         """Everything that changes the machine code: part of both cache keys."""
         return (f"{self.triple}|{self.cpu}|{self.features}|{self.vector_bits}|"
-                f"{self.parallel_min_bytes}|{self.large_transpose_bytes}")
+                f"{self.parallel_min_bytes}|{self.large_transpose_bytes}|{self.l2}")
+
+    @property
+    def l2(self) -> int:
+        """`l2_bytes`, or DEFAULT_L2_BYTES when it is not known (0)."""
+        return self.l2_bytes or DEFAULT_L2_BYTES
 
     @property
     def tag(self) -> str:
@@ -183,7 +199,38 @@ def _level_of(features: dict[str, bool]) -> str | None:
     return best
 
 
-def _x86_target(cpu: str, features: dict[str, bool], level: str, runs: bool) -> Target:
+@functools.lru_cache(maxsize=None)
+def _host_l2_bytes() -> int:
+    """The host's L2 per core, from Linux's sysfs (cpu0's level-2 data or unified
+    cache), or 0 when it cannot be read (another OS, a container hiding sysfs)."""
+    root = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        entries = sorted(os.listdir(root))
+    except OSError:
+        return 0
+    for entry in entries:
+        try:
+            with open(os.path.join(root, entry, "level")) as f:
+                level = f.read().strip()
+            with open(os.path.join(root, entry, "type")) as f:
+                kind = f.read().strip()
+            with open(os.path.join(root, entry, "size")) as f:
+                size = f.read().strip()
+        except OSError:
+            continue
+        if level != "2" or kind not in ("Data", "Unified"):
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20}.get(size[-1:].upper(), 1)
+        try:
+            value = int(size.rstrip("KkMm")) * scale
+        except ValueError:
+            return 0
+        return value if value >= _MIN_L2_BYTES else 0
+    return 0
+
+
+def _x86_target(cpu: str, features: dict[str, bool], level: str, runs: bool,
+                l2_bytes: int = 0) -> Target:
     """An x86 target from a full feature map, capped at `level`."""
     blocked = {"avx512": (), "avx2": _ABOVE_AVX2, "sse4.2": _ABOVE_SSE42}[level]
     capped = {name: on and not name.startswith(blocked) for name, on in features.items()}
@@ -198,7 +245,8 @@ def _x86_target(cpu: str, features: dict[str, bool], level: str, runs: bool) -> 
     if bits == 512:
         items.append("-prefer-256-bit")
     return Target(triple=_host_triple(), cpu=cpu, features=",".join(items), isa=level,
-                  vector_bits=bits, vector_registers=registers, runs_on_host=runs)
+                  vector_bits=bits, vector_registers=registers, runs_on_host=runs,
+                  l2_bytes=l2_bytes)
 
 
 @functools.lru_cache(maxsize=None)
@@ -215,20 +263,23 @@ def host() -> Target:
     triple = _host_triple()
     if not triple.startswith(("x86_64", "i386", "i686")):
         return _other_target(triple, llvm.get_host_cpu_name(), runs=True,
-                             features=llvm.get_host_cpu_features().flatten())
+                             features=llvm.get_host_cpu_features().flatten(),
+                             l2_bytes=_host_l2_bytes())
     level = _level_of(features) or "sse4.2"
     pretend = os.environ.get(ENV_TEST_HOST_ISA, "").strip()
     if pretend:     # a test run that plays an older host (see ENV_TEST_HOST_ISA)
         level = min(level, _check_level(pretend, ENV_TEST_HOST_ISA), key=ISA_LEVELS.index)
-    return _x86_target(llvm.get_host_cpu_name(), features, level, runs=True)
+    return _x86_target(llvm.get_host_cpu_name(), features, level, runs=True,
+                       l2_bytes=_host_l2_bytes())
 
 
-def _other_target(triple: str, cpu: str, runs: bool, features: str = "") -> Target:
+def _other_target(triple: str, cpu: str, runs: bool, features: str = "",
+                  l2_bytes: int = 0) -> Target:
     """A non-x86 target: 128-bit vectors (NEON, SVE's minimum), 32 registers on AArch64."""
     arch = triple.split("-")[0]
     registers = 32 if arch in ("aarch64", "arm64") else 16
     return Target(triple=triple, cpu=cpu, features=features, isa=arch, vector_bits=128,
-                  vector_registers=registers, runs_on_host=runs)
+                  vector_registers=registers, runs_on_host=runs, l2_bytes=l2_bytes)
 
 
 def _check_level(max_isa: str, where: str) -> str:
@@ -282,7 +333,8 @@ def resolve(max_isa: str | None = None, cpu: str | None = None,
         return _x86_target(cpu, features, level, runs=runs)
     level = _check_level(max_isa, "backend_cpu")
     if ISA_LEVELS.index(level) <= ISA_LEVELS.index(host_level) and triple in (None, base.triple):
-        return _x86_target(llvm.get_host_cpu_name(), _host_features(), level, runs=True)
+        return _x86_target(llvm.get_host_cpu_name(), _host_features(), level, runs=True,
+                           l2_bytes=base.l2_bytes)
     features = {f: True for lvl in ISA_LEVELS[:ISA_LEVELS.index(level) + 1]
                 for f in _LEVEL_FEATURES[lvl]}
     return _x86_target(_LEVEL_CPU[level], features, level, runs=False)

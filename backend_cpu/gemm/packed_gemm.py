@@ -52,14 +52,16 @@ from .microkernel import MicroTile, choose_tile
 from .packing import ALIGN, PackLayout
 from .spec import GemmSpec
 
-# Cache budgets of Zen 5 (48 KiB L1D and 1 MiB L2 per core, a shared L3), in bytes,
-# from which KC, MC and NC follow for each element size:
+# Cache budgets, in bytes, from which KC, MC and NC follow for each element size:
 # - the B micro-panel (KC x NR): a long k block amortizes C's read-modify-write, done
 #   once per k block. At 192 KiB (KC = 768 f32) the micro-panel outgrows L1 and streams
-#   from L2, which keeps up easily (4 vector loads per 24 FMAs); measured on this
-#   machine, 2048^3 runs ~8% faster than with an L1-sized block, 1024^3 the same;
-# - the packed A block (MC x KC), re-read once per B micro-panel: about a third of L2,
-#   leaving room for the B micro-panels and C tiles passing through;
+#   from L2, which keeps up easily (4 vector loads per 24 FMAs); measured on a Zen 5
+#   (48 KiB L1D, 1 MiB L2), 2048^3 runs ~8% faster than with an L1-sized block,
+#   1024^3 the same. KC does not depend on the machine: it sets the order of the sums,
+#   and so the rounding, which must not change from host to host;
+# - the packed A block (MC x KC), re-read once per B micro-panel: L2_BLOCK_SHARE of the
+#   core's L2 (target.l2), leaving room for the B micro-panels and C tiles passing
+#   through. MC only decides which rows a block holds, not how sums are ordered;
 # - the packed B panel (KC x NC), re-read once per A block: L3.
 K_PANEL_BYTES = 192 * 1024
 # ... but never a k block longer than 768: narrower tiles (AVX2's NR = 16 f32) would get
@@ -68,7 +70,10 @@ K_PANEL_BYTES = 192 * 1024
 # error on AVX2). Measured with the AVX2 target on this host, 2048^3: 88 ms at 3072,
 # 80-84 ms at 1536 and 768 (numpy's OpenBLAS, Haswell kernels: 80-83 ms).
 MAX_KC = 768
-L2_BLOCK_BYTES = 384 * 1024
+# 3/8 of L2: 384 KiB on a 1 MiB L2 (Zen 5), 768 KiB on a 2 MiB one (an AVX-512 Xeon:
+# single-thread CPU time of 2048x512x2048 and its transposed forms 3-7% lower than
+# with 384 KiB there; gemm_blocks in the commit that made this host-dependent).
+L2_BLOCK_SHARE = (3, 8)
 L3_PANEL_BYTES = 2 * 1024 * 1024
 # From this size on, a GEMM is worth the compile time of the fastest A packing.
 BIG_GEMM_FLOPS = 1 << 28
@@ -104,8 +109,17 @@ class GemmPlan:
     nc: int
 
 
-def plan_gemm(spec: GemmSpec, vector_bits: int) -> GemmPlan:
-    """Sizes KC, MC, NC from the cache budgets for this element size and tile."""
+def l2_block_bytes(l2_bytes: int | None = None) -> int:
+    """The packed A block's budget for a core with `l2_bytes` of L2 (None: the
+    current target's)."""
+    l2 = targets.current().l2 if l2_bytes is None else l2_bytes
+    share, whole = L2_BLOCK_SHARE
+    return l2 * share // whole
+
+
+def plan_gemm(spec: GemmSpec, vector_bits: int, l2_bytes: int | None = None) -> GemmPlan:
+    """Sizes KC, MC, NC from the cache budgets for this element size and tile (MC
+    from `l2_bytes` of L2, None: the current target's)."""
     arith = spec.arith
     tile = choose_tile(vector_bits, arith, spec.n)
     esize = arith.nbytes
@@ -114,7 +128,7 @@ def plan_gemm(spec: GemmSpec, vector_bits: int) -> GemmPlan:
         # C holds a narrower type (f16): partial sums must not round through it.
         kc = spec.k
     kc = math.ceil(spec.k / math.ceil(spec.k / kc))   # equal blocks, no tiny last one
-    mc = max(tile.mr, L2_BLOCK_BYTES // (kc * esize) // tile.mr * tile.mr)
+    mc = max(tile.mr, l2_block_bytes(l2_bytes) // (kc * esize) // tile.mr * tile.mr)
     mc = min(mc, _round_up(spec.m, tile.mr))
     nc = max(tile.nr, L3_PANEL_BYTES // (kc * esize) // tile.nr * tile.nr)
     nc = min(nc, _round_up(spec.n, tile.nr))
@@ -302,9 +316,12 @@ def _emit_packed_gemm(fn: ir.Function, spec: GemmSpec, plan: GemmPlan, batch: in
         for layout in (a_layout, b_layout))
     direct_a = reads_a_in_place(spec, tile)
     if direct_a:
+        # A's k steps further apart than its rows (a transposed A): prefetched.
+        far = spec.lhs_strides[1] > spec.lhs_strides[0]
         micro_a = library.declare(module, library.Routine(
-            f"{prefix}.micro_sa.{shape}.{spec.out_dtype}{'.acc' * may_accumulate}",
-            "micro_strided_a", spec.out_dtype, tile, may_accumulate))
+            f"{prefix}.micro_sa{'f' * far}.{shape}.{spec.out_dtype}{'.acc' * may_accumulate}",
+            "micro_strided_a_far" if far else "micro_strided_a", spec.out_dtype, tile,
+            may_accumulate))
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     lhs, rhs, out, lo, hi, scratch = fn.args
     with b.if_then(b.icmp_signed(">=", lo, hi)):

@@ -3,6 +3,7 @@ architectures, the environment variable, cache keys, and code for targets the
 host cannot run (compiled and printed, never executed)."""
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import re
@@ -46,6 +47,23 @@ def test_levels_below_the_host_keep_its_cpu_and_run():
     for level in targets.levels_on_host():
         t = targets.resolve(max_isa=level)
         assert t.cpu == host.cpu and t.runs_on_host and t.triple == host.triple
+
+
+def test_the_host_and_its_caps_share_its_l2_and_other_cpus_take_the_default():
+    host = targets.host()
+    assert host.l2 >= 128 * 1024
+    for level in targets.levels_on_host():
+        assert targets.resolve(max_isa=level).l2 == host.l2
+    assert targets.resolve(cpu="znver4", max_isa="avx2").l2 == targets.DEFAULT_L2_BYTES
+    assert targets.resolve(triple="aarch64-linux-gnu").l2 == targets.DEFAULT_L2_BYTES
+
+
+def test_the_l2_size_is_part_of_the_fingerprint():
+    # It sizes the GEMM's blocks, so machine code compiled for one L2 is not reused
+    # (from the disk cache) on a machine with another.
+    target = targets.resolve(max_isa="sse4.2")
+    other = dataclasses.replace(target, l2_bytes=target.l2 * 2)
+    assert other.fingerprint() != target.fingerprint()
 
 
 def test_levels_above_the_host_compile_for_the_generic_cpu_of_the_level():
