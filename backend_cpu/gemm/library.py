@@ -53,6 +53,8 @@ ROUTINE_LIGHT = True
 _SIGNATURES = {
     "micro": ir.FunctionType(VOID, [PTR, PTR, PTR, I64, I64, I64, I64, I1]),
     "micro_strided_a": ir.FunctionType(VOID, [PTR, PTR, PTR, I64, I64, I64, I64, I1, I64, I64]),
+    "micro_strided_a_far": ir.FunctionType(VOID, [PTR, PTR, PTR, I64, I64, I64, I64, I1, I64,
+                                                  I64]),
     "pack": ir.FunctionType(VOID, [PTR, PTR] + [I64] * 6),
 }
 
@@ -60,8 +62,9 @@ _SIGNATURES = {
 @dataclass(frozen=True)
 class Routine:
     """One library routine: its symbol name and how to emit it. `out_dtype` picks the
-    accumulation type; `shape` is a MicroTile ("micro", "micro_strided_a": A read in place)
-    or a PackLayout ("pack")."""
+    accumulation type; `shape` is a MicroTile ("micro"; "micro_strided_a": A read in place;
+    "micro_strided_a_far": the same, prefetching A's far-apart k steps) or a PackLayout
+    ("pack")."""
     name: str
     kind: str
     out_dtype: str
@@ -70,9 +73,10 @@ class Routine:
 
     def emit(self, module: ir.Module) -> ir.Function:
         arith = accumulation_arith(self.out_dtype)
-        if self.kind in ("micro", "micro_strided_a"):
+        if self.kind.startswith("micro"):
             fn = emit_microkernel(module, self.name, arith, self.shape, self.out_dtype,
-                                  self.may_accumulate, strided_a=self.kind != "micro")
+                                  self.may_accumulate, strided_a=self.kind != "micro",
+                                  prefetch_a=self.kind == "micro_strided_a_far")
         else:
             fn = emit_pack(module, self.name, self.shape, arith)
         fn.linkage = ""          # exported: other modules' code calls it

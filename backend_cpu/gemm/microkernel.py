@@ -29,6 +29,14 @@ from .spec import Arith, narrow
 # The k loop body is repeated this many times per iteration: amortizes the loop
 # counter and lets the scheduler overlap loads of step kk+1 with FMAs of step kk.
 K_UNROLL = 4
+# A read in place with its k steps far apart (`prefetch_a`: a transposed operand, one
+# cache line per k step, 1 KiB or more away) defeats the hardware prefetchers; the
+# kernel asks for A's lines this many k steps ahead itself. Measured on the AVX-512
+# host (shared, one thread, caches flushed between calls as in a training step):
+# attention's P^T @ dO, f32[64 x 256,256]^T @ [256,64], 5.5-6.0 -> 4.6-4.9 ms at 32
+# or 16 steps ahead; P @ V, whose A rows stream, gets no prefetches (a little slower
+# with them).
+A_PREFETCH_STEPS = 32
 
 
 @dataclass(frozen=True)
@@ -71,7 +79,8 @@ def choose_tile(vector_bits: int, arith: Arith, n: int | None = None) -> MicroTi
 
 
 def emit_microkernel(module: ir.Module, name: str, arith: Arith, tile: MicroTile,
-                     out_dtype: str, may_accumulate: bool, strided_a: bool = False) -> ir.Function:
+                     out_dtype: str, may_accumulate: bool, strided_a: bool = False,
+                     prefetch_a: bool = False) -> ir.Function:
     """Adds `void name(ptr a, ptr b, ptr c, i64 ldc, i64 kc, i64 rows, i64 cols, i1 acc)`.
 
     C[r, c] (+)= sum_kk a[kk*MR + r] * b[kk*NR + c] for r < rows, c < cols, with C of
@@ -80,7 +89,9 @@ def emit_microkernel(module: ir.Module, name: str, arith: Arith, tile: MicroTile
 
     `strided_a`: A is read where it lies, not from a packed panel: two more arguments
     `i64 a_row_stride, i64 a_k_stride` and a[kk*a_k_stride + r*a_row_stride], for all MR
-    rows (the caller passes only full tiles; see packed_gemm's direct A).
+    rows (the caller passes only full tiles; see packed_gemm's direct A). `prefetch_a`
+    (with `strided_a`): prefetch the first and last row's element A_PREFETCH_STEPS k
+    steps ahead, for an A whose k steps are far apart.
     """
     params = [PTR, PTR, PTR, I64, I64, I64, I64, I1] + [I64, I64] * strided_a
     fnty = ir.FunctionType(VOID, params)
@@ -98,7 +109,7 @@ def emit_microkernel(module: ir.Module, name: str, arith: Arith, tile: MicroTile
         row_stride, k_stride = fn.args[8:]
         # One pointer per row of the tile, advanced by the k stride.
         a = ([element_ptr(b, a, arith.type, b.mul(const(r), row_stride))
-              for r in range(tile.mr)], k_stride)
+              for r in range(tile.mr)], k_stride, prefetch_a)
     vty = arith.vector(tile.lanes)
     accs = [[entry_alloca(b, vty, name=f"acc{r}_{v}") for v in range(tile.nrv)]
             for r in range(tile.mr)]
@@ -111,6 +122,13 @@ def emit_microkernel(module: ir.Module, name: str, arith: Arith, tile: MicroTile
     _emit_store(b, arith, tile, values, c, ldc, rows, cols, acc_flag, out_dtype, may_accumulate)
     b.ret_void()
     return fn
+
+
+def _prefetch(b, ptr, write: bool) -> None:
+    """llvm.prefetch of `ptr` into every cache level (never faults, even past the end)."""
+    prefetch = b.module.globals.get("llvm.prefetch.p0") or ir.Function(
+        b.module, ir.FunctionType(VOID, [PTR, I32, I32, I32]), "llvm.prefetch.p0")
+    b.call(prefetch, [ptr, ir.Constant(I32, int(write)), ir.Constant(I32, 3), ir.Constant(I32, 1)])
 
 
 def _prefetch_c(b, arith, tile, c, ldc, out_dtype):
@@ -136,10 +154,14 @@ def _emit_k_step(b, arith, tile, a, bp, kk, accs):
     b_row = b.mul(kk, const(tile.nr))
     b_vecs = [b.load(element_ptr(b, bp, arith.type, b.add(b_row, const(v * tile.lanes))),
                      typ=vty, align=vec_align) for v in range(tile.nrv)]
-    if isinstance(a, tuple):                      # strided A: (row pointers, k stride)
-        row_ptrs, k_stride = a
+    if isinstance(a, tuple):              # strided A: (row pointers, k stride, prefetch)
+        row_ptrs, k_stride, prefetch_a = a
         offset = b.mul(kk, k_stride)
         a_ptrs = [element_ptr(b, row, arith.type, offset) for row in row_ptrs]
+        if prefetch_a:
+            ahead = b.mul(b.add(kk, const(A_PREFETCH_STEPS)), k_stride)
+            for row in (row_ptrs[0], row_ptrs[-1]):
+                _prefetch(b, element_ptr(b, row, arith.type, ahead), write=False)
     else:
         a_col = b.mul(kk, const(tile.mr))
         a_ptrs = [element_ptr(b, a, arith.type, b.add(a_col, const(r))) for r in range(tile.mr)]

@@ -259,25 +259,45 @@ def test_table_reaches_a_read_in_place_on_full_and_partial_tiles():
 
 
 @pytest.mark.parametrize("lhs_layout, n, dtypes, expected", [
-    ("row", NR, ("f32",) * 3, True), ("padded", 1 + NR // 2, ("f32",) * 3, True),
-    ("col", NR, ("f32",) * 3, True),           # rows contiguous: read in place too
-    ("row", NR + 1, ("f32",) * 3, False),      # two micro-panels: packed A is read twice
-    ("row", NR, ("f16", "f16", "f32"), False),  # A converts to the accumulation type
+    ("row", NR, ("f32",) * 3, "micro_strided_a"), ("padded", 1 + NR // 2, ("f32",) * 3,
+                                                   "micro_strided_a"),
+    # rows contiguous, k steps a row apart: read in place too, prefetching A
+    ("col", NR, ("f32",) * 3, "micro_strided_a_far"),
+    ("row", NR + 1, ("f32",) * 3, None),      # two micro-panels: packed A is read twice
+    ("row", NR, ("f16", "f16", "f32"), None),  # A converts to the accumulation type
 ])
 def test_which_gemms_read_a_in_place(lhs_layout, n, dtypes, expected):
     spec, _ = _case(dtypes, (20, n, 30), lhs_layout)
-    assert reads_a_in_place(spec, _TILE) == expected
+    assert reads_a_in_place(spec, _TILE) == (expected is not None)
     module = ir.Module()
     _emit(module, "g", spec, None)
-    declared = [r.kind for r in library.routines_in(module)]
-    assert ("micro_strided_a" in declared) == expected
+    declared = {r.kind for r in library.routines_in(module)} & {"micro_strided_a",
+                                                                "micro_strided_a_far"}
+    assert declared == ({expected} if expected else set())
 
 
-def test_plan_respects_cache_budgets():
-    plan = plan_gemm(GemmSpec("f32", "f32", "f32", 1024, 1024, 1024, (1024, 1), (1024, 1)), 512)
+def test_table_reads_a_in_place_with_and_without_prefetching():
+    """Both strided micro-kernels are checked against numpy by the table's cases."""
+    kinds = set()
+    for spec, bits in ALL_CASES:
+        module = ir.Module()
+        _emit(module, "g", spec, bits)
+        kinds |= {r.kind for r in library.routines_in(module)}
+    assert {"micro_strided_a", "micro_strided_a_far"} <= kinds
+
+
+@pytest.mark.parametrize("l2_kib", [1024, 2048])
+def test_plan_respects_cache_budgets(l2_kib):
+    spec = GemmSpec("f32", "f32", "f32", 4096, 1024, 1024, (1024, 1), (1024, 1))
+    plan = plan_gemm(spec, 512, l2_bytes=l2_kib << 10)
     assert (plan.tile.mr, plan.tile.nr) == (6, 64)
-    assert plan.kc * plan.tile.nr * 4 <= 192 * 1024 and plan.mc * plan.kc * 4 <= 384 * 1024
+    assert plan.kc * plan.tile.nr * 4 <= 192 * 1024
+    # The packed A block takes 3/8 of the core's L2, and fills it to within a tile.
+    block = plan.mc * plan.kc * 4
+    assert l2_kib * 3 // 8 * 1024 - plan.tile.mr * plan.kc * 4 < block <= l2_kib * 3 // 8 * 1024
     assert plan.mc % plan.tile.mr == 0 and plan.nc % plan.tile.nr == 0
+    # The k block (the order of the sums) does not depend on the cache.
+    assert plan.kc == plan_gemm(spec, 512, l2_bytes=1 << 20).kc
     # f16 output: the whole k in one block so partial sums never round through f16.
     plan16 = plan_gemm(GemmSpec("f16", "f16", "f16", 64, 64, 1000, (1000, 1), (64, 1)), 512)
     assert plan16.kc == 1000
