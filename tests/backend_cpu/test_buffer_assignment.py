@@ -29,3 +29,25 @@ def test_concurrent_writer_avoids_bytes_whose_users_may_still_run():
     size = assign_arena(slots, schedule, ancestors)
     assert slots[1].offset == slots[0].offset == 0     # s0 is dead when step 1 writes
     assert slots[2].offset == 64 and size == 128       # neither s0's nor s1's bytes
+
+
+def test_first_fit_in_order_places_as_the_general_walk_does():
+    """The in-order first fit (kept sorted, released at each temp's last step) gives the
+    offsets of the general walk told that every earlier thunk runs before each thunk:
+    random schedules with unused, rewritten, zero-byte and non-temp slots."""
+    import random
+    from xlapy.backend_cpu import buffer_assignment as ba
+    rng = random.Random(7)
+    for _ in range(200):
+        n = rng.randint(1, 40)
+        kinds = [rng.choice(["temp", "temp", "temp", "param", "output"]) for _ in range(n)]
+        sizes = [rng.choice([0, 1, 64, 100, 4096, rng.randint(1, 10000)]) for _ in range(n)]
+        steps = rng.randint(1, 30)
+        schedule = [(rng.sample(range(n), rng.randint(0, min(3, n))),
+                     rng.sample(range(n), rng.randint(0, min(2, n)))) for _ in range(steps)]
+        placed = []
+        for ancestors in (None, [(1 << k) - 1 for k in range(steps)]):
+            slots = [Slot(kind, nbytes) for kind, nbytes in zip(kinds, sizes)]
+            size = ba._online_first_fit(slots, schedule, ancestors)
+            placed.append((size, [s.offset for s in slots]))
+        assert placed[0] == placed[1]
