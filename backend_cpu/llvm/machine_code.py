@@ -202,7 +202,8 @@ def _compile_one(text: str, light: bool, target, trace, quick: bool = False) -> 
             module.triple = tm.triple
             module.data_layout = str(tm.target_data)
             parsed = time.perf_counter()
-            _optimize(module, tm, light)
+            if not quick:
+                _optimize(module, tm, light)
             optimized = time.perf_counter()
             code = _emit(module, tm)
             if trace:
@@ -255,9 +256,10 @@ def compile_objects(texts: list[str], *, light=False, strength_reduction: bool =
     """The object code of each LLVM module in `texts` (IR text), optimized (O3, or the
     light pipeline; `light` one bool for all or one per text) for `target` (default: the
     current one), on `threads` threads (None: `default_threads()`). `quick` (one bool or
-    one per text): the code generator runs at opt level 0, for modules whose code
-    speed does not matter (the glue of kernel_cache.py: 0.62 -> 0.09 s for the 542
-    wrappers of the 12-layer GPT step). The objects do not depend on the thread count.
+    one per text): no optimizer, and the code generator at opt level 0, for modules
+    whose code speed does not matter (the glue of kernel_cache.py: 0.62 -> 0.09 s for
+    the 542 wrappers of the 12-layer GPT step; the light pipeline left its object code
+    byte for byte as it was, and took 15 of its 75 ms). The objects do not depend on the thread count.
     Each module's phases are spans of a running trace, on the thread that ran them."""
     target = target or targets.current()
     lights = list(light) if isinstance(light, (list, tuple)) else [light] * len(texts)

@@ -292,3 +292,28 @@ define void @"xk_none"(ptr %t, i64 %b, i64 %e) {
     for name in ("w1", "w2", "w3"):
         kernel(jit.lookup(name))(ctypes.addressof(table), 0, 1)
     assert list(values) == [6.0, 7.0, 5.0]
+
+
+def test_the_glue_skips_the_optimizer_which_did_not_change_its_code(monkeypatch):
+    """Quick modules (the glue) go straight to the opt-level-0 code generator: the light
+    pipeline left the wrappers' object code byte for byte as it was (measured on the
+    12-layer GPT step's 551 wrappers, and checked here on a small glue; a kernel's table
+    names each slot once, LocalSlotsKernelIR.local)."""
+    import llvmlite.binding as llvm
+    from xlapy.backend_cpu import target as targets
+    from xlapy.backend_cpu.llvm import machine_code
+    glue = kernel_cache.Glue("g")
+    glue.add("w1", "xk_a", [5, 0, 3])
+    glue.add("w2", "xk_b", [])
+    glue.add("w3", "xk_a", [1, 7, 2])
+    text = glue.text()
+    target = targets.current()
+    tm = machine_code._machine(target, quick=True)
+    module = machine_code._parse(text, llvm.create_context())
+    module.triple, module.data_layout = tm.triple, str(tm.target_data)
+    machine_code._optimize(module, tm, light=True)
+    optimized = machine_code._emit(module, tm)
+    ran = []
+    monkeypatch.setattr(machine_code, "_optimize", lambda *a: ran.append(a))
+    (code,) = machine_code.compile_objects([text], light=True, quick=True, threads=1)
+    assert ran == [] and code == optimized
