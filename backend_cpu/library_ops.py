@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..hlo.dtypes import numpy_dtype
+from ..hlo.dtypes import DTYPES, numpy_dtype
 from ..hlo import custom_calls
 from ..hlo.evaluator import evaluate_instruction
 
@@ -104,14 +104,23 @@ def _flatten(value):
 
 def involves_complex(instr) -> bool:
     """True if `instr` (or, for a fusion, any fused instruction) has a complex operand
-    or result."""
-    def complex_shape(shape) -> bool:
-        return any(leaf.is_array and leaf.dtype.is_complex for leaf in shape.leaves())
-    if complex_shape(instr.shape) or any(complex_shape(o.shape) for o in instr.operands):
+    or result. (Every compiled instruction asks: a fused instruction's operands are
+    fused instructions too, so their results are all there is to look at.)"""
+    if _complex_shape(instr.shape) or any(_complex_shape(o.shape) for o in instr.operands):
         return True
     if instr.opcode == "fusion":
-        return any(involves_complex(i) for i in instr.attrs["calls"].instructions)
+        return any(_complex_shape(i.shape) or i.opcode == "fusion" and involves_complex(i)
+                   for i in instr.attrs["calls"].instructions)
     return False
+
+
+def _complex_shape(shape) -> bool:
+    if shape.is_tuple:
+        return any(_complex_shape(s) for s in shape.tuple_shapes)
+    return shape.element_type in _COMPLEX
+
+
+_COMPLEX = frozenset(name for name, d in DTYPES.items() if d.is_complex)
 
 
 def lower(builder, instr, operands) -> list[int] | None:
