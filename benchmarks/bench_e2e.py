@@ -7,10 +7,12 @@ Three steps, each forward + backward + SGD update in one compiled function:
     mlp      784-1024-1024-10, batch 256, softmax cross-entropy
 
 For each: xlapy's first compile (the disk cache off; tracing and lowering excluded,
-as JAX's `lower().compile()`), its compile phases from the profiler's spans (HLO
-passes, IR emission, LLVM optimize and codegen summed over the compile threads, of
-which `glue` is the wrappers' module, GEMM library, link, and `other`: the rest of
-the compile, outside every phase), the step time, and JAX's
+as JAX's `lower().compile()`), the process's CPU seconds in it (all threads: less
+disturbed by other load than the wall time), its compile phases from the profiler's
+spans (HLO passes, IR emission, LLVM optimize and codegen summed over the compile
+threads -- which start while the kernels are still emitted -- of which `glue` is the
+wrappers' module, GEMM library, link, and `other`: the rest of the compile, outside
+every phase), the step time, and JAX's
 beside when jax is importable (run it in a venv holding both, e.g. /work/jaxvenv).
 Then the GPT model with `--layers` blocks against one block, and a second process
 with the disk cache on (cold, then warm, in a fresh cache folder).
@@ -259,12 +261,12 @@ def xlapy_step(name: str, layers: int = 1, repeat: int = 5) -> dict:
 
     lowered = train_step.lower(params, *inputs)
     recorder = profiler.start()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         compiled = lowered.compile()
     finally:
         profiler.stop()
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     phases = {}
     for key, span in PHASES:
         phases[key] = sum(e.seconds for e in recorder.events if e.name == span)
@@ -280,7 +282,7 @@ def xlapy_step(name: str, layers: int = 1, repeat: int = 5) -> dict:
     llvm = next((e.args for e in recorder.events if e.name == "LLVM compile"), None) or {}
     kernels = {"thunks": llvm.get("kernel_thunks"), "bodies": llvm.get("kernels")}
     ms = median_ms(lambda: compiled(params, *inputs), repeat)
-    return {"compile": seconds, "phases": phases, "kernels": kernels, "step_ms": ms}
+    return {"compile": seconds, "cpu": cpu, "phases": phases, "kernels": kernels, "step_ms": ms}
 
 
 def _update(p, g):
@@ -318,9 +320,10 @@ def in_subprocess(args: list[str], env: dict | None = None) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def phases_text(phases: dict) -> str:
+def phases_text(phases: dict, cpu: float | None = None) -> str:
     keys = [k for k, _ in PHASES] + ["glue", "other"]
-    return " ".join(f"{k} {phases[k]:.2f}" for k in keys if phases.get(k))
+    text = " ".join(f"{k} {phases[k]:.2f}" for k in keys if phases.get(k))
+    return text if cpu is None else f"cpu {cpu:.2f}: {text}"
 
 
 def main(argv=None) -> int:
@@ -352,7 +355,7 @@ def main(argv=None) -> int:
         xs = fmt_ms(theirs["step_ms"]) if theirs else "-"
         ratio = f"{ours['step_ms'] / theirs['step_ms']:.2f}" if theirs else "-"
         print(f"{name:10s} {ours['compile']:11.2f} s {xc:>11s} {fmt_ms(ours['step_ms']):>11s} "
-              f"{xs:>9s} {ratio:>6s}  {phases_text(ours['phases'])}", flush=True)
+              f"{xs:>9s} {ratio:>6s}  {phases_text(ours['phases'], ours['cpu'])}", flush=True)
     if not args.no_layers:
         one = in_subprocess(["gpt", "1", "1"])
         deep = in_subprocess(["gpt", str(args.layers), "1"])
@@ -360,7 +363,7 @@ def main(argv=None) -> int:
               f"{one['compile']:.2f} s = {deep['compile'] / one['compile']:.2f}x", flush=True)
         for label, run in ((f"{args.layers} layers", deep), ("1 layer", one)):
             k = run.get("kernels", {})
-            print(f"  {label:10s} {phases_text(run['phases'])}   kernels {k.get('thunks')}, "
+            print(f"  {label:10s} {phases_text(run['phases'], run['cpu'])}   kernels {k.get('thunks')}, "
                   f"distinct bodies {k.get('bodies')}", flush=True)
     if not args.no_disk:
         with tempfile.TemporaryDirectory() as folder:
