@@ -6,11 +6,17 @@ from typing import Any
 import numpy as np
 
 from ..hlo import HloComputation, HloInstruction, HloModule
+from ..hlo.opcodes import CALLED_COMPUTATION_ATTRS, CALLED_COMPUTATION_LIST_ATTRS, OPCODES
 
 from .pass_base import HloModulePass, register_pass
 
 # Attributes that describe where an instruction came from, not what it computes.
 IGNORED_ATTRS = frozenset({"metadata"})
+_CALL_KEYS = frozenset(CALLED_COMPUTATION_ATTRS) | frozenset(CALLED_COMPUTATION_LIST_ATTRS)
+
+
+# Attribute values that are their own key (hashable, no computation inside).
+_PLAIN = (int, str, bool, float, type(None))
 
 
 class _Keys:
@@ -18,35 +24,57 @@ class _Keys:
 
     Called computations are keyed by structure (their fingerprint), so two
     reduces whose `to_apply` are separate but identical `add` regions match.
+    Shapes are keyed by their text (layouts included), computed once per shape
+    object.
     """
 
     def __init__(self):
         self._fingerprints: dict[int, tuple] = {}
         self._runs_per_device: dict[int, bool] = {}
+        self._shape_texts: dict[int, tuple] = {}     # id -> (shape kept alive, text)
+
+    def shape_text(self, shape) -> str:
+        entry = self._shape_texts.get(id(shape))
+        if entry is None:
+            entry = self._shape_texts[id(shape)] = (shape, shape.to_text())
+        return entry[1]
 
     def instruction(self, instr: HloInstruction, operand_ids) -> tuple | None:
         """The key of `instr` given keys for its operands; None if it must stay unique."""
-        if instr.opcode == "parameter" or instr.has_side_effect() or instr.info.per_device:
+        opcode = instr.opcode
+        info = OPCODES[opcode]
+        if opcode == "parameter" or info.side_effect or info.per_device:
             return None     # per-device: collectives and device ids stay one per use
-        if any(self.runs_per_device(c) for c in instr.called_computations()):
+        if info.collective and instr.attrs.get("constrain_layout"):
+            return None     # (has_side_effect)
+        attrs = instr.attrs
+        if attrs and not _CALL_KEYS.isdisjoint(attrs) \
+                and any(self.runs_per_device(c) for c in instr.called_computations()):
             return None     # a call whose body holds a collective counts as one
-        if instr.opcode == "constant":
+        if opcode == "constant":
             if instr.literal is None:      # an elided literal: its value is unknown
                 return None
             literal = literal_key(instr.literal)
         else:
             literal = None
         operands = list(operand_ids)
-        if instr.info.commutative:
+        if info.commutative:
             operands.sort()                # add(a, b) == add(b, a)
-        attrs = tuple((k, self.freeze(v)) for k, v in sorted(instr.attrs.items())
-                      if k not in IGNORED_ATTRS)
-        return (instr.opcode, instr.shape.to_text(), tuple(operands), attrs, literal)
+        if attrs:
+            frozen = tuple((k, self.freeze(v)) for k, v in sorted(attrs.items())
+                           if k not in IGNORED_ATTRS)
+        else:
+            frozen = ()
+        return (opcode, self.shape_text(instr.shape), tuple(operands), frozen, literal)
 
     def freeze(self, value: Any):
+        if isinstance(value, _PLAIN):
+            return value
         if isinstance(value, HloComputation):
             return self.computation(value)
         if isinstance(value, (list, tuple)):
+            if all(isinstance(v, _PLAIN) for v in value):
+                return tuple(value)
             return tuple(self.freeze(v) for v in value)
         if isinstance(value, dict):
             return tuple((k, self.freeze(v)) for k, v in sorted(value.items()))
@@ -74,7 +102,8 @@ class _Keys:
                 ops = [position[id(o)] for o in instr.operands]
                 k = self.instruction(instr, ops)
                 if k is None:   # parameters and side effects: compare by number / opcode
-                    k = (instr.opcode, instr.shape.to_text(), instr.parameter_number, tuple(ops))
+                    k = (instr.opcode, self.shape_text(instr.shape), instr.parameter_number,
+                         tuple(ops))
                 parts.append(k)
             key = (tuple(parts), position[id(comp.root)])
             self._fingerprints[id(comp)] = key
@@ -95,7 +124,7 @@ def eliminate_common_subexpressions(comp: HloComputation, keys: _Keys) -> bool:
     canonical: dict[tuple, HloInstruction] = {}
     changed = False
     for instr in comp.post_order():
-        key = keys.instruction(instr, (id(o) for o in instr.operands))
+        key = keys.instruction(instr, map(id, instr.operands))
         if key is None:
             continue
         first = canonical.setdefault(key, instr)

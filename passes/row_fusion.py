@@ -141,14 +141,16 @@ COLUMN_ROOT_TYPES = ("f16", "bf16", "f32", "f64")
 
 
 def grow_row_region(root: HloInstruction, refused: list | None = None,
-                    dim: int | None = None, *, parent_sorted: bool = False
-                    ) -> list[HloInstruction] | None:
+                    dim: int | None = None, *, parent_sorted: bool = False,
+                    places: dict[int, int] | None = None) -> list[HloInstruction] | None:
     """The instructions of a row fusion rooted at `root` (users before operands),
     or None if the pattern does not apply. `refused`: None, or a list that gets
     (operand, reason) for each operand the region reaches but leaves out. `dim`:
     the reduced dimension of the column form (None: the last, a row).
     `parent_sorted`: the caller knows the computation is in topological order (then
-    its list is its post order)."""
+    its list is its post order). `places`: None, or id -> a number that orders the
+    instructions as the (sorted) list does: the region is ordered by them instead of
+    by a walk over the whole list."""
     if not root.shape.is_array or root.shape.rank < 1 or root.opcode == "fusion":
         return None
     pattern = _RowPattern(root, dim)
@@ -211,6 +213,8 @@ def grow_row_region(root: HloInstruction, refused: list | None = None,
     if not any(i.opcode == "reduce" for i in region):
         return None
     # Users before operands, so each producer is fused after everything reading it.
+    if parent_sorted and places is not None and all(id(i) in places for i in region):
+        return sorted(region, key=lambda i: places[id(i)], reverse=True)
     comp = root.parent
     order = comp.instructions if parent_sorted else comp.post_order()
     return [i for i in reversed(order) if id(i) in members]
@@ -259,22 +263,31 @@ class RowFusion(HloModulePass):
         for comp in fusible_computations(module):
             columns = column_dims(comp)
             in_order = False      # the first fusion sorts comp, and the next keep it so
+            # The list's places once it is sorted: the fusions below take their root's
+            # place and remove the rest, so the instructions left keep their order (a
+            # control edge can make fuse_producer sort again: then none are kept).
+            places = None
+            kept_order = not comp.has_control_edges()
             for root in reversed(comp.post_order()):
                 if root.parent is not comp:
                     continue
                 refused = [] if self.explain_log is not None else None
-                region, dim = grow_row_region(root, refused, parent_sorted=in_order), None
+                region, dim = grow_row_region(root, refused, parent_sorted=in_order,
+                                              places=places), None
                 if region is None and root.shape.is_array:
                     # The column form, over each dimension some reduce reduces.
                     for dim in sorted(columns.get(root.shape.dims, ())):
                         tried = [] if refused is not None else None
-                        region = grow_row_region(root, tried, dim, parent_sorted=in_order)
+                        region = grow_row_region(root, tried, dim, parent_sorted=in_order,
+                                                 places=places)
                         if region is not None:
                             refused = tried
                             break
                 fusion = None
                 if region is not None:
                     fusion = fuse_row_region(region, dim, parent_sorted=in_order)
+                    if places is None and kept_order:
+                        places = {id(i): n for n, i in enumerate(comp.instructions)}
                     in_order = changed = True
                 if refused is not None:
                     self._explain(root, region, refused, fusion)
