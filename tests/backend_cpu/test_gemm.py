@@ -263,7 +263,8 @@ def test_table_reaches_a_read_in_place_on_full_and_partial_tiles():
                                                    "micro_strided_a"),
     # rows contiguous, k steps a row apart: read in place too, prefetching A
     ("col", NR, ("f32",) * 3, "micro_strided_a_far"),
-    ("row", NR + 1, ("f32",) * 3, None),      # two micro-panels: packed A is read twice
+    ("row", NR + 1, ("f32",) * 3, "micro_strided_a"),  # row-major A: in place at any n
+    ("col", NR + 1, ("f32",) * 3, None),      # transposed A, two micro-panels: packed
     ("row", NR, ("f16", "f16", "f32"), None),  # A converts to the accumulation type
 ])
 def test_which_gemms_read_a_in_place(lhs_layout, n, dtypes, expected):
