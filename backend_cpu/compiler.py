@@ -43,7 +43,8 @@ Compile time is part of the first call, so the driver avoids work that does
 not change the machine code: Python's cyclic garbage collector is paused
 while a module compiles (`paused_gc`), the passes rewrite a clone of the module
 (or the copy a caller hands over, `copy=`), not a parse of its text, the
-optimized LLVM IR is printed only when someone asks for it, and llvm/ir_policy.py
+optimized LLVM IR and the compiled HLO module are printed only when someone asks
+for them, and llvm/ir_policy.py
 keeps LLVM from runtime-unrolling loops and from optimizing kernels that only
 call the (unoptimized) GEMM driver. A module whose kernels all stream large
 outputs (memory-bound) is generated without loop strength reduction. A module
@@ -253,12 +254,17 @@ def _compile_uncached(module, text: str, fingerprint: str, options: CompileOptio
         with profiler.span("disk cache load"):
             executable = _load_from_disk(disk_key, start)
     if executable is None:
+        given = module
         with profiler.span("HLO passes"):
             module = _run_pipeline(module, options.pipeline, copy)
+        # The caller's module (no pipeline ran): its text is `text`, and holding the
+        # module to print it later would show whatever the caller makes of it after.
         executable, payload = _compile_module(module, start, use_disk_cache=on_disk,
-                                              options=options)
+                                              options=options,
+                                              hlo_text=text if module is given else None)
         if on_disk and payload["object"] is not None:
             with profiler.span("disk cache store"):
+                payload["hlo_text"] = executable.as_hlo_text()
                 disk_cache.store(disk_key, payload)
     return executable
 
@@ -361,8 +367,12 @@ def _has_per_device_ops(module) -> bool:
 
 
 def _compile_module(module, start: float, use_disk_cache: bool = False,
-                    options: CompileOptions | None = None) -> tuple[CpuExecutable, dict]:
-    """(executable, the payload the disk cache stores for it)."""
+                    options: CompileOptions | None = None,
+                    hlo_text: str | None = None) -> tuple[CpuExecutable, dict]:
+    """(executable, the payload the disk cache stores for it, but for "hlo_text": the
+    executable's as_hlo_text()). `hlo_text`: the module's text if known; else the
+    executable prints the module when first asked (the module is the compile's own:
+    nothing changes it after)."""
     if module.entry is None:
         raise ValueError("compile: the module has no ENTRY computation")
     options = options or CompileOptions()
@@ -414,7 +424,8 @@ def _compile_module(module, start: float, use_disk_cache: bool = False,
             program.link(jit.lookup, _device_threads(replicas * partitions,
                                                      options.distributed))
     params = [(p.name, p.shape) for p in module.entry.parameters]
-    hlo_text = module.to_text()
+    if hlo_text is None:
+        hlo_text = module.to_text
     # The optimized IR is printed on demand (CpuExecutable.as_llvm_ir): it is the
     # same text every time, and printing it costs more than a cache lookup.
     executable = CpuExecutable(program, params, jit=jit, llvm_source=llvm_source,
@@ -423,7 +434,7 @@ def _compile_module(module, start: float, use_disk_cache: bool = False,
                                target=target, kernel_strategies=context.kernel_choices,
                                devices=(replicas, partitions), distributed=options.distributed)
     payload = {"program": program, "params": params, "llvm_source": llvm_source,
-               "hlo_text": hlo_text, "object": objects if jit else None, "gemm_routines": routines,
+               "object": objects if jit else None, "gemm_routines": routines,
                "strength_reduction": strength_reduction, "light_pipeline": lights}
     return executable, payload
 

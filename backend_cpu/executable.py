@@ -278,7 +278,7 @@ def _mpi_communicator():
 class CpuExecutable:
     """A compiled module: `run(*arrays) -> list[np.ndarray]` (tuple results flattened)."""
 
-    def __init__(self, program: Program, params: list, *, jit, hlo_text: str,
+    def __init__(self, program: Program, params: list, *, jit, hlo_text,
                  compile_seconds: float, llvm_ir: str | None = None,
                  llvm_source: str | None = None, strength_reduction: bool = True,
                  light_pipeline: bool = False, target=None, kernel_strategies=None,
@@ -288,6 +288,9 @@ class CpuExecutable:
         `strength_reduction`: how the code generator ran (`as_asm()` runs it alike);
         `light_pipeline`: how the optimizer ran (`as_llvm_ir()` runs it alike): one bool,
         or one per module of a list `llvm_source`.
+        `hlo_text`: the module's text, or a function that prints it when first asked
+        (the compiler hands over the compiled module's `to_text`: 40 ms of printing for
+        the 12-layer GPT step that nobody may read).
         `target`: what the code was compiled for (target.py; default the current one);
         `jit` is None when the host cannot run it, and then `run` refuses.
         `kernel_strategies`: the compiler's strategies.Choice records, or a function
@@ -310,6 +313,7 @@ class CpuExecutable:
         self._light_pipeline = all(self._light_modules[1:] or [False]) \
             if self._light_modules is not None else light_pipeline
         self._hlo_text = hlo_text
+        self._fingerprint = None
         self._params = [shape for _, shape in params]        # (name, Shape) per parameter
         self._param_names = [name for name, _ in params]
         self._param_checks = [(numpy_dtype(s.element_type) if s.is_array else None,
@@ -321,8 +325,6 @@ class CpuExecutable:
         self.replica_count, self.num_partitions = devices
         self.num_devices = devices[0] * devices[1]
         self.distributed = distributed
-        self.fingerprint = hashlib.sha256(
-            f"{hlo_text}\0devices={devices}".encode()).hexdigest()[:32]
         self._comm = None                      # MPI: the process's communicator
         self._in_process = None                # run_devices: kept between calls
         self._in_process_lock = threading.Lock()
@@ -598,7 +600,18 @@ class CpuExecutable:
 
     def as_hlo_text(self) -> str:
         """The HLO module that was compiled (after the pipeline, if any)."""
+        if not isinstance(self._hlo_text, str):
+            self._hlo_text = self._hlo_text()
         return self._hlo_text
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of the compiled module's text and its devices (MPI ranks compare it)."""
+        if self._fingerprint is None:
+            self._fingerprint = hashlib.sha256(
+                f"{self.as_hlo_text()}\0devices={self.replica_count, self.num_partitions}"
+                .encode()).hexdigest()[:32]
+        return self._fingerprint
 
     def kernel_strategies(self) -> list:
         """How each kernel was emitted, in the order the compiler emitted them (while

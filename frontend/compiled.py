@@ -81,7 +81,7 @@ class Compiled:
                     self._fast = fast_tree
                 else:
                     self._fast = fast
-            self._optimized_text = self._executable.as_hlo_text()
+            self._optimized_text = None       # (printed when first asked: as_hlo_text)
             self._optimized = None
         else:
             self._executable = None
@@ -138,12 +138,14 @@ class Compiled:
 
     def as_hlo_text(self) -> str:
         """The HLO module after the pass pipeline."""
+        if self._optimized_text is None:
+            self._optimized_text = self._executable.as_hlo_text()
         return self._optimized_text
 
     def as_hlo_module(self):
         if self._optimized is None:
             from ..hlo import parse_module
-            self._optimized = parse_module(self._optimized_text)
+            self._optimized = parse_module(self.as_hlo_text())
         return self._optimized
 
     def as_llvm_ir(self) -> str:

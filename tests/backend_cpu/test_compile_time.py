@@ -90,6 +90,30 @@ def test_the_pipeline_works_on_a_copy_the_caller_may_supply():
     assert len(copies) == 2
 
 
+def test_the_compiled_module_is_printed_only_when_asked(monkeypatch):
+    """A compile prints its input once (the cache key), and the module it compiled only
+    when someone asks (as_hlo_text, the MPI fingerprint, the disk cache's store); the
+    caller's own module, compiled as given, is the text printed for the key, whatever
+    the caller does to the module afterwards."""
+    from xlapy.hlo.ir import HloModule
+    printed = []
+    to_text = HloModule.to_text
+    monkeypatch.setattr(HloModule, "to_text", lambda self: printed.append(self) or to_text(self))
+    module = hlo.parse_module(TEXT)
+    exe = backend_cpu.compile(module, FRESH)
+    assert printed == [module]
+    text = exe.as_hlo_text()
+    assert len(printed) == 2 and "fusion" in text and exe.as_hlo_text() is text
+    assert exe.fingerprint == backend_cpu.compile(hlo.parse_module(TEXT), FRESH).fingerprint
+    plain = backend_cpu.CompileOptions(cache=False, disk_cache=False)
+    given = hlo.parse_module(TEXT)
+    exe = backend_cpu.compile(given, plain)
+    given.entry.root.name = "renamed_after"
+    assert exe.as_hlo_text() == to_text(hlo.parse_module(TEXT))
+    x = np.arange(256, dtype=np.float32)
+    np.testing.assert_array_equal(exe.run(x)[0], (x + 1) * (x + 1))
+
+
 def _counting_loop(module: ir.Module, name: str, hinted: bool) -> ir.Function:
     """for (i = 0; i < n; i++) p[i] = 0 -- a loop with a run-time trip count."""
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.PointerType(), ir.IntType(64)]),
