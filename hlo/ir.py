@@ -189,6 +189,8 @@ class HloInstruction:
 
     # --- operands and users ---------------------------------------------------
     def _append_operand(self, op: "HloInstruction") -> None:
+        if self.parent is not None:
+            self.parent._in_order = False
         self.operands.append(op)
         if self not in op.users:
             op.users.append(self)
@@ -197,6 +199,8 @@ class HloInstruction:
         return self.operands[i]
 
     def replace_operand(self, i: int, new: "HloInstruction") -> None:
+        if self.parent is not None:
+            self.parent._in_order = False
         old = self.operands[i]
         self.operands[i] = new
         if old not in self.operands and self in old.users:
@@ -210,6 +214,8 @@ class HloInstruction:
                 self.replace_operand(i, new)
 
     def set_operands(self, operands: Iterable["HloInstruction"]) -> None:
+        if self.parent is not None:
+            self.parent._in_order = False
         for op in self.operands:
             if self in op.users:
                 op.users.remove(self)
@@ -235,7 +241,7 @@ class HloInstruction:
         if not any(p is pred for p in self.control_predecessors):
             self.control_predecessors.append(pred)
             if self.parent is not None:
-                self.parent._edge_free = False
+                self.parent._edge_free = self.parent._in_order = False
 
     def remove_control_predecessor(self, pred: "HloInstruction") -> None:
         self.control_predecessors = [p for p in self.control_predecessors if p is not pred]
@@ -288,6 +294,7 @@ class HloComputation:
     """An ordered list of instructions with parameters and a root."""
 
     _edge_free = False      # see `control_edge_scope` (a class default for old pickles)
+    _in_order = False       # likewise
 
     def __init__(self, name: str):
         self.name = name
@@ -300,6 +307,11 @@ class HloComputation:
         # True while a pass runs under `control_edge_scope` and no instruction here has a
         # control predecessor: the scans for control successors are skipped.
         self._edge_free = False
+        # Under the same scope: True when the list is known to be in topological order
+        # (a sort or a check found it so, and no method here changed an edge or a place
+        # since): `post_order` and `sort_topologically` skip their scan. Outside the scope
+        # it is never trusted (code other than passes may edit the lists directly).
+        self._in_order = False
 
     # --- building -------------------------------------------------------------
     def add_instruction(self, instr: HloInstruction, *,
@@ -309,6 +321,7 @@ class HloComputation:
         if instr.parent is not None and instr.parent is not self:
             raise ValueError(f"{instr.name} already belongs to {instr.parent.name}")
         instr.parent = self
+        self._in_order = False
         if instr.control_predecessors:
             self._edge_free = False
         if not instr.name:
@@ -338,6 +351,7 @@ class HloComputation:
         if instr.parent is not None:
             instr.parent.instructions.remove(instr)
         instr.parent = self
+        self._in_order = False
         if instr.control_predecessors:
             self._edge_free = False
         self.instructions.append(instr)
@@ -346,6 +360,7 @@ class HloComputation:
 
     def move_before(self, instr: HloInstruction, anchor: HloInstruction) -> None:
         """Moves `instr` in the instruction list to just before `anchor`."""
+        self._in_order = False
         self.instructions.remove(instr)
         self.instructions.insert(self.instructions.index(anchor), instr)
 
@@ -364,9 +379,12 @@ class HloComputation:
         instructions before the first one listed ahead of an operand are ready in turn
         and each is the earliest listed, so they keep their places, and only the rest is
         sorted (one scan finds where that starts; the result is the same as sorting all)."""
+        if self._in_order and self._edge_free:
+            return            # known to be in order (see __init__)
         instrs = self.instructions
         start, done = _sorted_prefix(instrs)
         if start == len(instrs):
+            self._in_order = self._edge_free
             return            # already in order: the order below would be this one
         rest = instrs[start:]
         # Heap keys are list positions (unique), so instructions are never compared.
@@ -398,6 +416,7 @@ class HloComputation:
         if len(order) != len(instrs):
             raise ValueError(f"cycle in {self.name}")
         self.instructions[:] = order
+        self._in_order = self._edge_free
 
     def _fresh_name(self, base: str) -> str:
         if self.parent is not None:
@@ -488,7 +507,10 @@ class HloComputation:
         a depth-first walk of the operands from each instruction in list order. On a
         list in topological order that walk gives the list itself (each instruction's
         operands were visited before it), so it is not walked."""
+        if self._in_order and self._edge_free:
+            return list(self.instructions)      # known to be in order (see __init__)
         if _sorted_prefix(self.instructions)[0] == len(self.instructions):
+            self._in_order = self._edge_free
             return list(self.instructions)
         order: list[HloInstruction] = []
         seen: set[int] = set()
@@ -731,7 +753,7 @@ def control_edge_scope(module: "HloModule"):
         yield
     finally:
         for comp in marked:
-            comp._edge_free = False
+            comp._edge_free = comp._in_order = False
 
 
 _IMMUTABLE = (str, int, float, bool, type(None), Shape, RawAttr, SliceDim, PadDim, WindowDim,

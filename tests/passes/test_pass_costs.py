@@ -15,6 +15,7 @@ from textwrap import dedent
 
 from xlapy import hlo, passes
 from xlapy.hlo import HloComputation
+from xlapy.hlo.ir import control_edge_scope
 from xlapy.passes import row_fusion
 from xlapy.passes.row_fusion import grow_row_region
 
@@ -136,3 +137,79 @@ def test_row_regions_ordered_by_places_equal_the_walk():
     finally:
         row_fusion.grow_row_region = real
     assert hlo.print_module(plain) == hlo.print_module(fused)
+
+
+def _plain_post_order(comp) -> list:
+    """post_order without the known-order shortcut."""
+    saved, comp._in_order = comp._in_order, False
+    try:
+        return comp.post_order()
+    finally:
+        comp._in_order = saved
+
+
+def test_known_order_is_forgotten_by_every_edit_that_can_break_it():
+    text = dedent("""
+        HloModule m
+        ENTRY e {
+          p = f32[4] parameter(0)
+          a = f32[4] negate(p)
+          b = f32[4] abs(p)
+          c = f32[4] add(a, b)
+          d = f32[4] multiply(c, a)
+          ROOT r = f32[4] subtract(d, b)
+        }""")
+    edits = {
+        # d reads a later instruction: c now reads d's operand chain through a new add
+        "replace_operand": lambda comp, i: i["a"].replace_operand(0, i["b"]),
+        "set_operands": lambda comp, i: i["a"].set_operands([i["c"].operands[1]]),
+        "move_before": lambda comp, i: comp.move_before(i["d"], i["a"]),
+        "add_instruction": lambda comp, i: i["b"].replace_operand(0, comp.add_instruction(
+            hlo.HloInstruction("exponential", i["p"].shape, [i["p"]], name="x"))),
+        "move_in": lambda comp, i: i["a"].replace_operand(0, _moved_in(comp, i)),
+    }
+    for name, edit in edits.items():
+        module = hlo.parse_module(text)
+        comp = module.entry
+        with control_edge_scope(module):
+            comp.sort_topologically()
+            assert comp._in_order, name
+            instrs = {x.name: x for x in comp.instructions}
+            edit(comp, instrs)
+            order = comp.post_order()
+            assert [x.name for x in order] == [x.name for x in _plain_post_order(comp)], name
+            comp.sort_topologically()
+            seen = set()
+            for x in comp.instructions:
+                assert all(id(o) in seen for o in x.operands), name
+                seen.add(id(x))
+        assert not comp._in_order          # not trusted outside a pass
+
+
+def _moved_in(comp, instrs):
+    other = hlo.parse_module(dedent("""
+        HloModule o
+        ENTRY e {
+          ROOT q = f32[4] parameter(0)
+        }""")).entry
+    q = other.instructions[0]
+    x = hlo.HloInstruction("negate", q.shape, [instrs["p"]], name="moved")
+    other.add_instruction(x)
+    comp.move_instruction(x)
+    return x
+
+
+def test_known_order_is_not_trusted_outside_a_pass():
+    module = hlo.parse_module(dedent("""
+        HloModule m
+        ENTRY e {
+          p = f32[4] parameter(0)
+          a = f32[4] negate(p)
+          ROOT b = f32[4] abs(a)
+        }"""))
+    comp = module.entry
+    comp.sort_topologically()
+    comp.instructions.reverse()         # code outside the passes may edit the list
+    assert [x.name for x in comp.post_order()] == ["p", "a", "b"]
+    comp.sort_topologically()
+    assert [x.name for x in comp.instructions] == ["p", "a", "b"]
