@@ -161,7 +161,10 @@ def _emit_k_step(b, arith, tile, a, bp, kk, accs):
         if prefetch_a:
             ahead = b.mul(b.add(kk, const(A_PREFETCH_STEPS)), k_stride)
             for row in (row_ptrs[0], row_ptrs[-1]):
-                _prefetch(b, element_ptr(b, row, arith.type, ahead), write=False)
+                # Past the last k step the address leaves A: no `inbounds` on it (a
+                # prefetch never faults, but an inbounds address out of bounds is poison).
+                ahead_ptr = b.gep(row, [ahead], source_etype=arith.type, inbounds=False)
+                _prefetch(b, ahead_ptr, write=False)
     else:
         a_col = b.mul(kk, const(tile.mr))
         a_ptrs = [element_ptr(b, a, arith.type, b.add(a_col, const(r))) for r in range(tile.mr)]
