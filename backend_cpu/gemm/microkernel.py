@@ -125,25 +125,24 @@ def emit_microkernel(module: ir.Module, name: str, arith: Arith, tile: MicroTile
 
 
 def _prefetch(b, ptr, write: bool) -> None:
-    """llvm.prefetch of `ptr` into every cache level (never faults, even past the end)."""
+    """llvm.prefetch of `ptr` into every cache level (never faults, even past the end;
+    callers pass addresses without `inbounds`, which past the end would be poison)."""
     prefetch = b.module.globals.get("llvm.prefetch.p0") or ir.Function(
         b.module, ir.FunctionType(VOID, [PTR, I32, I32, I32]), "llvm.prefetch.p0")
     b.call(prefetch, [ptr, ir.Constant(I32, int(write)), ir.Constant(I32, 3), ir.Constant(I32, 1)])
 
 
 def _prefetch_c(b, arith, tile, c, ldc, out_dtype):
-    """Asks for the C tile's cache lines now: they arrive while the k loop runs, and
-    the stores at the end do not wait for memory (C rows are far apart)."""
-    prefetch = b.module.globals.get("llvm.prefetch.p0") or ir.Function(
-        b.module, ir.FunctionType(VOID, [PTR, I32, I32, I32]), "llvm.prefetch.p0")
+    """Asks for the C tile's cache lines now (with write intent): they arrive while the
+    k loop runs, and the stores at the end do not wait for memory (C rows are far
+    apart). A tile cut by C's edge asks for lines past it too: plain addresses."""
     out_ty = storage_type(out_dtype)
     line = 64 // (out_ty.width // 8 if isinstance(out_ty, ir.IntType) else arith.nbytes)
     for r in range(tile.mr):
         row = b.mul(const(r), ldc)
         for offset in range(0, tile.nr, line):
-            ptr = element_ptr(b, c, out_ty, b.add(row, const(offset)))
-            # write intent (1), keep in all cache levels (3), data cache (1)
-            b.call(prefetch, [ptr, ir.Constant(I32, 1), ir.Constant(I32, 3), ir.Constant(I32, 1)])
+            _prefetch(b, b.gep(c, [b.add(row, const(offset))], source_etype=out_ty,
+                               inbounds=False), write=True)
 
 
 def _emit_k_step(b, arith, tile, a, bp, kk, accs):
