@@ -94,12 +94,29 @@ class Reachability:
     def __init__(self, comp: HloComputation):
         self._bit: dict[int, int] = {}
         self._ancestors: dict[int, int] = {}
-        for n, instr in enumerate(comp.post_order()):
+        # Keyed by id: the instructions are held so that no id is reused while this lives.
+        self._held = comp.post_order()
+        n = -1
+        for n, instr in enumerate(self._held):
             self._bit[id(instr)] = 1 << n
             mask = 0
             for op in instr.operands + instr.control_predecessors:
                 mask |= self._ancestors[id(op)] | self._bit[id(op)]
             self._ancestors[id(instr)] = mask
+        self._next = n + 1
+
+    def add(self, instr: HloInstruction) -> None:
+        """`instr` is new, read by nothing yet: it depends on what its operands depend on."""
+        mask = 0
+        for op in instr.operands + instr.control_predecessors:
+            mask |= self._ancestors[id(op)] | self._bit[id(op)]
+        self._ancestors[id(instr)] = mask
+        self._bit[id(instr)] = 1 << self._next
+        self._next += 1
+        self._held.append(instr)
+
+    def knows(self, instr: HloInstruction) -> bool:
+        return id(instr) in self._bit
 
     def depends_on(self, a: HloInstruction, b: HloInstruction) -> bool:
         """True if `a` (transitively) reads `b`."""

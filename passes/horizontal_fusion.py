@@ -119,9 +119,12 @@ def fuse_horizontally(comp: HloComputation, max_output_bytes: int, note=None) ->
         size = sizes[id(group)] + sizes[id(instr)]
         if group.opcode != "fusion":
             group = groups[index] = _wrap(group, reach)
-        merge_siblings(group, _wrap(instr, reach) if instr.opcode != "fusion" else instr)
+        merge_siblings(group, _wrap(instr, reach) if instr.opcode != "fusion" else instr,
+                       sort_parent=False)
         sizes[id(group)] = size
         changed = True
+    if changed:
+        comp.sort_topologically()      # once, after all the merges (merge_siblings)
     return changed
 
 

@@ -217,10 +217,12 @@ def fuse_siblings(comp: HloComputation, note=None) -> bool:
             if note is not None:
                 note(first, partner, None, f"merged (siblings reading {operand.name})")
             reach.merge(first, partner)
-            merge_siblings(first, partner)
+            merge_siblings(first, partner, sort_parent=False)
             memo.forget(first)
             siblings = [first] + rest
             changed = True
+    if changed:
+        comp.sort_topologically()      # once, after all the merges (merge_siblings)
     return changed
 
 
@@ -239,7 +241,7 @@ def fuse_producer_consumer(comp: HloComputation, note=None) -> bool:
     with the same iteration space and kept as an extra output of it. `note`: None, or
     HloModulePass.note (explaining)."""
     changed = False
-    reach = None          # built when first needed, again after each merge changes comp
+    reach = None          # built when first needed, then kept up to date
     memo = _Memo()
     for producer in list(comp.post_order()):
         if (producer.parent is not comp or not memo.is_candidate(producer)
@@ -259,7 +261,13 @@ def fuse_producer_consumer(comp: HloComputation, note=None) -> bool:
                              "merged (the producer kept as an output)")
                     fuse_producer(consumer, producer, keep_output=True)
                     memo.forget(consumer)
-                    reach = None
+                    # What read the producer reads the consumer now (get-tuple-elements
+                    # of it, new: read by nothing the walk has not seen), and depends on
+                    # whatever the consumer depends on.
+                    reach.merge(consumer, producer)
+                    for gte in consumer.users:
+                        if not reach.knows(gte):
+                            reach.add(gte)
                     changed = True
                     break
             if note is not None and consumer.opcode == "fusion":

@@ -213,3 +213,35 @@ def test_known_order_is_not_trusted_outside_a_pass():
     assert [x.name for x in comp.post_order()] == ["p", "a", "b"]
     comp.sort_topologically()
     assert [x.name for x in comp.instructions] == ["p", "a", "b"]
+
+
+def test_reachability_kept_up_to_date_equals_a_fresh_one(monkeypatch):
+    """Multi-output fusion keeps one Reachability across its merges (sibling and
+    producer/consumer): every answer it gets equals one from a Reachability built afresh
+    on the computation as it is then. Over the corpus modules that merge."""
+    from pathlib import Path
+    from xlapy.passes import hlo_utils, multi_output_fusion
+
+    asked = []
+
+    class Checked(hlo_utils.Reachability):
+        def __init__(self, comp):
+            super().__init__(comp)
+            self._comp = comp
+
+        def depends_on(self, a, b):
+            answer = super().depends_on(a, b)
+            if a.parent is self._comp and b.parent is self._comp:
+                assert answer == hlo_utils.Reachability(self._comp).depends_on(a, b), \
+                    (a.name, b.name)
+                asked.append(a)
+            return answer
+
+    monkeypatch.setattr(multi_output_fusion, "Reachability", Checked)
+    corpus = Path(__file__).parents[1] / "corpus"
+    for name in ("train_step_sgd", "grad_mlp_loss", "grad_softmax_xent", "remat_mlp_grad",
+                 "layernorm_f32", "reduce_mean_var_f32"):
+        path = corpus / f"{name}.hlo"
+        if path.exists():
+            passes.cpu_pipeline().run(hlo.parse_module(path.read_text()))
+    assert asked
