@@ -431,7 +431,7 @@ def _compile_module(module, start: float, use_disk_cache: bool = False,
     executable = CpuExecutable(program, params, jit=jit, llvm_source=llvm_source,
                                hlo_text=hlo_text, compile_seconds=time.perf_counter() - start,
                                strength_reduction=strength_reduction, light_pipeline=lights,
-                               target=target, kernel_strategies=context.kernel_choices,
+                               target=target, kernel_strategies=context.choices,
                                devices=(replicas, partitions), distributed=options.distributed)
     payload = {"program": program, "params": params, "llvm_source": llvm_source,
                "object": objects if jit else None, "gemm_routines": routines,
@@ -459,7 +459,7 @@ def emitted_strategies(hlo_text: str, target: Target,
     with targets.using(target):
         context = _Context(_symbol(module.name), replicas, partitions)
         ProgramBuilder(context, module.entry).build()
-    return context.kernel_choices
+    return context.choices()
 
 
 def _ensure_recursion_limit(module) -> None:
@@ -505,7 +505,8 @@ class _Context:
         self.emitted: dict = {}            # _emission_key -> _Emitted, this compile's kernels
         self.emissions = 0                 # kernels emitted (the others were replayed)
         self._only_vector_loops = True     # every body is alone in its module, loops on vectors
-        # How each kernel (and host sort) was emitted, in order (strategies.Choice).
+        # How each kernel (and host sort) was emitted, in order (strategies.Choice, or
+        # a _Replayed record of one, renamed when asked: `choices`).
         self.kernel_choices: list = []
 
     @property
@@ -546,6 +547,10 @@ class _Context:
             if self.kernels_not_streaming:
                 self.plan_routines()
         return symbol
+
+    def choices(self) -> list:
+        """How each kernel was emitted (strategies.Choice), replayed ones renamed."""
+        return [c.choice() if isinstance(c, _Replayed) else c for c in self.kernel_choices]
 
     def replay_kernel(self, name: str, symbol: str, slots: list[int], streams: bool) -> None:
         """A kernel `name` whose body `symbol` was emitted before in this compile."""
@@ -591,12 +596,25 @@ class _Context:
                                   {k: v for x in b for k, v in x.keys.items()}, b[0].cache)
 
 
+class _Replayed(NamedTuple):
+    """The strategy record of a replayed kernel `name` of instruction `instr_name`: the
+    record of the kernel it repeats (`done`), renamed when asked (most never are)."""
+    done: "_Emitted"
+    name: str
+    instr_name: str
+
+    def choice(self):
+        return _renamed(_renamed(self.done.choice, self.done.name, self.name),
+                        self.done.instr_name, self.instr_name)
+
+
 class _Emitted(NamedTuple):
     """What emitting a kernel made, to make an identical one again without emitting
     it (ProgramBuilder._replay): its body, each entry of its slot table as a role
     (("read", operand), ("write", output), ("scratch", i), ("constant", position in
     `_called_instructions`)), its scratch shapes, launch extent and partitions, whether
-    it streams, its strategy record, and the kernel and instruction it was emitted for."""
+    it streams, its strategy record, the kernel and instruction it was emitted for, and
+    the instruction's (flops, transcendentals)."""
     symbol: str
     roles: tuple
     scratch_shapes: tuple
@@ -606,6 +624,7 @@ class _Emitted(NamedTuple):
     choice: object
     name: str
     instr_name: str
+    cost: tuple
 
 
 def _renamed(choice, old: str, new: str):
@@ -1087,19 +1106,20 @@ class ProgramBuilder:
             kernel.function.attributes.add("optsize")
         symbol = self.context.add_kernel(name, kernel)
         roles = _slot_roles(kernel.slots, reads, writes, scratch, constants, instr)
+        cost = instruction_cost(instr)
         if key is not None and roles is not None:
             self.context.emitted[key] = _Emitted(symbol, roles, tuple(scratch_shapes), extent,
                                                  kernel.max_partitions, kernel.streams, choice,
-                                                 name, instr.name)
+                                                 name, instr.name, cost)
         return self._kernel_thunk(instr, name, extent, reads, writes, scratch,
-                                  kernel.max_partitions, choice.chosen)
+                                  kernel.max_partitions, choice.chosen, cost)
 
     def _kernel_thunk(self, instr, name, extent, reads, writes, scratch, partitions,
-                      strategy) -> list[int]:
+                      strategy, cost=None) -> list[int]:
         # Memory traffic is the cost model: a reduction has a small output but reads a lot.
         work_bytes = sum(self.slots[s].nbytes for s in writes + reads)
         thunk = KernelThunk(name, extent, work_bytes, reads, writes + scratch, partitions)
-        thunk.profile = self._profile(instr, thunk, strategy, writes)
+        thunk.profile = self._profile(instr, thunk, strategy, writes, cost)
         self.thunks.append(thunk)
         return writes
 
@@ -1114,16 +1134,17 @@ class ProgramBuilder:
             slots.append(reads[i] if kind == "read" else writes[i] if kind == "write"
                          else scratch[i] if kind == "scratch" else self.constant_slot(inner[i]))
         self.context.replay_kernel(name, done.symbol, slots, done.streams)
-        self.context.kernel_choices.append(
-            _renamed(_renamed(done.choice, done.name, name), done.instr_name, instr.name))
+        self.context.kernel_choices.append(_Replayed(done, name, instr.name))
         return self._kernel_thunk(instr, name, done.extent, reads, writes, scratch,
-                                  done.max_partitions, done.choice.chosen)
+                                  done.max_partitions, done.choice.chosen, done.cost)
 
-    def _profile(self, instr, thunk, strategy: str = "", writes=None) -> dict:
+    def _profile(self, instr, thunk, strategy: str = "", writes=None, cost=None) -> dict:
         """What the profiler's spans of `thunk` tell (runtime/profiler.py): the HLO
         instruction, its op (a fusion's kind), the strategy, the bytes it reads and
         writes, its flops and transcendentals (passes/cost_analysis.py). Containers
-        (while, conditional, call) count nothing: their sub-programs' thunks do."""
+        (while, conditional, call) count nothing: their sub-programs' thunks do.
+        `cost`: the instruction's (flops, transcendentals) if known (a replayed kernel's
+        are those of the kernel it repeats)."""
         op = instr.opcode if instr.opcode != "fusion" else f"fusion {instr.attrs.get('kind', '')}"
         info = {"hlo": instr.name, "op": op.strip()}
         if isinstance(thunk, KernelThunk) or not hasattr(thunk, "name"):
@@ -1138,7 +1159,7 @@ class ProgramBuilder:
         writes = getattr(thunk, "writes", ()) if writes is None else writes
         info["bytes_read"] = sum(self.slots[s].nbytes for s in getattr(thunk, "reads", ()))
         info["bytes_written"] = sum(self.slots[s].nbytes for s in writes)
-        flops, transcendentals = instruction_cost(instr)
+        flops, transcendentals = instruction_cost(instr) if cost is None else cost
         info["flops"], info["transcendentals"] = flops, transcendentals
         return info
 

@@ -317,3 +317,20 @@ def test_the_glue_skips_the_optimizer_which_did_not_change_its_code(monkeypatch)
     monkeypatch.setattr(machine_code, "_optimize", lambda *a: ran.append(a))
     (code,) = machine_code.compile_objects([text], light=True, quick=True, threads=1)
     assert ran == [] and code == optimized
+
+
+def test_replayed_kernels_describe_themselves_as_emitted_ones_do(monkeypatch):
+    """A replayed kernel's strategy record (renamed when asked) and its thunk's profile
+    (flops, bytes: the cost of the kernel it repeats) are what emitting it afresh gives."""
+    from xlapy.backend_cpu import compiler
+    text = layers_module(4, "described")
+
+    def described(exe):
+        thunks = [t for t in exe._program.thunks if hasattr(t, "kernel")]
+        return exe.kernel_strategies(), [(t.name, t.profile) for t in thunks]
+    replayed, info, _ = compile_traced(text, cache=False)
+    assert info["emitted"] < info["kernel_thunks"]
+    monkeypatch.setattr(compiler, "_emission_key", lambda instr, reads: None)
+    fresh, info, _ = compile_traced(text, cache=False)
+    assert info["emitted"] == info["kernel_thunks"]
+    assert described(replayed) == described(fresh)
