@@ -306,13 +306,18 @@ def create_fusion(instr: HloInstruction, kind: str, name: str | None = None) -> 
 
 
 def fuse_producer(fusion: HloInstruction, producer: HloInstruction,
-                  keep_output: bool = False, *, parent_sorted: bool = False) -> HloInstruction:
+                  keep_output: bool = False, *, parent_sorted: bool = False,
+                  sort_body: bool = True) -> HloInstruction:
     """Fuses operand `producer` into `fusion`; returns its value inside the fusion.
 
     Moved if the fusion is its only user, else cloned (the original keeps its
     other users). With `keep_output`, it is instead moved and exposed as an
     extra output: its other users read a get-tuple-element of the fusion.
     A producer that is itself a (single-output) fusion is merged body and all.
+
+    The fused body is left in topological order unless `sort_body` is False: then the
+    caller sorts it after its last producer (a sort per step makes growing a body of n
+    instructions cost n^2; nothing here reads the body's order).
 
     The enclosing computation is left in topological order. `parent_sorted`: the
     caller knows it was in that order already (a fuse_producer or create_fusion left
@@ -362,7 +367,8 @@ def fuse_producer(fusion: HloInstruction, producer: HloInstruction,
         fusion.fused_computation.move_instruction(producer)
     _drop_dead_originals(fusion, released)
     _name_parameters(fusion)
-    fusion.fused_computation.sort_topologically()
+    if sort_body:
+        fusion.fused_computation.sort_topologically()
     if not parent_sorted or (keep_output and others) or waits:
         comp.sort_topologically()
     return value

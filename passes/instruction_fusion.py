@@ -238,7 +238,9 @@ class InstructionFusion(HloModulePass):
     def _fuse_operands(self, consumer: HloInstruction, parent_sorted: bool = False) -> bool:
         """Fuses the operands the policy accepts, one at a time. `parent_sorted`: the
         computation's order is topological (an earlier step of this driver sorted it;
-        `fuse_producer` then keeps it so without sorting it again on every step)."""
+        `fuse_producer` then keeps it so without sorting it again on every step). The
+        fused body is sorted once, after its last producer (nothing in between reads its
+        order; a sort per producer was a third of this pass on the 12-layer GPT step)."""
         changed = False
         progress = True
         while progress:           # operands change as producers fuse in: rescan
@@ -251,9 +253,12 @@ class InstructionFusion(HloModulePass):
                     producer = consumer.operands[i]
                     if consumer.opcode != "fusion":
                         consumer = create_fusion(consumer, self.consumer_kind(consumer))
-                    fuse_producer(consumer, producer, parent_sorted=parent_sorted)
+                    fuse_producer(consumer, producer, parent_sorted=parent_sorted,
+                                  sort_body=False)
                     changed = progress = parent_sorted = True
                     break
+        if changed:
+            consumer.fused_computation.sort_topologically()
         return changed
 
     def explain(self, consumer: HloInstruction) -> list[str]:

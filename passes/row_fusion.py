@@ -231,7 +231,8 @@ def fuse_row_region(region: list[HloInstruction], dim: int | None = None, *,
     if dim is not None and dim != region[0].shape.rank - 1:
         set_row_dim(fusion, dim)
     for producer in region[1:]:
-        fuse_producer(fusion, producer, parent_sorted=True)
+        fuse_producer(fusion, producer, parent_sorted=True, sort_body=False)
+    fusion.fused_computation.sort_topologically()    # once, after all its producers
     return fusion
 
 
