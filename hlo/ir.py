@@ -744,16 +744,29 @@ def control_edge_scope(module: "HloModule"):
     them gives an instruction of it a control predecessor (`add_control_predecessor`,
     adding or moving in an instruction that has some); a pass must not append to
     `control_predecessors` itself (tests/passes/test_ir_mutation.py checks passes/).
-    Without the scope every scan runs: the results are the same."""
+    Without the scope every scan runs: the results are the same.
+
+    Scopes nest: a pipeline holds one over its whole run and each pass one of its own
+    (which marks the computations made since, fused bodies). A computation's known
+    order (`HloComputation._in_order`, kept by the IR's methods) lasts from one pass to
+    the next and is forgotten when the outermost scope ends, as are the marks."""
+    outermost = module.__dict__.get("_scoped") is None
+    if outermost:
+        module._scoped = []
     marked = [c for c in module.computations
               if not c._edge_free and not any(i.control_predecessors for i in c.instructions)]
     for comp in marked:
         comp._edge_free = True
+    module._scoped.extend(marked)
     try:
         yield
     finally:
         for comp in marked:
-            comp._edge_free = comp._in_order = False
+            comp._edge_free = False
+        if outermost:
+            for comp in module._scoped:
+                comp._edge_free = comp._in_order = False
+            module._scoped = None
 
 
 _IMMUTABLE = (str, int, float, bool, type(None), Shape, RawAttr, SliceDim, PadDim, WindowDim,

@@ -131,7 +131,10 @@ class HloPassPipeline(HloModulePass):
         if self.dump_dir is not None:
             self.dump_dir.mkdir(parents=True, exist_ok=True)
             self._dump(module, "input")
-        return self._run_passes(module, self.passes)
+        # One scope over the run (each pass opens its own inside): what the IR knows of
+        # a computation's order lasts from pass to pass (hlo/ir.py).
+        with control_edge_scope(module):
+            return self._run_passes(module, self.passes)
 
     def _run_passes(self, module: HloModule, passes: list[HloModulePass]) -> bool:
         changed = False

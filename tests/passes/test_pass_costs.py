@@ -245,3 +245,29 @@ def test_reachability_kept_up_to_date_equals_a_fresh_one(monkeypatch):
         if path.exists():
             passes.cpu_pipeline().run(hlo.parse_module(path.read_text()))
     assert asked
+
+
+def test_known_order_lasts_across_nested_scopes_and_ends_with_the_outermost():
+    module = hlo.parse_module(dedent("""
+        HloModule m
+        ENTRY e {
+          p = f32[4] parameter(0)
+          a = f32[4] negate(p)
+          ROOT b = f32[4] abs(a)
+        }"""))
+    comp = module.entry
+    with control_edge_scope(module):
+        with control_edge_scope(module):        # a pass
+            body = HloComputation("made_in_a_pass")
+            module.add_computation(body)
+            comp.post_order()
+        assert comp._in_order and comp._edge_free
+        with control_edge_scope(module):        # the next pass marks the new one too
+            assert body._edge_free
+            body.post_order()
+        assert body._in_order and not body._edge_free    # known, not trusted between
+    assert not comp._in_order and not comp._edge_free
+    assert not body._in_order and not body._edge_free
+    comp.instructions.reverse()
+    with control_edge_scope(module):            # a later pipeline scans again
+        assert [x.name for x in comp.post_order()] == ["p", "a", "b"]
