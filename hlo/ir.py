@@ -252,6 +252,8 @@ class HloInstruction:
     # --- queries ----------------------------------------------------------------
     @property
     def info(self):
+        if self.opcode != "bitcast-convert":     # (info_of's one special case)
+            return OPCODES[self.opcode]
         return info_of(self)
 
     @property

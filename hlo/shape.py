@@ -60,7 +60,7 @@ class Shape:
 
     @property
     def is_array(self) -> bool:
-        return not self.is_tuple and self.element_type != "token"
+        return self.element_type != "tuple" and self.element_type != "token"
 
     @property
     def rank(self) -> int:

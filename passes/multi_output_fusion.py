@@ -180,12 +180,13 @@ def _side_partner(a: HloInstruction, b: HloInstruction) -> HloInstruction | None
     return None
 
 
-def fuse_siblings(comp: HloComputation, note=None) -> bool:
+def fuse_siblings(comp: HloComputation, note=None, memo: _Memo | None = None) -> bool:
     """Merges fusions that read a common operand, large enough to be worth reading once
     (`SHARED_READ_SHARE`), and loop over the same space. `note`: None, or
-    HloModulePass.note (explaining)."""
+    HloModulePass.note (explaining). `memo`: one to share with a later walk over `comp`
+    (kept right: a merged fusion is forgotten)."""
     reach = Reachability(comp)
-    memo = _Memo()
+    memo = _Memo() if memo is None else memo
     changed = False
     for operand in list(comp.post_order()):
         if operand.parent is not comp or operand.opcode == "constant":
@@ -236,13 +237,14 @@ def _explain_users(operand: HloInstruction, note) -> None:
                 note(u, None, f"{reason}: no sibling of the other fusions reading {operand.name}")
 
 
-def fuse_producer_consumer(comp: HloComputation, note=None) -> bool:
+def fuse_producer_consumer(comp: HloComputation, note=None,
+                           memo: _Memo | None = None) -> bool:
     """A loop fusion whose value is also needed elsewhere is fused into a loop consumer
     with the same iteration space and kept as an extra output of it. `note`: None, or
-    HloModulePass.note (explaining)."""
+    HloModulePass.note (explaining). `memo`: as for `fuse_siblings`."""
     changed = False
     reach = None          # built when first needed, then kept up to date
-    memo = _Memo()
+    memo = _Memo() if memo is None else memo
     for producer in list(comp.post_order()):
         if (producer.parent is not comp or not memo.is_candidate(producer)
                 or fusion_kind(producer) != "loop" or producer.shape.is_tuple):
@@ -298,6 +300,9 @@ class MultiOutputFusion(HloModulePass):
         changed = False
         note = self.note if self.explain_log is not None else None
         for comp in fusible_computations(module):
-            changed |= fuse_siblings(comp, note)
-            changed |= fuse_producer_consumer(comp, note)
+            # Whether each fusion is a candidate and its iteration space, found once for
+            # both walks (each scans the fusion's body).
+            memo = _Memo()
+            changed |= fuse_siblings(comp, note, memo)
+            changed |= fuse_producer_consumer(comp, note, memo)
         return changed
