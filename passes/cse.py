@@ -71,7 +71,7 @@ class _Keys:
         if isinstance(value, _PLAIN):
             return value
         if isinstance(value, HloComputation):
-            return self.computation(value)
+            return _CalledKey(self, value)
         if isinstance(value, (list, tuple)):
             if all(isinstance(v, _PLAIN) for v in value):
                 return tuple(value)
@@ -108,6 +108,27 @@ class _Keys:
             key = (tuple(parts), position[id(comp.root)])
             self._fingerprints[id(comp)] = key
         return key
+
+
+class _CalledKey:
+    """A called computation inside a key: equal to another when the two computations'
+    fingerprints are equal. The fingerprint is computed only when the rest of two keys
+    is equal (the hash is a constant): a fusion's key differs from every other one in
+    its operands as a rule, so its body (most of the module after fusion) is seldom
+    fingerprinted at all."""
+    __slots__ = ("keys", "comp")
+
+    def __init__(self, keys: "_Keys", comp: HloComputation):
+        self.keys, self.comp = keys, comp
+
+    def __hash__(self):
+        return 0
+
+    def __eq__(self, other):
+        if not isinstance(other, _CalledKey):
+            return NotImplemented
+        return self.comp is other.comp or \
+            self.keys.computation(self.comp) == other.keys.computation(other.comp)
 
 
 def literal_key(literal) -> tuple:

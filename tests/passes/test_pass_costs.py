@@ -271,3 +271,31 @@ def test_known_order_lasts_across_nested_scopes_and_ends_with_the_outermost():
     comp.instructions.reverse()
     with control_edge_scope(module):            # a later pipeline scans again
         assert [x.name for x in comp.post_order()] == ["p", "a", "b"]
+
+
+def test_cse_compares_called_computations_by_structure_when_the_rest_is_equal():
+    module = hlo.parse_module(dedent("""
+        HloModule m
+        f1 {
+          a = f32[4] parameter(0)
+          ROOT n = f32[4] negate(a)
+        }
+        f2 {
+          b = f32[4] parameter(0)
+          ROOT m = f32[4] negate(b)
+        }
+        f3 {
+          c = f32[4] parameter(0)
+          ROOT e = f32[4] exponential(c)
+        }
+        ENTRY e {
+          p = f32[4] parameter(0)
+          q = f32[4] parameter(1)
+          x = f32[4] fusion(p), kind=kLoop, calls=f1
+          y = f32[4] fusion(p), kind=kLoop, calls=f2
+          z = f32[4] fusion(p), kind=kLoop, calls=f3
+          w = f32[4] fusion(q), kind=kLoop, calls=f1
+          ROOT t = (f32[4], f32[4], f32[4], f32[4]) tuple(x, y, z, w)
+        }"""))
+    assert passes.CSE().run(module)
+    assert [o.name for o in module.entry.root.operands] == ["x", "x", "z", "w"]
