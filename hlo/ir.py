@@ -363,7 +363,10 @@ class HloComputation:
     def move_before(self, instr: HloInstruction, anchor: HloInstruction) -> None:
         """Moves `instr` in the instruction list to just before `anchor`."""
         self._in_order = False
-        self.instructions.remove(instr)
+        if self.instructions[-1] is instr:          # (just added, most often)
+            self.instructions.pop()
+        else:
+            self.instructions.remove(instr)
         self.instructions.insert(self.instructions.index(anchor), instr)
 
     def set_root(self, instr: HloInstruction) -> None:
@@ -442,8 +445,31 @@ class HloComputation:
             for other in self.instructions:
                 if instr in other.control_predecessors:
                     other.control_predecessors.remove(instr)
-        self.instructions.remove(instr)
+        batch = self.__dict__.get("_batch")
+        if batch is not None and self._edge_free:
+            batch[id(instr)] = instr       # left in the list until the batch ends
+        else:
+            self.instructions.remove(instr)
         instr.parent = None
+
+    @contextlib.contextmanager
+    def batch_removals(self):
+        """Inside: `remove_instruction` (and `replace_instruction`) leave what they remove
+        in the list until the block ends, then the list is rebuilt once, instead of a
+        search of the list per removal (CSE and DCE remove hundreds from a list of
+        thousands). Everything else about a removal happens at once; the block must not
+        read the list's order. Only in a computation known to have no control edges
+        (`control_edge_scope`): elsewhere removals happen as usual."""
+        if self.__dict__.get("_batch") is not None:
+            yield
+            return
+        self._batch = {}
+        try:
+            yield
+        finally:
+            batch, self._batch = self._batch, None
+            if batch:
+                self.instructions[:] = [i for i in self.instructions if id(i) not in batch]
 
     def replace_instruction(self, old: HloInstruction, new: HloInstruction) -> None:
         """Every use of `old` (and the root, if it is) becomes `new`; `old` is removed

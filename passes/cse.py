@@ -144,14 +144,15 @@ def eliminate_common_subexpressions(comp: HloComputation, keys: _Keys) -> bool:
     """Replaces every instruction equal to an earlier one by that one; True if any."""
     canonical: dict[tuple, HloInstruction] = {}
     changed = False
-    for instr in comp.post_order():
-        key = keys.instruction(instr, map(id, instr.operands))
-        if key is None:
-            continue
-        first = canonical.setdefault(key, instr)
-        if first is not instr:
-            comp.replace_instruction(instr, first)
-            changed = True
+    with comp.batch_removals():
+        for instr in comp.post_order():
+            key = keys.instruction(instr, map(id, instr.operands))
+            if key is None:
+                continue
+            first = canonical.setdefault(key, instr)
+            if first is not instr:
+                comp.replace_instruction(instr, first)
+                changed = True
     return changed
 
 

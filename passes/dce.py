@@ -21,10 +21,11 @@ def remove_dead_instructions(comp: HloComputation) -> bool:
     changed = False
     ordered = {id(p) for i in comp.instructions for p in i.control_predecessors}
     # Users before operands: removing a user can make its operands dead in the same sweep.
-    for instr in reversed(comp.post_order()):
-        if is_removable(instr, ordered):
-            comp.remove_instruction(instr)
-            changed = True
+    with comp.batch_removals():
+        for instr in reversed(comp.post_order()):
+            if is_removable(instr, ordered):
+                comp.remove_instruction(instr)
+                changed = True
     return changed
 
 

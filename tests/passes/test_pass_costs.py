@@ -10,6 +10,7 @@ give what the plain algorithms give.
 """
 from __future__ import annotations
 
+import contextlib
 import random
 from textwrap import dedent
 
@@ -299,3 +300,34 @@ def test_cse_compares_called_computations_by_structure_when_the_rest_is_equal():
         }"""))
     assert passes.CSE().run(module)
     assert [o.name for o in module.entry.root.operands] == ["x", "x", "z", "w"]
+
+
+def test_batched_removals_leave_the_list_sequential_removals_leave():
+    text = dedent("""
+        HloModule m
+        ENTRY e {
+          p = f32[4] parameter(0)
+          a = f32[4] negate(p)
+          b = f32[4] abs(a)
+          c = f32[4] exponential(p)
+          d = f32[4] negate(c)
+          ROOT r = f32[4] add(p, p)
+        }""")
+    def run(batched: bool, scoped: bool):
+        module = hlo.parse_module(text)
+        comp = module.entry
+        names = {}
+        with control_edge_scope(module) if scoped else contextlib.nullcontext():
+            with comp.batch_removals() if batched else contextlib.nullcontext():
+                for name in ("b", "a", "d"):
+                    x = comp.instruction(name) if not batched else names.setdefault(
+                        name, next(i for i in comp.instructions if i.name == name))
+                    comp.remove_instruction(x)
+                    assert x.parent is None and not x.operands
+                if batched and scoped:
+                    assert len(comp.instructions) == 6      # still listed inside
+        return [i.name for i in comp.instructions], [u.name for u in comp.instruction("p").users]
+    expected = run(False, False)
+    assert expected == (["p", "c", "r"], ["c", "r"])
+    for batched, scoped in ((True, True), (True, False), (False, True)):
+        assert run(batched, scoped) == expected
