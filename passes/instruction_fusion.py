@@ -194,6 +194,14 @@ def fusible_computations(module: HloModule) -> list[HloComputation]:
     return [c for c in comps if not c.is_fusion_computation]
 
 
+# Producers `should_fuse` declines into any consumer: not loop-fusible and not a reduce
+# (nor a broadcast, iota or constant, what a row fusion takes). The driver does not ask
+# about them (the 12-layer GPT step: half of its questions were about parameters, dots
+# and fusions).
+NEVER_FUSED = frozenset({"parameter", "dot", "convolution", "fusion", "get-tuple-element",
+                         "tuple", "custom-call", "while", "call", "conditional"})
+
+
 class InstructionFusion(HloModulePass):
     """The generic driver; subclasses supply `should_fuse` and `consumer_kind`."""
 
@@ -243,9 +251,12 @@ class InstructionFusion(HloModulePass):
         order; a sort per producer was a third of this pass on the 12-layer GPT step)."""
         changed = False
         progress = True
+        quiet = self.explain_log is None
         while progress:           # operands change as producers fuse in: rescan
             progress = False
             for i in range(len(consumer.operands)):
+                if quiet and consumer.operands[i].opcode in NEVER_FUSED:
+                    continue      # declined whatever else holds (should_fuse)
                 decision = self.should_fuse(consumer, i)
                 if self.explain_log is not None and consumer.operands[i].opcode != "parameter":
                     self.note(consumer, consumer.operands[i], decision.reason)

@@ -331,3 +331,31 @@ def test_batched_removals_leave_the_list_sequential_removals_leave():
     assert expected == (["p", "c", "r"], ["c", "r"])
     for batched, scoped in ((True, True), (True, False), (False, True)):
         assert run(batched, scoped) == expected
+
+
+def test_producers_the_fusion_driver_skips_are_ones_it_would_decline(monkeypatch):
+    from pathlib import Path
+    from xlapy.hlo import OPCODES
+    from xlapy.passes import instruction_fusion as fusion
+
+    for opcode in fusion.NEVER_FUSED:
+        info = OPCODES[opcode]
+        assert not info.is_elementwise and opcode not in fusion.LOOP_MOVEMENT
+        assert opcode not in ("reduce", "reduce-window", "broadcast", "iota", "constant")
+    # And on modules: asked anyway, the policy declines each of them.
+    asked = []
+    real, skipped = fusion.CpuInstructionFusion.should_fuse, fusion.NEVER_FUSED
+
+    def checked(self, consumer, index):
+        decision = real(self, consumer, index)
+        if consumer.operands[index].opcode in skipped:
+            assert not decision
+            asked.append(consumer.operands[index].opcode)
+        return decision
+
+    monkeypatch.setattr(fusion.CpuInstructionFusion, "should_fuse", checked)
+    monkeypatch.setattr(fusion, "NEVER_FUSED", frozenset())
+    corpus = Path(__file__).parents[1] / "corpus"
+    for name in ("train_step_sgd", "attention_block", "convnet_forward", "scan_rnn"):
+        passes.cpu_pipeline().run(hlo.parse_module((corpus / f"{name}.hlo").read_text()))
+    assert {"parameter", "dot", "fusion"} <= set(asked)
