@@ -32,6 +32,7 @@ copies of the objects into its own engine.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections import Counter, OrderedDict
 
@@ -155,6 +156,23 @@ def _remember(key: str, code: bytes) -> None:
             _memory_bytes -= len(old)
 
 
+def overlaps(threads: int) -> bool:
+    """Whether a compile on `threads` compile threads starts LLVM while it still emits
+    kernels: only with a core to spare for the emitting thread (fewer compile threads
+    than the host has cores). Without one, the compile threads take that core from the
+    emission, and their ~20 returns per module into Python wait for the GIL it holds:
+    the GPT step's first compile on a 2-core host with 2 compile threads took 5% more
+    CPU and no less time (interleaved, shared and near-quiet host)."""
+    return threads < host_cores()
+
+
+def host_cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 class Batch:
     """One compile's distinct bodies (and the GEMM library routines it needs), compiled
     while the compile is still emitting the next kernels.
@@ -168,14 +186,16 @@ class Batch:
     then `disk`) and, if missing, submitted to the compile threads at once
     (machine_code.submit), as are the routines. `finish(glue, strength_reduction)`
     compiles the glue and whatever still waits (the whole batch, if the switch was
-    never known to be on), and returns what `objects` returns. With one compile thread
-    nothing overlaps: all compiles in `finish`, on the calling thread, as before. The
-    object code is the same either way (same modules, pipelines and options)."""
+    never known to be on), and returns what `objects` returns. Without a core to spare
+    for the emitting thread (`overlaps`), nothing starts early: everything compiles in
+    `finish`, as before. The object code is the same either way (same modules,
+    pipelines and options)."""
 
     def __init__(self, *, threads: int | None = None, memory: bool = True, disk=None):
         self.target = targets.current()
         self.threads = machine_code.default_threads() if threads is None \
             else machine_code.check_threads(threads)
+        self.overlaps = overlaps(self.threads)
         self.memory, self.disk = memory, disk
         self.kernels: dict[str, str] = {}     # symbol -> text, in the order they came
         self.light: dict[str, bool] = {}
@@ -244,13 +264,13 @@ class Batch:
 
     def _start(self, symbol: str) -> None:
         self._lookup(symbol, True)
-        if symbol not in self._found and symbol not in self._futures and self.threads > 1:
+        if symbol not in self._found and symbol not in self._futures and self.overlaps:
             self._futures[symbol] = machine_code.submit(
                 self.kernels[symbol], light=self.light[symbol], target=self.target,
                 threads=self.threads)
 
     def _start_extra(self, item: list) -> None:
-        if item[2] is None and self.threads > 1:
+        if item[2] is None and self.overlaps:
             item[2] = machine_code.submit(item[0], light=item[1], target=self.target,
                                           threads=self.threads)
 
@@ -264,14 +284,20 @@ class Batch:
             self._lookup(symbol, strength_reduction)
         late = [s for s in self.kernels if s not in self._found and s not in self._futures]
         late_extra = [item for item in self._extra if item[2] is None]
-        # The glue is loads, stores and calls: the light pipeline is all it needs (O3
-        # costs milliseconds per function, however small), and the code generator at
+        # The glue is loads, stores and calls: no optimizer, and the code generator at
         # opt level 0 (its O3 passes took a millisecond per wrapper).
-        codes = machine_code.compile_objects(
-            [glue] + [self.kernels[s] for s in late] + [item[0] for item in late_extra],
-            light=[True] + [self.light[s] for s in late] + [item[1] for item in late_extra],
-            quick=[True] + [False] * (len(late) + len(late_extra)),
-            strength_reduction=strength_reduction, threads=self.threads, target=self.target)
+        texts = [glue] + [self.kernels[s] for s in late] + [item[0] for item in late_extra]
+        lights = [True] + [self.light[s] for s in late] + [item[1] for item in late_extra]
+        quick = [True] + [False] * (len(late) + len(late_extra))
+        if self._on and self.overlaps:     # on the same threads as the bodies so far
+            futures = [machine_code.submit(text, light=light, target=self.target,
+                                           threads=self.threads, quick=q)
+                       for text, light, q in zip(texts, lights, quick)]
+            codes = [future.result() for future in futures]
+        else:
+            codes = machine_code.compile_objects(
+                texts, light=lights, quick=quick, strength_reduction=strength_reduction,
+                threads=self.threads, target=self.target)
         made = dict(zip(late, codes[1:1 + len(late)]))
         for item, code in zip(late_extra, codes[1 + len(late):]):
             item[2] = code

@@ -133,10 +133,14 @@ def test_a_forked_child_compiles_on_threads_of_its_own():
     pytest.fail("the forked child hung compiling on 2 threads")
 
 
+class _Submitted(list):
+    """How many bodies were sealed at each submission; `quick`: each one's flag."""
+
+
 def _submissions(monkeypatch):
     """Records, for each module handed to the compile threads during a compile, how
     many kernel bodies had been sealed by then (kernel_cache.seal)."""
-    sealed, submitted = [0], []
+    sealed, submitted, quick = [0], _Submitted(), []
     seal, submit = kernel_cache.seal, machine_code.submit
 
     def counting_seal(*a, **k):
@@ -145,23 +149,43 @@ def _submissions(monkeypatch):
 
     def recording_submit(*a, **k):
         submitted.append(sealed[0])
+        quick.append(k.get("quick", False))
         return submit(*a, **k)
     monkeypatch.setattr(kernel_cache, "seal", counting_seal)
     monkeypatch.setattr(machine_code, "submit", recording_submit)
+    submitted.quick = quick
     return sealed, submitted
 
 
-def test_kernels_compile_while_later_ones_are_emitted(monkeypatch):
-    """kernel_cache.Batch: with two compile threads, a body goes to LLVM as soon as it
-    is sealed (once a kernel that keeps strength reduction on is seen), not after the
-    last kernel is emitted; the code is the same as one thread's (test above)."""
+@pytest.mark.parametrize("threads", [1, 2])
+def test_kernels_compile_while_later_ones_are_emitted(monkeypatch, threads):
+    """kernel_cache.Batch on a host with a core to spare: a body goes to LLVM as soon
+    as it is sealed (once a kernel that keeps strength reduction on is seen), not after
+    the last kernel is emitted, and the glue on the same threads; the code is the same
+    as without the overlap."""
+    without = _compile(threads, None)._jit.object_code
+    monkeypatch.setattr(kernel_cache, "host_cores", lambda: threads + 1)
     sealed, submitted = _submissions(monkeypatch)
-    exe = _compile(2, None)
+    exe = _compile(threads, None)
     assert sealed[0] >= 4 and submitted
     assert submitted[0] < sealed[0]           # LLVM started before the emission ended
+    assert submitted.quick[-1] and not any(submitted.quick[:-1])    # the glue, last
+    assert exe._jit.object_code == without
     got = exe.run(*_args())
     for g, e in zip(got, hlo.evaluate(hlo.parse_module(TEXT), _args())):
         assert_close(g, e, "f32")
+
+
+def test_without_a_core_to_spare_nothing_starts_before_the_emission_ends(monkeypatch):
+    """As many compile threads as cores (or more): the emitting thread would lose its
+    core to them, so the batch compiles when the emission is done."""
+    for cores, threads in ((2, 2), (1, 1), (4, 8)):
+        monkeypatch.setattr(kernel_cache, "host_cores", lambda: cores)
+        assert not kernel_cache.overlaps(threads)
+    monkeypatch.setattr(kernel_cache, "host_cores", lambda: 2)
+    sealed, submitted = _submissions(monkeypatch)
+    _compile(2, None)
+    assert sealed[0] >= 4 and submitted == []
 
 
 def test_a_module_whose_kernels_all_stream_compiles_as_one_batch(monkeypatch):
