@@ -14,9 +14,10 @@
    before in this compile is not emitted again but put on its own slots (`_replay`). The
    distinct bodies not in the kernel cache (memory, disk) are verified, optimized
    (O3, vectorizers) and code-generated on the compile threads
-   (`CompileOptions.compile_threads`), each as soon as it is emitted (with two or
-   more threads: kernel_cache.Batch), then the glue module of wrappers that pass
-   each kernel's slots to its body; the objects are loaded into one engine.
+   (`CompileOptions.compile_threads`) -- each as soon as it is emitted when a core
+   is left for the emitting thread (kernel_cache.Batch) -- then the glue module of
+   wrappers that pass each kernel's slots to its body; the objects are loaded into
+   one engine.
 4. Place temporaries in the arena and link the thunks to their machine code.
 
 Layouts at boundaries: every value is stored in the layout its own instruction's
@@ -380,9 +381,10 @@ def _compile_module(module, start: float, use_disk_cache: bool = False,
     _ensure_recursion_limit(module)
     target = targets.current()
     gemm_cache = disk_cache.gemm if use_disk_cache else None
-    # Each distinct body goes to the compile threads as soon as it is emitted (with
-    # the GEMM routines it calls that this process still needs), so that LLVM works
-    # while Python emits the rest (kernel_cache.Batch, _Context.does_not_stream).
+    # With a core to spare (kernel_cache.overlaps), each distinct body goes to the
+    # compile threads as soon as it is emitted (with the GEMM routines it calls that
+    # this process still needs), so that LLVM works while Python emits the rest
+    # (kernel_cache.Batch, _Context.does_not_stream).
     batch = kernel_cache.Batch(threads=options.compile_threads, memory=options.cache,
                                disk=disk_cache.kernels if use_disk_cache else None)
     context = _Context(_symbol(module.name), replicas, partitions, batch=batch,
