@@ -247,8 +247,11 @@ def _compile_uncached(module, text: str, fingerprint: str, options: CompileOptio
     start = time.perf_counter()
     # Programs of several devices hold collective thunks, which the disk cache does not
     # store: they compile each time a process first asks.
+    # (Nor when XLAPY_DISABLE_DISK_CACHE turns it off: no keys to hash, no text to
+    # print for a store that would do nothing.)
     on_disk = options.disk_cache and options.pipeline in (None, "default") \
-        and options.devices(module) == (1, 1) and not _has_per_device_ops(module)
+        and options.devices(module) == (1, 1) and not _has_per_device_ops(module) \
+        and disk_cache.cache_dir() is not None
     disk_key = disk_cache.key(text, fingerprint) if on_disk else None
     executable = None
     if on_disk:

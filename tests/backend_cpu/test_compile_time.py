@@ -114,6 +114,29 @@ def test_the_compiled_module_is_printed_only_when_asked(monkeypatch):
     np.testing.assert_array_equal(exe.run(x)[0], (x + 1) * (x + 1))
 
 
+def test_a_disabled_disk_cache_costs_nothing(monkeypatch):
+    """XLAPY_DISABLE_DISK_CACHE=1 with the disk cache asked for (the default options): no
+    key is hashed, nothing is looked up, and the compiled module is not printed for a
+    store that would do nothing."""
+    from xlapy.backend_cpu import disk_cache
+    from xlapy.hlo.ir import HloModule
+    monkeypatch.setenv("XLAPY_DISABLE_DISK_CACHE", "1")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the disabled disk cache was asked")
+    for name in ("key", "load", "store"):
+        monkeypatch.setattr(disk_cache, name, refuse)
+    printed = []
+    to_text = HloModule.to_text
+    monkeypatch.setattr(HloModule, "to_text", lambda self: printed.append(self) or to_text(self))
+    module = hlo.parse_module(TEXT)
+    exe = backend_cpu.compile(module, backend_cpu.CompileOptions(pipeline="default",
+                                                                 cache=False))
+    assert printed == [module]
+    x = np.arange(256, dtype=np.float32)
+    np.testing.assert_array_equal(exe.run(x)[0], (x + 1) * (x + 1))
+
+
 def _counting_loop(module: ir.Module, name: str, hinted: bool) -> ir.Function:
     """for (i = 0; i < n; i++) p[i] = 0 -- a loop with a run-time trip count."""
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.PointerType(), ir.IntType(64)]),
