@@ -492,8 +492,9 @@ class _Context:
     is sealed. Once a kernel that does not stream is emitted, the module keeps loop
     strength reduction on (`_compile_module`), and the batch starts compiling: the
     bodies so far and each later one, and the GEMM library routines they call
-    (`gemm_library.plan` with `gemm_cache`, as each first appears; `_NO_ROUTINES`: the
-    target is not the host, no routines)."""
+    (`gemm_library.plan` with `gemm_cache`, as each first appears when the batch
+    overlaps the emission, else after it; `_NO_ROUTINES`: the target is not the host,
+    no routines)."""
 
     def __init__(self, name: str, replicas: int = 1, partitions: int = 1, batch=None,
                  gemm_cache=_NO_ROUTINES):
@@ -549,7 +550,7 @@ class _Context:
         self.glue.add(name, symbol, kernel.slots)
         if self.batch is not None:
             self.batch.add(symbol, text, light)
-            if self.kernels_not_streaming:
+            if self.kernels_not_streaming and self.batch.overlaps:
                 self.plan_routines()
         return symbol
 
@@ -569,7 +570,8 @@ class _Context:
         self.kernels_not_streaming += 1
         if self.kernels_not_streaming == 1 and self.batch is not None:
             self.batch.strength_reduction_on()
-            self.plan_routines()
+            if self.batch.overlaps:
+                self.plan_routines()
 
     def plan_routines(self) -> None:
         """Hands the GEMM routines found so far that this process still needs to the
