@@ -350,8 +350,13 @@ class HloComputation:
                          before: HloInstruction | None = None) -> None:
         """Moves `instr` out of its computation into this one, name, operands and users
         kept, at the end or just before `before`."""
-        if instr.parent is not None:
-            instr.parent.instructions.remove(instr)
+        source = instr.parent
+        if source is not None:
+            batch = source.__dict__.get("_batch")
+            if batch is not None and source._edge_free and source is not self:
+                batch[id(instr)] = instr       # (see batch_removals)
+            else:
+                source.instructions.remove(instr)
         instr.parent = self
         self._in_order = False
         if instr.control_predecessors:
@@ -384,6 +389,8 @@ class HloComputation:
         instructions before the first one listed ahead of an operand are ready in turn
         and each is the earliest listed, so they keep their places, and only the rest is
         sorted (one scan finds where that starts; the result is the same as sorting all)."""
+        if self.__dict__.get("_batch"):
+            self._flush_removals()
         if self._in_order and self._edge_free:
             return            # known to be in order (see __init__)
         instrs = self.instructions
@@ -454,12 +461,16 @@ class HloComputation:
 
     @contextlib.contextmanager
     def batch_removals(self):
-        """Inside: `remove_instruction` (and `replace_instruction`) leave what they remove
-        in the list until the block ends, then the list is rebuilt once, instead of a
-        search of the list per removal (CSE and DCE remove hundreds from a list of
-        thousands). Everything else about a removal happens at once; the block must not
-        read the list's order. Only in a computation known to have no control edges
-        (`control_edge_scope`): elsewhere removals happen as usual."""
+        """Inside: `remove_instruction` (and `replace_instruction`), and `move_instruction`
+        taking an instruction out of this computation, leave it in the list until the
+        block ends, then the list is rebuilt once, instead of a search of the list per
+        removal (CSE and DCE remove hundreds from a list of thousands; fusion moves
+        thousands of producers out of it). Everything else about a removal happens at
+        once (its `parent` is no longer this computation). `post_order` and
+        `sort_topologically` rebuild the list first; code in the block that reads the
+        list itself must skip instructions whose `parent` is not this computation. Only
+        in a computation known to have no control edges (`control_edge_scope`):
+        elsewhere removals happen as usual."""
         if self.__dict__.get("_batch") is not None:
             yield
             return
@@ -467,9 +478,14 @@ class HloComputation:
         try:
             yield
         finally:
-            batch, self._batch = self._batch, None
-            if batch:
-                self.instructions[:] = [i for i in self.instructions if id(i) not in batch]
+            self._flush_removals()
+            self._batch = None
+
+    def _flush_removals(self) -> None:
+        batch = self._batch
+        if batch:
+            self.instructions[:] = [i for i in self.instructions if id(i) not in batch]
+            batch.clear()
 
     def replace_instruction(self, old: HloInstruction, new: HloInstruction) -> None:
         """Every use of `old` (and the root, if it is) becomes `new`; `old` is removed
@@ -535,6 +551,8 @@ class HloComputation:
         a depth-first walk of the operands from each instruction in list order. On a
         list in topological order that walk gives the list itself (each instruction's
         operands were visited before it), so it is not walked."""
+        if self.__dict__.get("_batch"):
+            self._flush_removals()
         if self._in_order and self._edge_free:
             return list(self.instructions)      # known to be in order (see __init__)
         if _sorted_prefix(self.instructions)[0] == len(self.instructions):

@@ -172,5 +172,6 @@ class HorizontalFusion(HloModulePass):
         changed = False
         note = self.note if self.explain_log is not None else None
         for comp in fusible_computations(module):
-            changed |= fuse_horizontally(comp, self.facts.parallel_min_bytes, note)
+            with comp.batch_removals():    # merged fusions leave the list once
+                changed |= fuse_horizontally(comp, self.facts.parallel_min_bytes, note)
         return changed

@@ -222,7 +222,9 @@ class InstructionFusion(HloModulePass):
         self._edge_free = frozenset(id(c) for c in comps if not c.has_control_edges())
         try:
             for comp in comps:
-                changed |= self.fuse_computation(comp)
+                # Producers moved into fusions leave the list once, at the end.
+                with comp.batch_removals():
+                    changed |= self.fuse_computation(comp)
         finally:
             self._edge_free = frozenset()
         return changed

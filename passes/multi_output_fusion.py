@@ -303,6 +303,7 @@ class MultiOutputFusion(HloModulePass):
             # Whether each fusion is a candidate and its iteration space, found once for
             # both walks (each scans the fusion's body).
             memo = _Memo()
-            changed |= fuse_siblings(comp, note, memo)
-            changed |= fuse_producer_consumer(comp, note, memo)
+            with comp.batch_removals():    # merged fusions leave the list once
+                changed |= fuse_siblings(comp, note, memo)
+                changed |= fuse_producer_consumer(comp, note, memo)
         return changed

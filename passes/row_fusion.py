@@ -269,29 +269,30 @@ class RowFusion(HloModulePass):
             # control edge can make fuse_producer sort again: then none are kept).
             places = None
             kept_order = not comp.has_control_edges()
-            for root in reversed(comp.post_order()):
-                if root.parent is not comp:
-                    continue
-                refused = [] if self.explain_log is not None else None
-                region, dim = grow_row_region(root, refused, parent_sorted=in_order,
-                                              places=places), None
-                if region is None and root.shape.is_array:
-                    # The column form, over each dimension some reduce reduces.
-                    for dim in sorted(columns.get(root.shape.dims, ())):
-                        tried = [] if refused is not None else None
-                        region = grow_row_region(root, tried, dim, parent_sorted=in_order,
-                                                 places=places)
-                        if region is not None:
-                            refused = tried
-                            break
-                fusion = None
-                if region is not None:
-                    fusion = fuse_row_region(region, dim, parent_sorted=in_order)
-                    if places is None and kept_order:
-                        places = {id(i): n for n, i in enumerate(comp.instructions)}
-                    in_order = changed = True
-                if refused is not None:
-                    self._explain(root, region, refused, fusion)
+            with comp.batch_removals():    # fused instructions leave the list once
+                for root in reversed(comp.post_order()):
+                    if root.parent is not comp:
+                        continue
+                    refused = [] if self.explain_log is not None else None
+                    region, dim = grow_row_region(root, refused, parent_sorted=in_order,
+                                                  places=places), None
+                    if region is None and root.shape.is_array:
+                        # The column form, over each dimension some reduce reduces.
+                        for dim in sorted(columns.get(root.shape.dims, ())):
+                            tried = [] if refused is not None else None
+                            region = grow_row_region(root, tried, dim, parent_sorted=in_order,
+                                                     places=places)
+                            if region is not None:
+                                refused = tried
+                                break
+                    fusion = None
+                    if region is not None:
+                        fusion = fuse_row_region(region, dim, parent_sorted=in_order)
+                        if places is None and kept_order:
+                            places = {id(i): n for n, i in enumerate(comp.instructions)}
+                        in_order = changed = True
+                    if refused is not None:
+                        self._explain(root, region, refused, fusion)
         return changed
 
     def _explain(self, root, region, refused: list, fusion) -> None:

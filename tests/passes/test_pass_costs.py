@@ -359,3 +359,39 @@ def test_producers_the_fusion_driver_skips_are_ones_it_would_decline(monkeypatch
     for name in ("train_step_sgd", "attention_block", "convnet_forward", "scan_rnn"):
         passes.cpu_pipeline().run(hlo.parse_module((corpus / f"{name}.hlo").read_text()))
     assert {"parameter", "dot", "fusion"} <= set(asked)
+
+
+def test_moves_out_of_a_batched_computation_and_reads_inside_the_batch():
+    text = dedent("""
+        HloModule m
+        ENTRY e {
+          p = f32[4] parameter(0)
+          a = f32[4] negate(p)
+          b = f32[4] abs(p)
+          ROOT r = f32[4] add(p, p)
+        }""")
+    module = hlo.parse_module(text)
+    comp = module.entry
+    other = HloComputation("other")
+    module.add_computation(other)
+    with control_edge_scope(module):
+        with comp.batch_removals():
+            a = next(i for i in comp.instructions if i.name == "a")
+            a.set_operands([])
+            other.move_instruction(a)
+            assert a.parent is other and other.instructions == [a]
+            assert [i.name for i in comp.post_order()] == ["p", "b", "r"]   # rebuilt first
+            b = next(i for i in comp.instructions if i.name == "b")
+            other.move_instruction(b)
+            comp.sort_topologically()
+            assert [i.name for i in comp.instructions] == ["p", "r"]
+            c = comp.add_instruction(hlo.HloInstruction("negate", a.shape, [comp.root]))
+            comp.remove_instruction(c)
+        assert [i.name for i in comp.instructions] == ["p", "r"]
+    # Moving within one computation is never deferred.
+    with control_edge_scope(module):
+        with comp.batch_removals():
+            r = comp.root
+            comp.move_instruction(r)
+            assert comp.instructions.count(r) == 1
+        assert [i.name for i in comp.instructions] == ["p", "r"]
