@@ -793,9 +793,9 @@ def control_edge_scope(module: "HloModule"):
     Without the scope every scan runs: the results are the same.
 
     Scopes nest: a pipeline holds one over its whole run and each pass one of its own
-    (which marks the computations made since, fused bodies). A computation's known
-    order (`HloComputation._in_order`, kept by the IR's methods) lasts from one pass to
-    the next and is forgotten when the outermost scope ends, as are the marks."""
+    (which marks the computations made since, fused bodies). The marks and a
+    computation's known order (`HloComputation._in_order`, kept by the IR's methods)
+    last from one pass to the next and are forgotten when the outermost scope ends."""
     outermost = module.__dict__.get("_scoped") is None
     if outermost:
         module._scoped = []
@@ -807,8 +807,8 @@ def control_edge_scope(module: "HloModule"):
     try:
         yield
     finally:
-        for comp in marked:
-            comp._edge_free = False
+        # The marks last until the outermost scope ends (between passes only the
+        # pipeline runs, which edits nothing).
         if outermost:
             for comp in module._scoped:
                 comp._edge_free = comp._in_order = False

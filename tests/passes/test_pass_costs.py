@@ -266,7 +266,7 @@ def test_known_order_lasts_across_nested_scopes_and_ends_with_the_outermost():
         with control_edge_scope(module):        # the next pass marks the new one too
             assert body._edge_free
             body.post_order()
-        assert body._in_order and not body._edge_free    # known, not trusted between
+        assert body._in_order and body._edge_free        # kept until the outermost ends
     assert not comp._in_order and not comp._edge_free
     assert not body._in_order and not body._edge_free
     comp.instructions.reverse()
