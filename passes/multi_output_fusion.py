@@ -41,13 +41,20 @@ def _is_candidate(instr: HloInstruction) -> bool:
 
 
 class _Memo:
-    """`_is_candidate` and `iteration_space` of each instruction, computed once per walk
-    over a computation: a fusion is asked once per operand it reads, and both scan its
-    body. `forget` an instruction a merge changed (keyed by id, the instruction is kept
-    so that no id is reused)."""
+    """`_is_candidate`, `iteration_space` and `reduce_walk` of each instruction, computed
+    once per walk over a computation: a fusion is asked once per operand it reads (and
+    once per sibling for its walk), and each scans its body. `forget` an instruction a
+    merge changed (keyed by id, the instruction is kept so that no id is reused)."""
 
     def __init__(self):
         self._seen: dict[int, tuple] = {}
+        self._walks: dict[int, tuple] = {}
+
+    def walk(self, instr: HloInstruction) -> tuple | None:
+        entry = self._walks.get(id(instr))
+        if entry is None:
+            entry = self._walks[id(instr)] = (instr, reduce_walk(instr))
+        return entry[1]
 
     def _entry(self, instr: HloInstruction) -> tuple:
         entry = self._seen.get(id(instr))
@@ -65,6 +72,7 @@ class _Memo:
 
     def forget(self, instr: HloInstruction) -> None:
         self._seen.pop(id(instr), None)
+        self._walks.pop(id(instr), None)
 
 
 def _why_not_candidate(instr: HloInstruction) -> str | None:
@@ -168,13 +176,14 @@ def _side_values(fusion: HloInstruction, dims: tuple) -> bool:
                for v in outputs(fusion))
 
 
-def _side_partner(a: HloInstruction, b: HloInstruction) -> HloInstruction | None:
+def _side_partner(a: HloInstruction, b: HloInstruction,
+                  memo: _Memo | None = None) -> HloInstruction | None:
     """The one of `a`, `b` that keeps the other as side outputs, or None: a column
     reduce's fusion (reduce_walk) and a loop fusion over the shape it walks (the bias
     gradient of a layer and the gradient it sums, both computed from the same inputs:
     one pass instead of two, and the gradient's producers computed once)."""
     for reducer, loop in ((a, b), (b, a)):
-        walk = reduce_walk(reducer)
+        walk = reduce_walk(reducer) if memo is None else memo.walk(reducer)
         if walk is not None and _side_values(loop, walk[0]):
             return reducer
     return None
@@ -198,7 +207,8 @@ def fuse_siblings(comp: HloComputation, note=None, memo: _Memo | None = None) ->
             first, rest = siblings[0], siblings[1:]
             space = memo.space(first)
             partner = next((s for s in rest
-                            if (memo.space(s) == space or _side_partner(first, s) is not None)
+                            if (memo.space(s) == space
+                                or _side_partner(first, s, memo) is not None)
                             and reach.independent(first, s)
                             and _shares_enough(operand, first, s)), None)
             if partner is None:
@@ -213,7 +223,7 @@ def fuse_siblings(comp: HloComputation, note=None, memo: _Memo | None = None) ->
                 siblings = rest
                 continue
             rest = [s for s in rest if s is not partner]
-            if memo.space(partner) != space and _side_partner(first, partner) is partner:
+            if memo.space(partner) != space and _side_partner(first, partner, memo) is partner:
                 first, partner = partner, first        # the reduce's kernel keeps the loop
             if note is not None:
                 note(first, partner, None, f"merged (siblings reading {operand.name})")
