@@ -9,6 +9,8 @@ the driver records every answer it acted on.
 """
 from __future__ import annotations
 
+import itertools
+import operator
 from dataclasses import dataclass
 
 from ..hlo import HloComputation, HloInstruction, HloModule
@@ -35,6 +37,7 @@ LOOPING = frozenset({"reduce", "reduce-window"})
 SEQUENTIAL_CALL_ATTRS = ("body", "condition", "true_computation", "false_computation",
                          "branch_computations")
 _SEQUENTIAL_KEYS = frozenset(SEQUENTIAL_CALL_ATTRS)
+_ATTRS = operator.attrgetter("attrs")
 
 
 # A matrix transpose of at least the target's large_transpose_bytes (1 MiB) stays a
@@ -183,11 +186,12 @@ def fusible_computations(module: HloModule) -> list[HloComputation]:
     conditional branches) -- not fused bodies or scalar `to_apply` regions."""
     comps = [module.entry]
     for comp in module.computations_post_order():
-        for instr in comp.instructions:
-            if not instr.attrs or _SEQUENTIAL_KEYS.isdisjoint(instr.attrs):
-                continue
+        # (the attribute dicts naming such a computation, picked without a Python step
+        # per instruction)
+        for attrs in itertools.filterfalse(_SEQUENTIAL_KEYS.isdisjoint,
+                                           map(_ATTRS, comp.instructions)):
             for key in SEQUENTIAL_CALL_ATTRS:
-                value = instr.attrs.get(key)
+                value = attrs.get(key)
                 for callee in (value if isinstance(value, (tuple, list)) else [value]):
                     if callee is not None and callee not in comps:
                         comps.append(callee)

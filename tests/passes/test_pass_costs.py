@@ -395,3 +395,43 @@ def test_moves_out_of_a_batched_computation_and_reads_inside_the_batch():
             comp.move_instruction(r)
             assert comp.instructions.count(r) == 1
         assert [i.name for i in comp.instructions] == ["p", "r"]
+
+
+def test_callees_first_and_fusible_computations_as_the_plain_walks():
+    from pathlib import Path
+    from xlapy.passes.instruction_fusion import SEQUENTIAL_CALL_ATTRS, fusible_computations
+
+    def plain_callees_first(root):
+        order, seen = [], set()
+
+        def visit(comp):
+            if id(comp) in seen:
+                return
+            seen.add(id(comp))
+            for instr in comp.instructions:
+                for callee in instr.called_computations():
+                    visit(callee)
+            order.append(comp)
+        visit(root)
+        return order
+
+    def plain_fusible(module):
+        comps = [module.entry]
+        for comp in plain_callees_first(module.entry):
+            for instr in comp.instructions:
+                for key in SEQUENTIAL_CALL_ATTRS:
+                    value = instr.attrs.get(key)
+                    for callee in (value if isinstance(value, (tuple, list)) else [value]):
+                        if callee is not None and callee not in comps:
+                            comps.append(callee)
+        return [c for c in comps if not c.is_fusion_computation]
+
+    corpus = Path(__file__).parents[1] / "corpus"
+    for name in ("switch_index", "scan_rnn", "while_loop_newton", "cond_pred",
+                 "train_step_sgd", "fori_loop_accum"):
+        for optimized in (False, True):
+            module = hlo.parse_module((corpus / f"{name}.hlo").read_text())
+            if optimized:
+                passes.cpu_pipeline().run(module)
+            assert module.computations_post_order() == plain_callees_first(module.entry)
+            assert fusible_computations(module) == plain_fusible(module)
