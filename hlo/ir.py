@@ -308,8 +308,9 @@ class HloComputation:
         self.is_fusion_computation = False   # set when a fusion instruction calls it
         # Attributes written after the closing brace: {"execution_thread": "main"}.
         self.attrs: dict[str, Any] = {}
-        # True while a pass runs under `control_edge_scope` and no instruction here has a
-        # control predecessor: the scans for control successors are skipped.
+        # True while a pipeline (or a pass) runs under `control_edge_scope` and no
+        # instruction here has a control predecessor: the scans for control successors
+        # are skipped.
         self._edge_free = False
         # Under the same scope: True when the list is known to be in topological order
         # (a sort or a check found it so, and no method here changed an edge or a place
