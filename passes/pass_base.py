@@ -128,6 +128,13 @@ class HloPassPipeline(HloModulePass):
         self.records = []
         self.explanations = []
         self._dumped = 0
+        # Passes that found nothing to do, and how many changes the run had made then:
+        # while no pass has changed the module since, running one again would find
+        # nothing again (a fixed point's last round: simplify's passes after the
+        # algebraic simplifier found nothing more). It is skipped (a record of no change,
+        # no time) unless the run dumps or explains, which show every pass.
+        self._changes = 0
+        self._clean: dict[int, int] = {}
         if self.dump_dir is not None:
             self.dump_dir.mkdir(parents=True, exist_ok=True)
             self._dump(module, "input")
@@ -150,6 +157,10 @@ class HloPassPipeline(HloModulePass):
         if isinstance(p, HloPassFix):
             return p.iterate(module, lambda m: self._run_one(m, p.inner))
         start = time.perf_counter()
+        if self._clean.get(id(p)) == self._changes and self.dump_dir is None \
+                and not self.explain:
+            self.records.append(PassRecord(p.name, False, 0.0, start))
+            return False
         # The computations without control edges skip the scans for control successors
         # (hlo/ir.py; the IR's methods unmark one that gets an edge).
         with control_edge_scope(module):
@@ -162,6 +173,11 @@ class HloPassPipeline(HloModulePass):
             else:
                 changed = bool(p.run(module))
         self.records.append(PassRecord(p.name, changed, time.perf_counter() - start, start))
+        if changed:
+            self._changes += 1
+            self._clean.pop(id(p), None)
+        else:
+            self._clean[id(p)] = self._changes
         if changed and self.verify_each:
             verify(module, context=f"after pass {p.name}")
         if self.dump_dir is not None:

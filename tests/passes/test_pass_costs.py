@@ -435,3 +435,43 @@ def test_callees_first_and_fusible_computations_as_the_plain_walks():
                 passes.cpu_pipeline().run(module)
             assert module.computations_post_order() == plain_callees_first(module.entry)
             assert fusible_computations(module) == plain_fusible(module)
+
+
+class _Counting(passes.HloModulePass):
+    """Reports a change on the runs listed in `changes` (1-based); counts its runs."""
+
+    def __init__(self, name, changes=()):
+        self.name, self.changes, self.runs = name, set(changes), 0
+
+    def run(self, module):
+        self.runs += 1
+        return self.runs in self.changes
+
+
+def test_a_pass_that_found_nothing_is_not_run_again_until_something_changes(tmp_path):
+    text = dedent("""
+        HloModule m
+        ENTRY e {
+          ROOT p = f32[4] parameter(0)
+        }""")
+    # Round 1: a changes, b and c find nothing. Round 2: a finds nothing, so b and c
+    # (nothing changed since they ran) are skipped and the fixed point ends.
+    a, b, c = _Counting("a", {1}), _Counting("b"), _Counting("c")
+    pipeline = passes.HloPassPipeline("p", [passes.HloPassFix(
+        passes.HloPassPipeline("round", [a, b, c]))])
+    assert pipeline.run(hlo.parse_module(text))
+    assert (a.runs, b.runs, c.runs) == (2, 1, 1)
+    assert [(r.name, r.changed) for r in pipeline.records] == [
+        ("a", True), ("b", False), ("c", False), ("a", False), ("b", False), ("c", False)]
+    assert [r.seconds for r in pipeline.records][-2:] == [0.0, 0.0]
+    # A change after b ran: b runs again.
+    a, b, c = _Counting("a"), _Counting("b"), _Counting("c", {1})
+    passes.HloPassPipeline("p", [passes.HloPassFix(
+        passes.HloPassPipeline("round", [a, b, c]))]).run(hlo.parse_module(text))
+    assert (a.runs, b.runs, c.runs) == (2, 2, 2)
+    # Dumping or explaining shows every pass: nothing skipped.
+    for options in ({"dump_dir": tmp_path}, {"explain": True}):
+        a, b = _Counting("a", {1}), _Counting("b")
+        passes.HloPassPipeline("p", [passes.HloPassFix(
+            passes.HloPassPipeline("round", [a, b]))], **options).run(hlo.parse_module(text))
+        assert (a.runs, b.runs) == (2, 2)
