@@ -134,14 +134,11 @@ def try_emit_gemm(kernel, dot, lhs: View | None, rhs: View | None, out) -> int |
                 m=m, n=n, k=k, lhs_strides=(sm, slk), rhs_strides=(srk, sn))
     count = prod(dot.shape.dims[i] for i in range(len(lb)))
     threads = intra_op_threads()
-    nr, a_in_place = 1, False
-    if m > 1 and n > 1 and k > 0:
-        spec = packed_gemm.GemmSpec(args["lhs_dtype"], args["rhs_dtype"], args["out_dtype"],
-                                    m, n, k, (sm, slk), (srk, sn))
-        tile = packed_gemm.plan_gemm(spec, packed_gemm.host_vector_bits()).tile
-        nr, a_in_place = tile.nr, packed_gemm.reads_a_in_place(spec, tile)
+    nr = packed_gemm.plan_gemm(packed_gemm.GemmSpec(
+        args["lhs_dtype"], args["rhs_dtype"], args["out_dtype"], m, n, k, (sm, slk), (srk, sn)),
+        packed_gemm.host_vector_bits()).tile.nr if m > 1 and n > 1 and k > 0 else 1
     columns = not lb and not (plan.copy_lhs or plan.copy_rhs) \
-        and packed_gemm.splits_columns(m, n, k, threads, nr, a_in_place)
+        and packed_gemm.splits_columns(m, n, k, threads, nr)
     try:
         fn = packed_gemm.emit_gemm(kernel.function.module, f"{kernel.name}_gemm", **args,
                                    batch=count, columns=columns)

@@ -156,18 +156,13 @@ def gemm_column_partitions(m: int, n: int, k: int, threads: int, nr: int) -> int
     return max(1, min(threads, parts))
 
 
-def splits_columns(m: int, n: int, k: int, threads: int, nr: int,
-                   a_in_place: bool = False) -> bool:
+def splits_columns(m: int, n: int, k: int, threads: int, nr: int) -> bool:
     """Whether the threads of a GEMM should split C's columns rather than its rows.
     Each partition packs the B panels of its columns and the A blocks of its rows: split
     by rows, every thread packs all of B; by columns, all of A. With n > m the column
     split packs less (a weight gradient x^T @ dY, f32[512,2048]^T @ [2048,1536]: 14 MiB
-    of packing per thread by rows, 10 by columns). With A read in place
-    (`reads_a_in_place`: nothing of A is packed) the column split packs less at any
-    shape. Shared host, two threads, interleaved medians of 15: 2048x512x2048 and its
-    transposed-B form 15.0 / 14.5 -> 13.7 / 13.8 ms, 2048x2048x512 15.4 -> 14.1 ms,
-    2048x512x512 4.3 -> 3.7 ms (CPU time 5-10% lower too)."""
-    return threads > 1 and m > 1 and n > 1 and k > 0 and (n > m or a_in_place) \
+    of packing per thread by rows, 10 by columns)."""
+    return threads > 1 and m > 1 and n > 1 and k > 0 and n > m \
         and gemm_column_partitions(m, n, k, threads, nr) > 1
 
 

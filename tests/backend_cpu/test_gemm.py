@@ -405,7 +405,6 @@ def test_which_gemms_split_columns():
     # at multiples of NR, covering [0, n).
     assert splits_columns(512, 1536, 2048, 2, NR)
     assert not splits_columns(1536, 512, 2048, 2, NR)      # more rows: rows
-    assert splits_columns(1536, 512, 2048, 2, NR, a_in_place=True)   # unless A is not packed
     assert not splits_columns(16, 1024, 256, 1, NR)        # one thread
     assert not splits_columns(4, NR, 3, 2, NR)             # too little work
     split = gemm_column_split(1000, 2, NR)
