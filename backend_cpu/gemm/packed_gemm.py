@@ -374,10 +374,10 @@ def reads_a_in_place(spec: GemmSpec, tile: MicroTile) -> bool:
       [256,1024] @ [1024,10] 0.76 -> 0.24 ms (shared host).
     - A row-major (its k steps contiguous), any n: the kernel's MR row streams read
       the same bytes the packed micro-panel would hold, from the same cache level,
-      and the packing pass is saved. Shared host, one thread, CPU time, interleaved:
-      attention's q @ k^T (f32[64 x 256,64] @ [64,256]) 4.7-5.1 -> 4.3-4.5 ms,
-      384^3 1.02-1.06 -> 0.71-0.74 ms, 2048x512x2048 and its transposed-B form the
-      same; the GPT block's training step on one thread 288-318 -> 274-292 ms.
+      and the packing pass is saved. Quiet AVX-512 host, two threads, interleaved in
+      shuffled order, medians of 21: attention's q @ k^T (f32[64 x 256,64] @
+      [64,256]) 3.00 -> 2.86 ms; 2048x512x2048, its transposed-B form, 2048x2048x512
+      and 2048x512x512 within +-3% either way; the GPT block's step the same.
       A transposed A (rows contiguous) stays packed when n > NR: each k step would
       be a cache line of its own, re-read for every B micro-panel.
 
