@@ -70,9 +70,10 @@ K_PANEL_BYTES = 192 * 1024
 # error on AVX2). Measured with the AVX2 target on this host, 2048^3: 88 ms at 3072,
 # 80-84 ms at 1536 and 768 (numpy's OpenBLAS, Haswell kernels: 80-83 ms).
 MAX_KC = 768
-# 3/8 of L2: 384 KiB on a 1 MiB L2 (Zen 5), 768 KiB on a 2 MiB one (an AVX-512 Xeon:
-# single-thread CPU time of 2048x512x2048 and its transposed forms 3-7% lower than
-# with 384 KiB there; gemm_blocks in the commit that made this host-dependent).
+# 3/8 of L2: 384 KiB on a 1 MiB L2 (Zen 5), 768 KiB on a 2 MiB one (an AVX-512 Xeon,
+# quiet, two threads, interleaved in shuffled order, medians of 21, against 384 KiB
+# there: 2048x512x2048 -2%, with B transposed -7%, with A transposed -5%,
+# 2048x2048x512 the same; the GPT block's step the same).
 L2_BLOCK_SHARE = (3, 8)
 L3_PANEL_BYTES = 2 * 1024 * 1024
 # From this size on, a GEMM is worth the compile time of the fastest A packing.
