@@ -32,10 +32,11 @@ K_UNROLL = 4
 # A read in place with its k steps far apart (`prefetch_a`: a transposed operand, one
 # cache line per k step, 1 KiB or more away) defeats the hardware prefetchers; the
 # kernel asks for A's lines this many k steps ahead itself. Measured on the AVX-512
-# host (shared, one thread, caches flushed between calls as in a training step):
-# attention's P^T @ dO, f32[64 x 256,256]^T @ [256,64], 5.5-6.0 -> 4.6-4.9 ms at 32
-# or 16 steps ahead; P @ V, whose A rows stream, gets no prefetches (a little slower
-# with them).
+# host with caches flushed between calls, as in a training step: attention's P^T @ dO,
+# f32[64 x 256,256]^T @ [256,64], 3.00-3.75 -> 2.57-2.77 ms (quiet, two threads,
+# medians of 15 in alternating processes; shared, one thread: 5.5-6.0 -> 4.6-4.9 ms at
+# 32 or 16 steps ahead). P @ V, whose A rows stream, gets no prefetches (a little
+# slower with them).
 A_PREFETCH_STEPS = 32
 
 
