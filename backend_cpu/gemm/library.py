@@ -53,10 +53,9 @@ ROUTINE_LIGHT = True
 _SIGNATURES = {
     "micro": ir.FunctionType(VOID, [PTR, PTR, PTR, I64, I64, I64, I64, I1]),
     "micro_strided_a": ir.FunctionType(VOID, [PTR, PTR, PTR, I64, I64, I64, I64, I1, I64, I64]),
-    "micro_strided_a_far": ir.FunctionType(VOID, [PTR, PTR, PTR, I64, I64, I64, I64, I1, I64,
-                                                  I64]),
     "pack": ir.FunctionType(VOID, [PTR, PTR] + [I64] * 6),
 }
+_SIGNATURES["micro_strided_a_far"] = _SIGNATURES["micro_strided_a"]   # only the body differs
 
 
 @dataclass(frozen=True)

@@ -200,14 +200,19 @@ def _moved_in(comp, instrs):
     return x
 
 
-def test_known_order_is_not_trusted_outside_a_pass():
-    module = hlo.parse_module(dedent("""
+def _negate_abs():
+    """p -> a = negate(p) -> b = abs(a), listed in order."""
+    return hlo.parse_module(dedent("""
         HloModule m
         ENTRY e {
           p = f32[4] parameter(0)
           a = f32[4] negate(p)
           ROOT b = f32[4] abs(a)
         }"""))
+
+
+def test_known_order_is_not_trusted_outside_a_pass():
+    module = _negate_abs()
     comp = module.entry
     comp.sort_topologically()
     comp.instructions.reverse()         # code outside the passes may edit the list
@@ -249,13 +254,7 @@ def test_reachability_kept_up_to_date_equals_a_fresh_one(monkeypatch):
 
 
 def test_known_order_lasts_across_nested_scopes_and_ends_with_the_outermost():
-    module = hlo.parse_module(dedent("""
-        HloModule m
-        ENTRY e {
-          p = f32[4] parameter(0)
-          a = f32[4] negate(p)
-          ROOT b = f32[4] abs(a)
-        }"""))
+    module = _negate_abs()
     comp = module.entry
     with control_edge_scope(module):
         with control_edge_scope(module):        # a pass
